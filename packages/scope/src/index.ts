@@ -1,0 +1,20 @@
+export {
+  admits,
+  bindScopeParent,
+  createScope,
+  scopeChainOf,
+  scopeOf,
+  scopeParentOf,
+  type CreateScopeOptions,
+  type Scope,
+  type ScopeKey,
+  type ScopeParentBinding,
+} from './scope.ts'
+export { carrierKeyOf, isScopeCarrier, scopeTarget, type Scoped } from './carrier.ts'
+export {
+  AnonymousEntries,
+  NamedEntries,
+  ScopedLayers,
+  type LayerEffectOptions,
+  type ScopeLayer,
+} from './layers.ts'

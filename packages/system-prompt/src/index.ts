@@ -1,0 +1,24 @@
+import { SystemPrompt } from './service.ts'
+
+export default SystemPrompt
+export {
+  DEFAULT_IDENTITY,
+  IDENTITY_ORDER,
+  IDENTITY_SECTION,
+  PERSONA_ORDER,
+  PERSONA_SECTION,
+  SystemPrompt,
+  type SystemPromptConfig,
+} from './service.ts'
+export {
+  CONTEXT_SNAPSHOT_HEADER,
+  interpolate,
+  joinContextSections,
+  referencedVariables,
+  renderContextSections,
+  renderContextSnapshot,
+  renderPrompt,
+  VARIABLE_NAME,
+} from './render.ts'
+export { compareCodeUnits, TOOL_ORDER_REST } from './tool-order.ts'
+export type * from './types.ts'

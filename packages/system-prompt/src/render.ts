@@ -1,0 +1,78 @@
+import type { ContextSnapshotSection, PromptAssembly } from './types.ts'
+
+export const VARIABLE_NAME = /^[a-z][a-z0-9_]*$/
+export const CONTEXT_SNAPSHOT_HEADER =
+  'Current runtime context. This snapshot supersedes earlier runtime-context snapshots.'
+
+type Kind = 'section' | 'context'
+
+// A complete group: `{{`, a run without braces (newlines allowed), `}}`.
+const GROUP = /\{\{([^{}]*)\}\}/y
+
+/**
+ * Strict `{{name}}` interpolation. Unknown, valueless and malformed references throw
+ * with the owner named; values are inserted verbatim and never re-scanned; only own
+ * properties count, so prototype names are unknown. A lone `{{` with no `}}` after it
+ * is literal prose (shell `${X:-{{y}` stays as written).
+ */
+export function interpolate(text: string, variables: PromptAssembly['variables'], kind: Kind, owner: string): string {
+  let out = ''
+  let from = 0
+  for (let at = text.indexOf('{{'); at !== -1; at = text.indexOf('{{', from)) {
+    GROUP.lastIndex = at
+    const group = GROUP.exec(text)
+    if (!group) {
+      if (text.indexOf('}}', at + 2) !== -1) {
+        throw new Error(`malformed prompt variable reference at "${text.slice(at, at + 16)}…" in ${kind} "${owner}" (references are complete simple {{name}} groups)`)
+      }
+      out += text.slice(from, at + 2)
+      from = at + 2
+      continue
+    }
+    const name = group[1]
+    if (!VARIABLE_NAME.test(name)) {
+      throw new Error(`malformed prompt variable reference "{{${name}}}" in ${kind} "${owner}" (variable names match ${VARIABLE_NAME})`)
+    }
+    if (!Object.hasOwn(variables, name)) {
+      const known = Object.keys(variables).join(', ') || '(none)'
+      throw new Error(`unknown prompt variable "{{${name}}}" in ${kind} "${owner}"; registered variables: ${known}`)
+    }
+    const value = variables[name]
+    if (value === undefined) {
+      throw new Error(`prompt variable "{{${name}}}" has no value for this assembly (${kind} "${owner}")`)
+    }
+    out += text.slice(from, at) + value
+    from = GROUP.lastIndex
+  }
+  return out + text.slice(from)
+}
+
+/** Names referenced by the well-formed `{{name}}` groups of a text (malformed ones fail at render). */
+export function referencedVariables(text: string): string[] {
+  return [...text.matchAll(/\{\{([a-z][a-z0-9_]*)\}\}/g)].map(match => match[1])
+}
+
+/** The system text: sections interpolated in order, exactly-empty results dropped, joined by a blank line. */
+export function renderPrompt(assembly: PromptAssembly): string {
+  return assembly.sections
+    .map(section => interpolate(section.text, assembly.variables, 'section', section.name))
+    .filter(text => text !== '')
+    .join('\n\n')
+}
+
+/** The runtime contexts whose interpolated text is non-empty. */
+export function renderContextSections(assembly: PromptAssembly): ContextSnapshotSection[] {
+  return assembly.contexts
+    .map(context => ({ name: context.name, text: interpolate(context.text, assembly.variables, 'context', context.name) }))
+    .filter(section => section.text !== '')
+}
+
+/** The body of the runtime-context snapshot message, or `''` when nothing is active. */
+export function joinContextSections(sections: readonly ContextSnapshotSection[]): string {
+  const body = sections.map(section => section.text).join('\n\n')
+  return body === '' ? '' : `${CONTEXT_SNAPSHOT_HEADER}\n\n${body}`
+}
+
+export function renderContextSnapshot(assembly: PromptAssembly): string {
+  return joinContextSections(renderContextSections(assembly))
+}

@@ -1,0 +1,306 @@
+import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import {
+  AnonymousEntries,
+  NamedEntries,
+  ScopedLayers,
+  scopeTarget,
+  type Scoped,
+} from '@loom/scope'
+import { referencedVariables, VARIABLE_NAME } from './render.ts'
+import { compareCodeUnits, orderTools, validateToolOrder } from './tool-order.ts'
+import type {
+  AssembleContext,
+  AssembledContext,
+  AssembledSection,
+  AssembledTool,
+  PromptAssembly,
+  PromptContext,
+  PromptSection,
+  Stability,
+  ToolProvider,
+  VariableInfo,
+  VariableOptions,
+  VariableProvider,
+} from './types.ts'
+
+export const PERSONA_SECTION = 'deployment:persona'
+export const PERSONA_ORDER = 0
+export const IDENTITY_SECTION = 'harness:identity'
+export const IDENTITY_ORDER = -100
+export const DEFAULT_IDENTITY = 'You are an AI agent powered by Loom.'
+const PACKAGE = '@loom/system-prompt'
+
+declare module '@deepseek-ai/cordis' {
+  interface Context {
+    systemPrompt: SystemPrompt
+  }
+  interface Events {
+    /** Waterfall around every assembly, routed to listeners of `context.scope` and its ancestors. */
+    'system-prompt/assemble'(
+      this: Scoped<SystemPrompt>,
+      assembly: PromptAssembly,
+      context: AssembleContext,
+      next: () => Promise<PromptAssembly>,
+    ): Promise<PromptAssembly>
+    /** After every registration and every removal, in any layer. */
+    'system-prompt/change'(): void
+  }
+}
+
+/** A registration as stored: the value plus the plugin that owns it. */
+interface Entry<T> {
+  value: T
+  owner: string
+}
+
+interface VariableEntry extends Entry<VariableProvider> {
+  stability: Stability
+}
+
+class PromptLayer {
+  constructor(private readonly scoped: boolean) {}
+
+  readonly sections = new NamedEntries<Entry<PromptSection>>(name => this.duplicate('section', name))
+  readonly contexts = new NamedEntries<Entry<PromptContext>>(name => this.duplicate('context', name))
+  readonly variables = new NamedEntries<VariableEntry>(name => this.duplicate('variable', name))
+  readonly toolProviders = new AnonymousEntries<Entry<ToolProvider>>()
+  readonly suppressors = new AnonymousEntries<true>()
+
+  isEmpty() {
+    return this.sections.isEmpty() && this.contexts.isEmpty() && this.variables.isEmpty()
+      && this.toolProviders.isEmpty() && this.suppressors.isEmpty()
+  }
+
+  private duplicate(kind: string, name: string) {
+    const where = this.scoped
+      ? 'in this scope'
+      : kind === 'variable'
+        ? '(for a per-agent value, register through that agent\'s `agent.ctx` instead)'
+        : '(for a per-agent override, register through that agent\'s `agent.ctx` instead)'
+    return new Error(`prompt ${kind} "${name}" is already registered ${where}`)
+  }
+}
+
+function assertFiniteOrder(kind: 'section' | 'context', item: { name: string; order: number }) {
+  if (!Number.isFinite(item.order)) {
+    throw new TypeError(`prompt ${kind} "${item.name}" order must be a finite number`)
+  }
+}
+
+function resolveText(text: PromptSection['text'], context: AssembleContext): string {
+  return typeof text === 'function' ? text(context) : text
+}
+
+/** Sorts by order, then by name: equal orders never depend on load order. */
+function byOrderThenName(a: { order: number; name: string }, b: { order: number; name: string }) {
+  return a.order - b.order || compareCodeUnits(a.name, b.name)
+}
+
+export interface SystemPromptConfig {
+  identity?: string
+  includeHarnessIdentity?: boolean
+  includeRuntimeContext?: boolean
+  persona?: string
+  toolOrder?: string[]
+}
+
+/**
+ * The prompt registry. Plugins contribute sections, runtime contexts, tool
+ * providers and variables through `ctx.systemPrompt`; each registration is an
+ * effect on the caller's fiber and lands in the caller's scope layer. `assemble()`
+ * builds one deterministic view for a scope.
+ */
+export class SystemPrompt extends Service {
+  static readonly Config: Schema<SystemPromptConfig> = Schema.object({
+    identity: Schema.string().default(DEFAULT_IDENTITY).description('Text of the harness identity section (order -100).'),
+    includeHarnessIdentity: Schema.boolean().default(true).description('Register the identity section.'),
+    includeRuntimeContext: Schema.boolean().default(true).description('When false, runtime contexts are suppressed everywhere.'),
+    persona: Schema.string().default('').description('Deployment persona (section "deployment:persona", order 0); a {{var}} template.'),
+    // A union keeps an absent toolOrder absent (a bare array schema would default it to []).
+    toolOrder: Schema.union([Schema.array(Schema.string()), Schema.const(undefined)]).description('Explicit tool order; must contain "<unlisted-tools>" once.'),
+  })
+
+  readonly config: Required<Omit<SystemPromptConfig, 'toolOrder'>> & Pick<SystemPromptConfig, 'toolOrder'>
+  private readonly layers: ScopedLayers<PromptLayer>
+  private readonly warned = new Set<string>()
+
+  constructor(ctx: Context, config: SystemPromptConfig = {}) {
+    super(ctx, 'systemPrompt')
+    this.config = {
+      identity: config.identity ?? DEFAULT_IDENTITY,
+      includeHarnessIdentity: config.includeHarnessIdentity ?? true,
+      includeRuntimeContext: config.includeRuntimeContext ?? true,
+      persona: config.persona ?? '',
+      toolOrder: config.toolOrder,
+    }
+    if (this.config.toolOrder) validateToolOrder(this.config.toolOrder)
+    this.layers = new ScopedLayers(scope => new PromptLayer(scope !== undefined), () => ctx.emit('system-prompt/change'))
+
+    // Built-ins belong to the service's own lifetime.
+    if (this.config.includeHarnessIdentity) {
+      this.section({ name: IDENTITY_SECTION, order: IDENTITY_ORDER, text: this.config.identity })
+    }
+    this.section({ name: PERSONA_SECTION, order: PERSONA_ORDER, text: this.config.persona })
+    if (!this.config.includeRuntimeContext) this.suppressRuntimeContext()
+  }
+
+  /** Name of the plugin whose context is calling: the owner of its registrations. */
+  private get caller(): string {
+    return this.ctx.fiber.name
+  }
+
+  section(section: PromptSection): () => void {
+    assertFiniteOrder('section', section)
+    if (section.stability === 'step') {
+      throw new TypeError(`prompt section "${section.name}" cannot be step-stable: a fact that changes between steps belongs in a runtime context (ctx.systemPrompt.context)`)
+    }
+    const entry = { value: section, owner: this.caller }
+    return this.layers.effect(this.ctx, layer => layer.sections.insert(section.name, entry), { label: 'systemPrompt.section' })
+  }
+
+  context(context: PromptContext): () => void {
+    assertFiniteOrder('context', context)
+    const entry = { value: context, owner: this.caller }
+    return this.layers.effect(this.ctx, layer => layer.contexts.insert(context.name, entry), { label: 'systemPrompt.context' })
+  }
+
+  /** While registered, assemblies of this scope and its descendants carry no runtime contexts. */
+  suppressRuntimeContext(): () => void {
+    return this.layers.effect(this.ctx, layer => layer.suppressors.append(true), { label: 'systemPrompt.suppressRuntimeContext' })
+  }
+
+  tools(provider: ToolProvider): () => void {
+    const entry = { value: provider, owner: this.caller }
+    return this.layers.effect(this.ctx, layer => layer.toolProviders.append(entry), { label: 'systemPrompt.tools' })
+  }
+
+  variable(name: string, provider: VariableProvider, options: VariableOptions = {}): () => void {
+    if (!VARIABLE_NAME.test(name)) {
+      throw new Error(`invalid prompt variable name "${name}" (must match ${VARIABLE_NAME})`)
+    }
+    const entry = { value: provider, owner: this.caller, stability: options.stability ?? 'session' }
+    return this.layers.effect(this.ctx, layer => layer.variables.insert(name, entry), { label: 'systemPrompt.variable' })
+  }
+
+  /**
+   * Builds the view of `context.scope`: the global layer, then the existing layers
+   * of its parent chain, nearest winning by name. Always asynchronous: every
+   * failure is a rejection. The signal is passed through, never checked.
+   */
+  async assemble(context: AssembleContext = {}): Promise<PromptAssembly> {
+    const { scope } = context
+    const layers = [this.layers.global, ...this.layers.chainLayers(scope)]
+    const suppressed = layers.some(layer => !layer.suppressors.isEmpty())
+
+    // Variables first: every provider runs, shadowed ones included.
+    const variables: PromptAssembly['variables'] = {}
+    const variableInfo: PromptAssembly['variableInfo'] = {}
+    for (const layer of layers) {
+      for (const [name, entry] of layer.variables.entries()) {
+        variables[name] = entry.value(context)
+        variableInfo[name] = { owner: entry.owner, stability: entry.stability }
+      }
+    }
+
+    const sectionEntries = this.layers.merge(scope, layer => layer.sections)
+    const contextEntries = this.layers.merge(scope, layer => layer.contexts)
+
+    // Tools add up across layers (no shadowing); providers are snapshotted first.
+    const providers = layers.flatMap(layer => [...layer.toolProviders.values()])
+    const collected: AssembledTool[] = []
+    const knownNames = new Set<string>()
+    for (const { value: provider, owner } of providers) {
+      const result = provider(context)
+      for (const { name, description, parameters } of result.schemas) {
+        collected.push({ name, description, parameters: structuredClone(parameters), owner })
+      }
+      for (const name of result.knownNames ?? result.schemas.map(schema => schema.name)) knownNames.add(name)
+    }
+
+    const registered = [...sectionEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
+    this.warnTies('section', registered)
+    const complete = registered.filter(entry => entry.value.complete === true)
+    if (complete.length > 1) {
+      throw new Error(`multiple complete prompt sections are active: ${complete.map(entry => JSON.stringify(entry.value.name)).join(', ')}`)
+    }
+    const sections = registered.map(({ value, owner }): AssembledSection => ({
+      name: value.name,
+      text: resolveText(value.text, context),
+      order: value.order,
+      stability: value.stability ?? 'static',
+      owner,
+    }))
+    const completeCopy = complete.length ? { ...sections[registered.indexOf(complete[0])] } : undefined
+
+    let contexts: AssembledContext[] = []
+    if (!suppressed) {
+      const active = [...contextEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
+      this.warnTies('context', active)
+      contexts = active.map(({ value, owner }) => ({
+        name: value.name,
+        text: resolveText(value.text, context),
+        order: value.order,
+        stability: value.stability ?? 'step',
+        owner,
+      }))
+    }
+
+    const tools = orderTools(collected, knownNames, this.config.toolOrder)
+    this.warnDuplicateTools(tools)
+
+    const assembly: PromptAssembly = { sections, contexts, tools, variables, variableInfo }
+    const result = await this.ctx.waterfall(
+      scopeTarget(this, scope),
+      'system-prompt/assemble',
+      assembly,
+      context,
+      async () => assembly,
+    )
+    const final = completeCopy || suppressed
+      ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) }
+      : result
+    assertStableSections(final)
+    return final
+  }
+
+  /** Logs one warning per pair of same-order entries: their order is decided by name only. */
+  private warnTies(kind: 'section' | 'context', sorted: readonly Entry<{ name: string; order: number }>[]) {
+    for (let i = 1; i < sorted.length; i++) {
+      const [a, b] = [sorted[i - 1], sorted[i]]
+      if (a.value.order !== b.value.order) continue
+      this.warnOnce(`prompt ${kind}s "${a.value.name}" (plugin "${a.owner}") and "${b.value.name}" (plugin "${b.owner}") share order ${a.value.order}; they are ordered by name. Give them distinct orders to state the intent.`)
+    }
+  }
+
+  private warnDuplicateTools(tools: readonly AssembledTool[]) {
+    for (let i = 1; i < tools.length; i++) {
+      const [a, b] = [tools[i - 1], tools[i]]
+      if (a.name !== b.name) continue
+      this.warnOnce(`tool "${a.name}" is provided more than once (plugins "${a.owner}" and "${b.owner}"); models reject duplicate tool names.`)
+    }
+  }
+
+  private warnOnce(message: string) {
+    if (this.warned.has(message)) return
+    this.warned.add(message)
+    this.ctx.logger('system-prompt').warn(message)
+  }
+}
+
+/**
+ * A system section may not read a `step` variable: its value would change the
+ * system text between steps and break every provider's prompt cache.
+ */
+function assertStableSections(assembly: PromptAssembly) {
+  for (const section of assembly.sections) {
+    for (const name of referencedVariables(section.text)) {
+      const info: VariableInfo | undefined = assembly.variableInfo?.[name]
+      if (info?.stability !== 'step') continue
+      throw new Error(`prompt section "${section.name}" (plugin "${section.owner}") references step-stable variable "{{${name}}}" (plugin "${info.owner}"); a value that changes between steps would break the cached system prefix, so use it in a runtime context (ctx.systemPrompt.context) instead`)
+    }
+  }
+}
+
+// The plugin name is what `fiber.name` reports, so the built-ins are owned by the package.
+Object.defineProperty(SystemPrompt, 'name', { value: PACKAGE })

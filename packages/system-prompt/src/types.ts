@@ -1,0 +1,103 @@
+import type { ScopeKey } from '@loom/scope'
+
+/**
+ * How often a contribution may change. `static`: fixed for the deployment;
+ * `session`: fixed within one session (model, cwd at start); `step`: may change
+ * between model steps (time, git state), so it may only reach the model through a
+ * runtime context, never through the cached system prefix.
+ */
+export type Stability = 'static' | 'session' | 'step'
+
+/** The request an assembly is built for. Other packages add fields (for example `agent`). */
+export interface AssembleContext {
+  /** Selects the layers this assembly sees and the listeners it is routed to. */
+  scope?: ScopeKey
+  /** Passed through to providers and listeners; never inspected by `assemble()`. */
+  signal?: AbortSignal
+  [extra: string]: unknown
+}
+
+export type PromptText = string | ((context: AssembleContext) => string)
+
+export interface PromptSection {
+  readonly name: string
+  /** Position in the system text; see the order bands in the README. */
+  readonly order: number
+  readonly text: PromptText
+  /** A complete section replaces every other section of the assembly. */
+  readonly complete?: boolean
+  /** Default `static`. A system section can never be `step`: use a runtime context. */
+  readonly stability?: Stability
+}
+
+export interface PromptContext {
+  readonly name: string
+  readonly order: number
+  readonly text: PromptText
+  /** Default `step`: runtime contexts exist for facts that change between steps. */
+  readonly stability?: Stability
+}
+
+export interface ToolSchema {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+}
+
+export interface ToolProviderResult {
+  readonly schemas: readonly ToolSchema[]
+  /** Names valid in `toolOrder` for this provider; replaces the schema names when given. */
+  readonly knownNames?: readonly string[]
+}
+
+export type ToolProvider = (context: AssembleContext) => ToolProviderResult
+export type VariableProvider = (context: AssembleContext) => string | undefined
+
+export interface VariableOptions {
+  /** Default `session`. A `step` variable may be used by runtime contexts only. */
+  readonly stability?: Stability
+}
+
+/** Every assembled entry names the plugin that registered it. */
+export interface Owned {
+  /** Name of the plugin (Cordis fiber) that made the registration. */
+  owner: string
+}
+
+/** A section with its text resolved but not yet interpolated. */
+export interface AssembledSection extends Owned {
+  name: string
+  text: string
+  order: number
+  stability: Stability
+}
+
+/** A runtime context with its text resolved but not yet interpolated. */
+export interface AssembledContext extends Owned {
+  name: string
+  text: string
+  order: number
+  stability: Stability
+}
+
+export interface AssembledTool extends ToolSchema, Owned {}
+
+export interface VariableInfo extends Owned {
+  stability: Stability
+}
+
+export interface PromptAssembly {
+  sections: AssembledSection[]
+  contexts: AssembledContext[]
+  tools: AssembledTool[]
+  variables: Record<string, string | undefined>
+  /** Owner and stability of each registered variable (listener-added variables have none). */
+  variableInfo: Record<string, VariableInfo>
+  [extra: string]: unknown
+}
+
+/** One rendered runtime-context entry. */
+export interface ContextSnapshotSection {
+  readonly name: string
+  readonly text: string
+}
