@@ -26,10 +26,11 @@ export async function root(config: SystemPromptConfig = {}): Promise<Host> {
   const root = new Context()
   const warnings: string[] = []
   root.logger.exporter({
-    export(message: { type: string; content: unknown }) {
-      if (message.type === 'warn') warnings.push(String(message.content))
+    levels: { default: 3 }, // Cordis filters warnings out unless asked (WARN = 2 > INFO = 1)
+    export(message) {
+      if (message.type === 'warn') warnings.push(String(message.args[0]))
     },
-  } as any)
+  })
   await root.plugin(SystemPrompt, config)
   const fiber = await root.plugin({ name: 'host', inject: ['systemPrompt'], apply() {} })
   const ctx = fiber.ctx

@@ -11,3 +11,14 @@ it('a scoped section shadows the global one of the same name', async () => {
   expect(renderPrompt(await h.asm(s.key))).toBe(`${IDENTITY}\n\nHi M\n\nSX`)
   expect(renderPrompt(await h.asm())).toBe(`${IDENTITY}\n\nHi M\n\nX`)
 })
+
+it('equal orders sort by name and warn once naming both plugins', async () => {
+  const h = await root()
+  const a = await h.plugin('plugin-a')
+  const b = await h.plugin('plugin-b')
+  b.systemPrompt.section({ name: 'zeta', order: 5, text: 'Z' })
+  a.systemPrompt.section({ name: 'alpha', order: 5, text: 'A' })
+  expect((await h.asm()).sections.map(s => s.name)).toEqual(['harness:identity', 'deployment:persona', 'alpha', 'zeta'])
+  await h.asm()
+  expect(h.warnings).toEqual([expect.stringMatching(/"alpha" \(plugin "plugin-a"\) and "zeta" \(plugin "plugin-b"\) share order 5/)])
+})
