@@ -7,6 +7,7 @@ import {
   scopeTarget,
   type Scoped,
 } from '@loom/scope'
+import { cloneParameters } from './clone.ts'
 import { referencedVariables, VARIABLE_NAME } from './render.ts'
 import { compareCodeUnits, orderTools, validateToolOrder } from './tool-order.ts'
 import type {
@@ -193,14 +194,19 @@ export class SystemPrompt extends Service {
     const layers = [this.layers.global, ...this.layers.chainLayers(scope)]
     const suppressed = layers.some(layer => !layer.suppressors.isEmpty())
 
-    // Variables first: every provider runs, shadowed ones included.
-    const variables: PromptAssembly['variables'] = {}
-    const variableInfo: PromptAssembly['variableInfo'] = {}
+    // Variables first: every provider runs, shadowed ones included (global first).
+    const resolved = new Map<string, { value: string | undefined; info: VariableInfo }>()
     for (const layer of layers) {
       for (const [name, entry] of layer.variables.entries()) {
-        variables[name] = entry.value(context)
-        variableInfo[name] = { owner: entry.owner, stability: entry.stability }
+        resolved.set(name, { value: entry.value(context), info: { owner: entry.owner, stability: entry.stability } })
       }
+    }
+    // Keyed by name, so the assembly never depends on load order.
+    const variables: PromptAssembly['variables'] = {}
+    const variableInfo: PromptAssembly['variableInfo'] = {}
+    for (const name of [...resolved.keys()].sort(compareCodeUnits)) {
+      variables[name] = resolved.get(name)!.value
+      variableInfo[name] = resolved.get(name)!.info
     }
 
     const sectionEntries = this.layers.merge(scope, layer => layer.sections)
@@ -213,7 +219,7 @@ export class SystemPrompt extends Service {
     for (const { value: provider, owner } of providers) {
       const result = provider(context)
       for (const { name, description, parameters } of result.schemas) {
-        collected.push({ name, description, parameters: structuredClone(parameters), owner })
+        collected.push({ name, description, parameters: cloneParameters(parameters, name, owner), owner })
       }
       for (const name of result.knownNames ?? result.schemas.map(schema => schema.name)) knownNames.add(name)
     }
