@@ -65,7 +65,12 @@ function print(request: DemoRequest) {
   process.stdout.write(out)
 }
 
-const args = process.argv.slice(2)
+// `pnpm demo -- --json` passes the `--` through; a closed pipe (`| head`) is not an error.
+const args = process.argv.slice(2).filter(arg => arg !== '--')
+process.stdout.on('error', error => {
+  if ((error as NodeJS.ErrnoException).code === 'EPIPE') process.exit(process.exitCode ?? 0)
+  throw error
+})
 const json = args.includes('--json')
 const configPath = args.find(arg => !arg.startsWith('--')) ?? new URL('../loom.yml', import.meta.url).pathname
 try {

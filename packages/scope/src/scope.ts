@@ -44,7 +44,12 @@ export function createScope(ctx: Context, key: ScopeKey, options: CreateScopeOpt
   return {
     ctx: scoped,
     rawDispose,
-    dispose: () => (disposal ??= Promise.resolve(rawDispose())),
+    // A second call of the framework disposer returns at once; when rawDispose ran
+    // first, wait for the teardown it started.
+    dispose: () => (disposal ??= (async () => {
+      await rawDispose()
+      while (fiber.inertia) await fiber.inertia
+    })()),
   }
 }
 
