@@ -1,0 +1,9 @@
+export type * from './types.ts'
+export {
+  createAssistantMessage,
+  createToolResultMessage,
+  createUserMessage,
+  deepFreeze,
+  freezeMessage,
+  userText,
+} from './messages.ts'

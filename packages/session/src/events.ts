@@ -1,0 +1,121 @@
+import type {
+  AssistantMessage,
+  CallId,
+  ContentBlock,
+  LlmCallConfig,
+  LlmCallConfigAdapterDefaults,
+  LlmFailure,
+  SessionId,
+  StreamChunk,
+  TokenUsage,
+  ToolResultMessage,
+  ToolSchema,
+  UserMessage,
+} from '@loom/llm'
+
+/** The on-disk and in-memory format version of a session log. */
+export const SESSION_FORMAT_VERSION = 0
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
+
+export type AgentCancelCause =
+  | { kind: 'user' }
+  | { kind: 'parent' }
+  | { kind: 'hook'; reason: string }
+  | { kind: 'disposed' }
+
+export type TurnEndReason =
+  | { kind: 'completed' }
+  | { kind: 'blocked' }
+  | { kind: 'max-tokens' }
+  | { kind: 'interrupted' }
+  | { kind: 'aborted'; reason: AgentCancelCause }
+  | { kind: 'error'; error: LlmFailure }
+
+/** What the model was sent, apart from the history: logged only when it changes. */
+export interface RequestHeader {
+  config: LlmCallConfig
+  adapterDefaults?: LlmCallConfigAdapterDefaults
+  system?: string
+  tools?: ToolSchema[]
+}
+
+export type RequestHeaderReason = 'initial' | 'resume' | 'change'
+
+export interface RequestContext { provider: string; model: string; contextWindow?: number }
+
+export interface SessionEventMap {
+  'turn/start': { turn: number }
+  'turn/end': { turn: number; reason: TurnEndReason }
+  'step/start': { turn: number; step: number }
+  'step/end': { turn: number; step: number }
+  'user/message': UserMessage
+  'assistant/chunk': { turn: number; step: number; chunk: StreamChunk }
+  'assistant/message': { turn: number; step: number; message: AssistantMessage; usage?: TokenUsage; interrupted?: true }
+  'tool/call': { turn: number; step: number; callId: CallId; name: string; arguments: string }
+  'tool/result': { turn: number; step: number; message: ToolResultMessage; error?: { name: string; code: string }; meta?: JsonValue }
+  'request/header': { header: RequestHeader; reason: RequestHeaderReason }
+  'request/context': RequestContext
+  'compaction/start': { compactionId: string; turn: number | null }
+  'compaction/summary': {
+    compactionId: string
+    summary: ContentBlock[]
+    shadowedRange: { start: number; end: number }
+    shadowedSeqs: number[]
+    shadowedTokenCount: number
+    provider: string
+    model: string
+    usage?: TokenUsage
+  }
+  'compaction/end': { compactionId: string; turn: number | null; error?: string }
+  'compaction/prune': { shadowedRange: { start: number; end: number }; shadowedSeqs: number[]; shadowedTokenCount: number }
+  'session/end-seed': Record<string, never>
+}
+
+export type SessionEventType = keyof SessionEventMap
+
+/** The event types this build understands; a stored log with any other type is refused unless marked ignorable. */
+export const KNOWN_SESSION_EVENT_TYPES: ReadonlySet<string> = new Set<SessionEventType>([
+  'turn/start', 'turn/end', 'step/start', 'step/end', 'user/message', 'assistant/chunk', 'assistant/message',
+  'tool/call', 'tool/result', 'request/header', 'request/context',
+  'compaction/start', 'compaction/summary', 'compaction/end', 'compaction/prune', 'session/end-seed',
+])
+
+/** Model-visible events: each must say how it changes the surface (the model's history). */
+export type SurfaceEventType = 'user/message' | 'assistant/message' | 'tool/result'
+export const SURFACE_EVENT_TYPES: ReadonlySet<string> = new Set<SurfaceEventType>(['user/message', 'assistant/message', 'tool/result'])
+
+export type SurfaceOp = 'append' | { op: 'replace'; start: number; end: number }
+
+export interface SurfaceIntent {
+  surfaceOp: SurfaceOp
+  sourceEventSeqs?: number[]
+}
+
+export interface SessionEvent<T extends SessionEventType = SessionEventType> {
+  readonly type: T
+  /** Index in the log: dense from 0. */
+  readonly seq: number
+  /** Date.now() at append. */
+  readonly time: number
+  readonly data: SessionEventMap[T]
+  readonly surfaceOp?: SurfaceOp
+  readonly sourceEventSeqs?: readonly number[]
+  /** A reader that does not know this type may skip it. */
+  readonly ignorable?: true
+}
+
+/** Line 1 of a stored log, and `session.header` in memory. */
+export interface SessionHeader {
+  readonly version: typeof SESSION_FORMAT_VERSION
+  readonly id: SessionId
+  readonly createdAt: number
+  /** Absolute working directory the session was started in. */
+  readonly cwd?: string
+  readonly parentSession?: SessionId
+  /** Length of the inherited seed (without its end-seed marker) for forks. */
+  readonly seedLength?: number
+  readonly origin?: 'subagent'
+  readonly delegationDepth?: number
+  readonly agentPreset?: string
+}

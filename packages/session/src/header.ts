@@ -1,0 +1,51 @@
+import type { LlmCallConfig } from '@loom/llm'
+import type { RequestHeader, SessionEvent } from './events.ts'
+
+/**
+ * Request headers: what a model call carried besides the history. The loop logs
+ * a header only when it differs from the last one, so the comparison must ignore
+ * representation noise (an empty system text, an empty tool list) and nothing else.
+ */
+export function canonicalHeader(header: RequestHeader): RequestHeader {
+  const canonical: RequestHeader = { config: header.config }
+  const defaults = header.adapterDefaults
+  if (defaults?.reasoningEffort === true || defaults?.maxTokens === true) {
+    canonical.adapterDefaults = {
+      ...(defaults.reasoningEffort === true && { reasoningEffort: true as const }),
+      ...(defaults.maxTokens === true && { maxTokens: true as const }),
+    }
+  }
+  if (header.system) canonical.system = header.system
+  if (header.tools?.length) canonical.tools = header.tools
+  return canonical
+}
+
+export function callConfigEquals(a: LlmCallConfig, b: LlmCallConfig): boolean {
+  return a.provider === b.provider
+    && a.model === b.model
+    && a.reasoningEffort === b.reasoningEffort
+    && a.temperature === b.temperature
+    && a.maxTokens === b.maxTokens
+    && (a.stop === undefined && b.stop === undefined
+      || a.stop !== undefined && b.stop !== undefined && a.stop.length === b.stop.length && a.stop.every((s, i) => s === b.stop![i]))
+}
+
+export function headerEquals(a: RequestHeader, b: RequestHeader): boolean {
+  const toolsA = a.tools ?? []
+  const toolsB = b.tools ?? []
+  return callConfigEquals(a.config, b.config)
+    && a.adapterDefaults?.reasoningEffort === b.adapterDefaults?.reasoningEffort
+    && a.adapterDefaults?.maxTokens === b.adapterDefaults?.maxTokens
+    && (a.system ?? '') === (b.system ?? '')
+    && toolsA.length === toolsB.length
+    && toolsA.every((tool, i) => JSON.stringify(tool) === JSON.stringify(toolsB[i]))
+}
+
+/** The header in force at the end of `events` (the last `request/header`), else `from`. */
+export function foldRequestHeader(events: readonly SessionEvent[], from?: RequestHeader): RequestHeader | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i]
+    if (event.type === 'request/header') return canonicalHeader((event as SessionEvent<'request/header'>).data.header)
+  }
+  return from
+}

@@ -1,0 +1,19 @@
+import { SessionStore } from './store.ts'
+
+export default SessionStore
+export * from './events.ts'
+export { interruptedTurnClosers, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT } from './closers.ts'
+export { callConfigEquals, canonicalHeader, foldRequestHeader, headerEquals } from './header.ts'
+export { jsonSnapshot, NonJsonError } from './json.ts'
+export { Session } from './session.ts'
+export { SessionForkError, SessionStore, type PrepareOptions, type SessionForkErrorCode, type SessionMeta } from './store.ts'
+export {
+  checkSurfaceMarkers,
+  foldSurface,
+  isAppendSurfaceEvent,
+  isReplacementSurfaceEvent,
+  type Replacement,
+  type SurfaceState,
+} from './surface.ts'
+export { dataProblem, envelopeProblem } from './validate.ts'
+export { SessionWriteBehind, type SessionWriteBehindOptions } from './write-behind.ts'

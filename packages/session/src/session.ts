@@ -1,0 +1,189 @@
+import { deepFreeze, type Message, type SessionId } from '@loom/llm'
+import {
+  SESSION_FORMAT_VERSION,
+  type RequestContext,
+  type RequestHeader,
+  type SessionEvent,
+  type SessionEventMap,
+  type SessionEventType,
+  type SessionHeader,
+  type SurfaceEventType,
+  type SurfaceIntent,
+} from './events.ts'
+import { canonicalHeader } from './header.ts'
+import { jsonSnapshot, NonJsonError } from './json.ts'
+import { Surface, type SurfaceState } from './surface.ts'
+import { dataProblem, envelopeProblem } from './validate.ts'
+
+type AppendArgs<T extends SessionEventType> = T extends SurfaceEventType ? [intent: SurfaceIntent] : []
+
+/** Called with every committed live append; set by the session store. */
+export type Publisher = (session: Session, event: SessionEvent) => void
+const publishers = new WeakMap<Session, Publisher>()
+
+/** Lets the store publish a session's appends; returns the detach. */
+export function bindPublisher(session: Session, publish: Publisher): () => void {
+  publishers.set(session, publish)
+  return () => {
+    if (publishers.get(session) === publish) publishers.delete(session)
+  }
+}
+
+/**
+ * An event-sourced session log. Appends are synchronous and atomic: the event is
+ * validated in full (JSON-only data, surface markers, shape) before the log
+ * changes, seq is dense from 0, and every stored event is deep-frozen. The model
+ * history (`deriveMessages`) is projected incrementally as events arrive.
+ */
+export class Session {
+  readonly header: SessionHeader
+  /** Length of the seed this session was built from (0 for a fresh session). */
+  readonly firstLiveSeq: number
+
+  readonly #log: SessionEvent[] = []
+  #snapshot: readonly SessionEvent[] | undefined
+  readonly #surface = new Surface()
+  #messages: Message[] = []
+  #requestHeader: RequestHeader | undefined
+  #requestContext: RequestContext | undefined
+  #publishing = false
+
+  /** A detached session from a copy of `seed`; with a seed (even `[]`) it ends with a `session/end-seed` marker. */
+  static create(id: SessionId, seed?: readonly SessionEvent[], header?: SessionHeader): Session {
+    return new Session(id, seed, header, false)
+  }
+
+  /** Like `create`, but takes ownership of freshly parsed events and freezes them in place. */
+  static fromRestore(id: SessionId, seed: readonly SessionEvent[], header: SessionHeader): Session {
+    return new Session(id, seed, header, true)
+  }
+
+  private constructor(id: SessionId, seed: readonly SessionEvent[] | undefined, header: SessionHeader | undefined, adopt: boolean) {
+    this.header = deepFreeze(adopt ? header! : structuredClone(header ?? { version: SESSION_FORMAT_VERSION, id, createdAt: Date.now() }))
+    if (this.header.id !== id) throw new Error(`session header id "${this.header.id}" does not match session id "${id}"`)
+    if (!seed) {
+      this.firstLiveSeq = 0
+      return
+    }
+    seed.forEach((raw, index) => {
+      const problem = envelopeProblem(raw)
+      if (problem) throw new Error(`seed event at index ${index} ${problem}`)
+      if (raw.seq !== index) throw new Error(`seed event at index ${index} has seq ${raw.seq} (expected ${index}); seed must be contiguous from 0`)
+      const event = adopt ? raw : jsonOnly(raw, raw.type, 'data')
+      const shape = dataProblem(event.type, event.data)
+      if (shape) throw new Error(`seed event at index ${index} ("${event.type}") ${shape}`)
+      this.#commit(deepFreeze(event))
+    })
+    this.firstLiveSeq = seed.length
+    if (seed.at(-1)?.type !== 'session/end-seed') {
+      // The marker closes the inherited prefix; it is never published (no store is attached yet).
+      this.#commit(deepFreeze({ type: 'session/end-seed', seq: seed.length, time: Date.now(), data: {} }))
+    }
+  }
+
+  get id(): SessionId {
+    return this.header.id
+  }
+
+  /** The whole log, frozen; the same array until the next append. */
+  get events(): readonly SessionEvent[] {
+    return (this.#snapshot ??= Object.freeze(this.#log.slice()))
+  }
+
+  /** The seq the next event gets. */
+  get seq(): number {
+    return this.#log.length
+  }
+
+  get surface(): SurfaceState {
+    return { nodes: Object.freeze(this.#surface.nodes.slice()), replaceGeneration: this.#surface.replaceGeneration }
+  }
+
+  append<T extends SessionEventType>(type: T, data: SessionEventMap[T], ...intent: AppendArgs<T>): SessionEvent<T> {
+    const copy = jsonOnly(data, type, 'data')
+    const markers: Partial<SurfaceIntent> = intent[0] === undefined ? {} : jsonOnly(intent[0], type, 'surface metadata')
+    const shape = dataProblem(type, copy)
+    if (shape) throw new Error(`session event "${type}" ${shape}`)
+    if (this.#publishing) throw new Error('session append cannot reenter while another append is being published')
+
+    const event = deepFreeze({
+      type,
+      seq: this.#log.length,
+      time: Date.now(),
+      data: copy,
+      ...(markers.surfaceOp !== undefined && { surfaceOp: markers.surfaceOp }),
+      ...(markers.sourceEventSeqs !== undefined && { sourceEventSeqs: markers.sourceEventSeqs }),
+    }) as SessionEvent<T>
+    this.#commit(event)
+
+    const publish = publishers.get(this)
+    if (publish) {
+      this.#publishing = true
+      try {
+        publish(this, event)
+      } finally {
+        this.#publishing = false
+      }
+    }
+    return event
+  }
+
+  /** Validates against the surface, then stores: a rejected event leaves no trace. */
+  #commit(event: SessionEvent) {
+    const apply = this.#surface.plan(event)
+    const replacement = apply()
+    this.#log.push(event)
+    this.#snapshot = undefined
+    if (replacement) {
+      this.#messages = this.#surface.nodes.map(seq => this.deriveEventMessage(this.#surface.eventAt(seq)!)).filter(m => m !== null)
+    } else if (event.surfaceOp === 'append') {
+      const message = this.deriveEventMessage(event)
+      if (message) this.#messages.push(message)
+    }
+    if (event.type === 'request/header') {
+      this.#requestHeader = deepFreeze(canonicalHeader(structuredClone((event as SessionEvent<'request/header'>).data.header)))
+    } else if (event.type === 'request/context') {
+      this.#requestContext = event.data as RequestContext
+    }
+  }
+
+  /** The header of the latest `request/header`, canonical and frozen. */
+  requestHeader(): RequestHeader | undefined {
+    return this.#requestHeader
+  }
+
+  requestContext(): RequestContext | undefined {
+    return this.#requestContext
+  }
+
+  /** The model history: a fresh array over the shared frozen messages of the surface. */
+  deriveMessages(): Message[] {
+    return this.#messages.slice()
+  }
+
+  /** The message an event contributes to the history, if any. */
+  deriveEventMessage(event: SessionEvent): Message | null {
+    switch (event.type) {
+      case 'user/message':
+        return event.data as SessionEventMap['user/message']
+      case 'assistant/message': {
+        const { message } = event.data as SessionEventMap['assistant/message']
+        return message.content.length ? message : null
+      }
+      case 'tool/result':
+        return (event.data as SessionEventMap['tool/result']).message
+      default:
+        return null
+    }
+  }
+}
+
+/** A JSON-only copy, with an error that names the event type. */
+function jsonOnly<T>(value: T, type: string, what: 'data' | 'surface metadata'): T {
+  try {
+    return jsonSnapshot(value)
+  } catch (error) {
+    if (!(error instanceof NonJsonError)) throw error
+    throw new TypeError(`session event "${type}" carries non-JSON-serializable ${what} (${error.message})`, { cause: error })
+  }
+}

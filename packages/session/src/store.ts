@@ -1,0 +1,197 @@
+import { Context, Service } from '@deepseek-ai/cordis'
+import type { SessionId } from '@loom/llm'
+import { isAbsolute } from 'node:path'
+import { SESSION_FORMAT_VERSION, type SessionEvent, type SessionHeader } from './events.ts'
+import { bindPublisher, Session } from './session.ts'
+
+declare module '@deepseek-ai/cordis' {
+  interface Context {
+    sessions: SessionStore
+  }
+  interface Events {
+    /** A session was published. A synchronous throw vetoes the publication. */
+    'session/created'(session: Session): void
+    /** A published session was detached (its owner was disposed). */
+    'session/disposed'(session: Session): void
+    /** After each committed append on a live session; listener failures are logged, never undo the append. */
+    'session/event'(session: Session, event: SessionEvent): void
+    /** `sessions.flush(session)`: persistence backends make everything appended so far durable. */
+    'session/flush'(session: Session): Promise<void>
+  }
+}
+
+/** Header fields a caller may choose; `version` and `id` are the store's. */
+export type SessionMeta = Partial<Omit<SessionHeader, 'version' | 'id'>>
+
+export interface PrepareOptions {
+  /** Events to start from (a fork, a replay, a resume). */
+  seed?: readonly SessionEvent[]
+  meta?: SessionMeta
+}
+
+export type SessionForkErrorCode = 'SESSION_ALREADY_EXISTS' | 'SESSION_NOT_FOUND' | 'SESSION_NOT_LIVE' | 'INVALID_BOUNDARY' | 'OPEN_TURN'
+
+export class SessionForkError extends Error {
+  constructor(readonly code: SessionForkErrorCode, message: string) {
+    super(message)
+    this.name = 'SessionForkError'
+  }
+}
+
+function buildHeader(id: SessionId, meta: SessionMeta = {}): SessionHeader {
+  if (meta.cwd !== undefined && !isAbsolute(meta.cwd)) {
+    throw new Error(`session header cwd must be an absolute path, got "${meta.cwd}"`)
+  }
+  return { version: SESSION_FORMAT_VERSION, id, createdAt: meta.createdAt ?? Date.now(), ...meta }
+}
+
+/**
+ * The live sessions of a host (ctx key `sessions`). A session entered through a
+ * plugin's context belongs to that plugin's fiber: disposing the plugin (or the
+ * agent scope) detaches it and emits `session/disposed`.
+ */
+export class SessionStore extends Service {
+  private readonly home: Context
+  private readonly live = new Map<SessionId, Session>()
+  private readonly announced = new WeakSet<Session>()
+  private counter = 0
+
+  constructor(ctx: Context) {
+    super(ctx, 'sessions')
+    this.home = ctx
+  }
+
+  /** Builds a session without publishing it. */
+  prepare(id?: SessionId, options: PrepareOptions = {}): Session {
+    id ??= this.mint()
+    if (this.live.has(id)) throw new Error(`session "${id}" already exists`)
+    return Session.create(id, options.seed, buildHeader(id, options.meta))
+  }
+
+  /**
+   * Publishes a prepared session into the store as an effect on the caller's
+   * fiber; the returned (idempotent) detach also runs when that fiber is disposed.
+   */
+  enter(session: Session): () => void {
+    return this.ctx.effect(() => {
+      if (this.live.has(session.id)) throw new Error(`session "${session.id}" already exists`)
+      this.live.set(session.id, session)
+      const unbind = bindPublisher(session, (s, event) => this.dispatch('session/event', [s, event], 'contain'))
+      return () => {
+        unbind()
+        if (this.live.get(session.id) === session) this.live.delete(session.id)
+        if (this.announced.has(session)) this.dispatch('session/disposed', [session], 'contain')
+      }
+    }, 'sessions.enter') as () => void
+  }
+
+  /** Emits `session/created` once; a listener's synchronous throw reaches the caller (a veto). */
+  announce(session: Session): void {
+    if (this.announced.has(session)) return
+    this.announced.add(session)
+    this.dispatch('session/created', [session], 'veto')
+  }
+
+  /** prepare + enter + announce; a veto rolls the entry back. */
+  create(id?: SessionId, options: PrepareOptions = {}): Session {
+    const session = this.prepare(id, options)
+    const detach = this.enter(session)
+    try {
+      this.announce(session)
+    } catch (error) {
+      this.announced.delete(session)
+      detach()
+      throw error
+    }
+    return session
+  }
+
+  get(id: SessionId): Session | undefined {
+    return this.live.get(id)
+  }
+
+  /** Live sessions in creation order. */
+  list(): Session[] {
+    return [...this.live.values()]
+  }
+
+  /**
+   * Runs every `session/flush` listener (in parallel). Resolves `true` when at
+   * least one listener (a persistence backend) made the session durable; rethrows
+   * the first failure.
+   */
+  async flush(session: Session): Promise<boolean> {
+    const listeners = this.home.events.dispatch('parallel', ['session/flush', session])
+    const results = await Promise.allSettled(listeners.map(async listener => listener(session)))
+    const failed = results.find(result => result.status === 'rejected')
+    if (failed) throw (failed as PromiseRejectedResult).reason
+    return listeners.length > 0
+  }
+
+  /**
+   * A new live session whose seed is `source`'s events up to `boundary` (default:
+   * the last event). The boundary must not fall inside an open turn.
+   */
+  fork(source: Session | SessionId, boundary?: number, childId?: SessionId): Session {
+    if (childId !== undefined && this.live.has(childId)) {
+      throw new SessionForkError('SESSION_ALREADY_EXISTS', `session "${childId}" already exists`)
+    }
+    const parent = this.resolveLive(source)
+    const events = parent.events
+    const end = boundary ?? events.length - 1
+    if (events.length && (!Number.isSafeInteger(end) || end < 0 || end >= events.length || events[end].seq !== end)) {
+      throw new SessionForkError('INVALID_BOUNDARY', `fork boundary ${boundary} is not an event of session "${parent.id}"`)
+    }
+    const seed = events.slice(0, events.length ? end + 1 : 0)
+    for (let i = seed.length - 1; i >= 0; i--) {
+      const { type, data } = seed[i]
+      if (type === 'turn/end') break
+      if (type === 'turn/start') {
+        throw new SessionForkError('OPEN_TURN', `fork boundary ${end} in session "${parent.id}" ends inside open turn ${(data as { turn: number }).turn}`)
+      }
+    }
+    return this.create(childId, {
+      seed,
+      meta: { ...(parent.header.cwd !== undefined && { cwd: parent.header.cwd }), parentSession: parent.id, seedLength: seed.length },
+    })
+  }
+
+  private resolveLive(source: Session | SessionId): Session {
+    if (typeof source === 'string') {
+      const live = this.live.get(source)
+      if (!live) throw new SessionForkError('SESSION_NOT_FOUND', `session "${source}" not found`)
+      return live
+    }
+    if (this.live.get(source.id) !== source) {
+      throw new SessionForkError('SESSION_NOT_LIVE', `session "${source.id}" is not a live session of this store`)
+    }
+    return source
+  }
+
+  private mint(): SessionId {
+    let id: SessionId
+    do id = `session-${++this.counter}`
+    while (this.live.has(id))
+    return id
+  }
+
+  /**
+   * Calls each listener, logging rejected promises. With `contain`, synchronous
+   * throws are logged too (an observer cannot undo what already happened); with
+   * `veto` the first synchronous throw reaches the caller.
+   */
+  private dispatch(name: 'session/created' | 'session/disposed' | 'session/event', args: unknown[], mode: 'contain' | 'veto') {
+    const logger = this.home.logger('sessions')
+    for (const listener of this.home.events.dispatch('emit', [name, ...args])) {
+      try {
+        const result = listener(...args)
+        if (result instanceof Promise) result.catch(error => logger.error(error))
+      } catch (error) {
+        if (mode === 'veto') throw error
+        logger.error(error)
+      }
+    }
+  }
+}
+
+export default SessionStore

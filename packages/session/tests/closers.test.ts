@@ -1,0 +1,143 @@
+// interruptedTurnClosers: closing a turn a crash left open (spec §3.6 closers; contract 132).
+import { describe, expect, it } from 'vitest'
+import { interruptedTurnClosers, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT } from '../src/closers.ts'
+import type { SessionEvent } from '../src/events.ts'
+import { Session } from '../src/session.ts'
+import { appendOpenTurn, appendToolTurn, assistantData, toolCall, toolResultData } from './helpers.ts'
+
+/** Copies of the events with distinct times (1000 + 10·seq), so reused times are recognisable. */
+const retimed = (session: Session): SessionEvent[] => session.events.map(e => ({ ...e, time: 1000 + 10 * e.seq }))
+
+/** A closed turn 1, then an open turn 2 whose assistant message calls `callIds`; `recorded` get a tool/call. */
+function crashed(callIds: string[], recorded: string[] = []) {
+  const session = Session.create('s')
+  appendToolTurn(session, 1)
+  appendOpenTurn(session, 2)
+  session.append('assistant/message', assistantData(2, 1, [{ type: 'text', text: 'calling' }, ...callIds.map(id => toolCall(id))]), { surfaceOp: 'append' })
+  const callSeqs: Record<string, number> = {}
+  for (const callId of recorded) {
+    callSeqs[callId] = session.append('tool/call', { turn: 2, step: 1, callId, name: 'read_file', arguments: '{}' }).seq
+  }
+  return { session, callSeqs }
+}
+
+describe('interruptedTurnClosers', () => {
+  it('returns [] for an empty log', () => {
+    expect(interruptedTurnClosers([])).toEqual([])
+  })
+
+  it('returns [] when no turn is open', () => {
+    const session = Session.create('s')
+    appendToolTurn(session, 1)
+    appendToolTurn(session, 2)
+    expect(interruptedTurnClosers(session.events)).toEqual([])
+  })
+
+  it('closes an open step and the open turn as interrupted, continuing seqs with the last time', () => {
+    const session = Session.create('s')
+    appendToolTurn(session, 1)
+    appendOpenTurn(session, 2)
+    const events = retimed(session)
+    const last = events.at(-1)!
+    expect(interruptedTurnClosers(events)).toEqual([
+      { type: 'step/end', seq: last.seq + 1, time: last.time, data: { turn: 2, step: 1 } },
+      { type: 'turn/end', seq: last.seq + 2, time: last.time, data: { turn: 2, reason: { kind: 'interrupted' } } },
+    ])
+  })
+
+  it('closes only the turn when its step was already closed', () => {
+    const session = Session.create('s')
+    appendOpenTurn(session, 1)
+    session.append('step/end', { turn: 1, step: 1 })
+    const events = retimed(session)
+    expect(interruptedTurnClosers(events)).toEqual([
+      { type: 'turn/end', seq: 4, time: events[3].time, data: { turn: 1, reason: { kind: 'interrupted' } } },
+    ])
+  })
+
+  it('answers a call that never reached tool/call with a TOOL_NOT_STARTED result (132)', () => {
+    const { session } = crashed(['call-x'])
+    const events = retimed(session)
+    const last = events.at(-1)!
+    const closers = interruptedTurnClosers(events)
+    expect([...events, ...closers].slice(-4).map(e => e.type)).toEqual(['assistant/message', 'tool/result', 'step/end', 'turn/end'])
+    const [result] = closers
+    expect(result).toEqual({
+      type: 'tool/result',
+      seq: last.seq + 1,
+      time: last.time,
+      data: {
+        turn: 2,
+        step: 1,
+        message: {
+          id: `interrupted-tool-result-call-x-${last.seq + 1}`,
+          role: 'user',
+          source: { kind: 'tool', callId: 'call-x' },
+          content: [{ type: 'tool-result', toolCallId: 'call-x', isError: true, content: [{ type: 'text', text: TOOL_NOT_STARTED_TEXT }] }],
+        },
+        error: { name: 'ToolNotStartedError', code: 'TOOL_NOT_STARTED' },
+      },
+      surfaceOp: 'append',
+    })
+    expect(result).not.toHaveProperty('sourceEventSeqs')
+    expect(TOOL_NOT_STARTED_TEXT).toMatch(/interrupted before .* recorded it as started\. Retry it if it is still needed\./)
+    expect(closers.slice(1).map(e => e.seq)).toEqual([last.seq + 2, last.seq + 3])
+  })
+
+  it('answers a recorded call with a TOOL_OUTCOME_UNKNOWN result that cites its tool/call (132)', () => {
+    const { session, callSeqs } = crashed(['call-x'], ['call-x'])
+    const [result] = interruptedTurnClosers(session.events)
+    expect(result.type).toBe('tool/result')
+    expect(result.sourceEventSeqs).toEqual([callSeqs['call-x']])
+    expect(result.data).toMatchObject({
+      turn: 2,
+      step: 1,
+      message: { source: { kind: 'tool', callId: 'call-x' }, content: [{ type: 'tool-result', toolCallId: 'call-x', isError: true }] },
+      error: { name: 'ToolOutcomeUnknownError', code: 'TOOL_OUTCOME_UNKNOWN' },
+    })
+    const text = JSON.stringify(result.data)
+    expect(text).toContain('retry only if the operation is read-only or idempotent')
+    expect(text).toContain(JSON.stringify(TOOL_OUTCOME_UNKNOWN_TEXT).slice(1, -1))
+  })
+
+  it('closes several pending calls in block order with consecutive seqs', () => {
+    const { session, callSeqs } = crashed(['call-a', 'call-b', 'call-c'], ['call-b'])
+    const n = session.seq
+    const closers = interruptedTurnClosers(session.events)
+    expect(closers.map(e => [e.type, e.seq])).toEqual([
+      ['tool/result', n], ['tool/result', n + 1], ['tool/result', n + 2], ['step/end', n + 3], ['turn/end', n + 4],
+    ])
+    const results = closers.slice(0, 3) as SessionEvent<'tool/result'>[]
+    expect(results.map(e => e.data.message.source.callId)).toEqual(['call-a', 'call-b', 'call-c'])
+    expect(results.map(e => e.data.error?.code)).toEqual(['TOOL_NOT_STARTED', 'TOOL_OUTCOME_UNKNOWN', 'TOOL_NOT_STARTED'])
+    expect(results.map(e => e.sourceEventSeqs)).toEqual([undefined, [callSeqs['call-b']], undefined])
+    expect(results.map(e => e.data.message.id)).toEqual([`interrupted-tool-result-call-a-${n}`, `interrupted-tool-result-call-b-${n + 1}`, `interrupted-tool-result-call-c-${n + 2}`])
+  })
+
+  it('does not close calls already resolved by a tool/result', () => {
+    const { session, callSeqs } = crashed(['call-a', 'call-b'], ['call-a'])
+    session.append('tool/result', toolResultData(2, 1, 'call-a'), { surfaceOp: 'append', sourceEventSeqs: [callSeqs['call-a']] })
+    const closers = interruptedTurnClosers(session.events)
+    expect(closers.map(e => e.type)).toEqual(['tool/result', 'step/end', 'turn/end'])
+    expect((closers[0] as SessionEvent<'tool/result'>).data.message.source.callId).toBe('call-b')
+  })
+
+  it('does not close calls of a step that already ended', () => {
+    const { session } = crashed(['call-a'])
+    session.append('step/end', { turn: 2, step: 1 })
+    expect(interruptedTurnClosers(session.events).map(e => e.type)).toEqual(['turn/end'])
+  })
+
+  it('produces closers that a seeded Session accepts', () => {
+    const { session } = crashed(['call-a', 'call-b'], ['call-b'])
+    const events = session.events
+    const closers = interruptedTurnClosers(events)
+    const repaired = Session.create('repaired', [...events, ...closers])
+    expect(repaired.events.slice(events.length, -1)).toEqual(closers)
+    expect(repaired.events.at(-1)!.type).toBe('session/end-seed')
+    expect(repaired.firstLiveSeq).toBe(events.length + closers.length)
+    const history = repaired.deriveMessages()
+    expect(history.slice(-3).map(m => m.source.kind)).toEqual(['model', 'tool', 'tool'])
+    expect(interruptedTurnClosers(repaired.events)).toEqual([])
+  })
+})

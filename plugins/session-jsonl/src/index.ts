@@ -1,0 +1,317 @@
+import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import { deepFreeze } from '@loom/llm'
+import {
+  interruptedTurnClosers,
+  jsonSnapshot,
+  Session,
+  SessionWriteBehind,
+  type SessionEvent,
+  type SessionHeader,
+} from '@loom/session'
+import { existsSync, openSync, closeSync, fsyncSync, ftruncateSync, readFileSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { scanLog } from './scanner.ts'
+import { JsonlFiles, type StoredLog } from './store.ts'
+import type { FileOps } from './file.ts'
+
+export { SessionFormatUnsupportedError, SessionPersistenceCorruptionError } from './errors.ts'
+export { encodeSegment, logPath, projectKey } from './paths.ts'
+
+export const name = '@loom/session-jsonl'
+export const inject = ['sessions']
+
+export interface Config {
+  /** Directory of the logs: `<root>/<project of cwd>/<session id>/session.jsonl`. */
+  root: string
+  /** Write-behind window: events are batched for at most this long before a durable write. */
+  maxDelayMs?: number
+  /** Pack runs of streamed text deltas into one line (smaller logs, same events). */
+  packChunks?: boolean
+}
+
+export const Config: Schema<Config> = Schema.object({
+  root: Schema.string().required().description('Directory holding the session logs.'),
+  maxDelayMs: Schema.natural().default(200).description('Longest time an event waits before a durable write.'),
+  packChunks: Schema.boolean().default(true).description('Pack runs of streamed deltas into one line.'),
+})
+
+declare module '@deepseek-ai/cordis' {
+  interface Context {
+    sessionPersistence: JsonlPersistence
+  }
+}
+
+/** The bookkeeping of one session id in this backend. */
+interface Tracked {
+  header: SessionHeader
+  path: string
+  /** The seq of the next event to store. */
+  cursor: number
+  materialized: boolean
+  /** The live session whose appends are written here. */
+  owner?: Session
+  /** A session built by `prepare()`, which may attach when it is published. */
+  reserved?: Session
+  writer?: SessionWriteBehind
+}
+
+export interface StoredSession {
+  meta: SessionHeader
+  events: readonly SessionEvent[]
+}
+
+/**
+ * Durable sessions as append-only JSONL files (ctx key `sessionPersistence`).
+ * Every live session's events are batched (write-behind) and appended with fsync;
+ * `sessions.flush(session)` is the barrier that makes everything so far durable.
+ * A log a crash left torn or mid-turn is repaired when it is loaded: the torn tail
+ * is cut and the open turn is closed with explicit results, so nothing a model or
+ * a tool acted on is lost and no tool call is left without a result.
+ */
+export class JsonlPersistence extends Service {
+  static readonly inject = inject
+  static readonly Config = Config
+
+  readonly files: JsonlFiles
+  private readonly home: Context
+  private readonly maxDelayMs: number
+  private readonly tracked = new Map<string, Tracked>()
+  private readonly chains = new Map<string, Promise<unknown>>()
+
+  constructor(ctx: Context, config: Config, ops?: FileOps) {
+    super(ctx, 'sessionPersistence')
+    this.home = ctx
+    this.maxDelayMs = config.maxDelayMs ?? 200
+    this.files = new JsonlFiles({ root: resolve(config.root), packChunks: config.packChunks ?? true, ops })
+
+    ctx.on('session/created', session => this.attach(session))
+    ctx.on('session/event', (session, event) => {
+      const tracked = this.tracked.get(session.id)
+      if (tracked?.owner === session) tracked.writer!.enqueue(event)
+    })
+    ctx.on('session/flush', session => this.flush(session))
+    ctx.on('session/disposed', session => this.release(session))
+    // Sessions already live when this backend starts (a hot reload of it) are adopted.
+    for (const session of ctx.sessions.list()) {
+      try {
+        this.attach(session)
+      } catch (error) {
+        ctx.logger('session-jsonl').error(error)
+      }
+    }
+    ctx.effect(() => () => this.drain(), 'session-jsonl drain')
+  }
+
+  /** Where a session's log lives (no I/O). */
+  locate(meta: Pick<SessionHeader, 'cwd' | 'id'>): { kind: 'jsonl'; path: string } {
+    return { kind: 'jsonl', path: this.files.pathOf(meta) }
+  }
+
+  /** Records the intent to store a session; the file appears with the first append. */
+  create(meta: SessionHeader): void {
+    if (!Number.isSafeInteger(meta.createdAt) || meta.createdAt < 0) throw new TypeError(`session "${meta.id}" has an invalid createdAt`)
+    if (this.tracked.has(meta.id)) throw new Error(`session "${meta.id}" already exists in this backend`)
+    const path = this.files.pathOf(meta)
+    if (existsSync(path)) throw new Error(`session "${meta.id}" already has a persisted log on disk; load/resume it instead of creating`)
+    this.tracked.set(meta.id, { header: meta, path, cursor: 0, materialized: false })
+  }
+
+  /** Stores events durably; they must continue the stored log exactly. */
+  append(id: string, events: readonly SessionEvent[]): Promise<void> {
+    let batch: SessionEvent[]
+    try {
+      batch = jsonSnapshot(events as SessionEvent[])
+    } catch (error) {
+      return Promise.reject(new TypeError(`session event batch is not losslessly JSON-serializable: ${(error as Error).message}`))
+    }
+    const tracked = this.tracked.get(id)
+    if (!tracked) return Promise.reject(new Error(`session "${id}" is not tracked by this backend; create or load it first`))
+    return this.serial(id, () => this.store(tracked, batch, false))
+  }
+
+  /**
+   * The stored session, balanced: a torn tail is cut and an open turn closed on
+   * disk first. A live session is flushed and returned if no turn is open.
+   */
+  async load(id: string): Promise<StoredSession> {
+    const live = this.live(id)
+    if (live) {
+      await this.flush(live)
+      if (interruptedTurnClosers(live.events).length) {
+        throw new Error(`cannot load session "${id}" while its live turn is open; use the live Session or wait for the turn to close`)
+      }
+      return { meta: live.header, events: live.events }
+    }
+    return this.serial(id, async () => {
+      const log = await this.repaired(id)
+      return { meta: log.header, events: deepFreeze(log.events) }
+    })
+  }
+
+  /** What `load` would return, computed in memory: writes nothing, even for a torn log. */
+  async inspect(id: string): Promise<StoredSession> {
+    const live = this.live(id)
+    if (live) return { meta: live.header, events: live.events }
+    const log = await this.files.read(await this.path(id), id)
+    this.files.restore(log)
+    return { meta: log.header, events: deepFreeze([...log.events, ...log.closers]) }
+  }
+
+  /**
+   * An unpublished Session for resuming `id`: the repaired log plus a
+   * `session/end-seed` marker. Publishing it (`sessions.enter` + `announce`)
+   * attaches it here; only the marker and later events are written.
+   */
+  async prepare(id: string): Promise<Session> {
+    if (this.live(id)) throw new Error(`cannot prepare session "${id}" while it is live`)
+    return this.serial(id, async () => {
+      const log = await this.repaired(id)
+      const session = this.files.restore(log)
+      this.tracked.get(id)!.reserved = session
+      return session
+    })
+  }
+
+  /** Stored events with `seq >= fromSeq`, from the committed prefix, without repair. */
+  async readFrom(id: string, fromSeq: number): Promise<StoredSession> {
+    if (!Number.isSafeInteger(fromSeq) || fromSeq < 0) throw new TypeError(`fromSeq must be a non-negative safe integer, got ${fromSeq}`)
+    const log = await this.files.read(await this.path(id), id)
+    return { meta: log.header, events: deepFreeze(log.events.slice(fromSeq)) }
+  }
+
+  /** Headers of every stored session, oldest first. */
+  async list(): Promise<SessionHeader[]> {
+    const headers = await Promise.all((await this.files.all()).map(path => this.files.readHeader(path)))
+    return headers.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
+  }
+
+  /** Reads, repairs if needed (re-reading after), and tracks a cold log. */
+  private async repaired(id: string): Promise<StoredLog> {
+    let log = await this.files.read(await this.path(id), id)
+    this.files.restore(log)
+    if (log.committedBytes < log.fileBytes || log.closers.length) {
+      await this.files.repair(log)
+      log = await this.files.read(log.path, id)
+    }
+    this.tracked.set(id, { header: log.header, path: log.path, cursor: log.events.length, materialized: true })
+    return log
+  }
+
+  private async path(id: string): Promise<string> {
+    const path = await this.files.find(id)
+    if (!path) throw new Error(`session "${id}" not found in ${this.files.root}`)
+    return path
+  }
+
+  private live(id: string): Session | undefined {
+    const owner = this.tracked.get(id)?.owner
+    return owner && this.home.sessions.get(id) === owner ? owner : undefined
+  }
+
+  /** Binds a published session to its log and queues what the log does not hold yet. */
+  private attach(session: Session) {
+    const existing = this.tracked.get(session.id)
+    if (existing?.owner === session) return
+    if (existing?.owner) {
+      throw new Error(`session "${session.id}" is already bound to a different live session in ${this.files.root}`)
+    }
+    let tracked = existing
+    // A prepared session, or a created intent, continues exactly where the log stands.
+    if (!tracked || (tracked.reserved !== session && tracked.materialized)) tracked = this.adopt(session)
+    tracked.owner = session
+    tracked.reserved = undefined
+    tracked.writer = new SessionWriteBehind({
+      maxDelayMs: this.maxDelayMs,
+      write: batch => this.serial(session.id, () => this.store(tracked, batch, true)),
+      reportBackgroundFailure: error => this.home.logger('session-jsonl').error(
+        `session "${session.id}": a background write failed; it is retried with the next event or flush: ${(error as Error).message}`),
+    })
+    this.tracked.set(session.id, tracked)
+    for (const event of session.events.slice(tracked.cursor)) tracked.writer.enqueue(event)
+  }
+
+  /**
+   * A live session this backend did not prepare. Without a log it starts one;
+   * with a log (this backend reloaded while the session lived) the log must be a
+   * prefix of the session, which then continues it. Synchronous, because a
+   * mismatch must veto the publication.
+   */
+  private adopt(session: Session): Tracked {
+    const path = this.files.pathOf(session.header)
+    if (!existsSync(path)) return { header: session.header, path, cursor: 0, materialized: false }
+    const { header, events, committedBytes } = scanLog(readFileSync(path, 'utf8'), path)
+    if (header.cwd !== session.header.cwd) {
+      throw new Error(`session "${session.id}" is already persisted at a different cwd (${header.cwd}) (id collision)`)
+    }
+    const live = session.events
+    if (events.length > live.length || events.some((event, i) => JSON.stringify(event) !== JSON.stringify(live[i]))) {
+      throw new Error(`the stored log of session "${session.id}" does not match this live session (id collision; raw log: ${path})`)
+    }
+    // The torn tail goes; the open turn stays open, since the live session continues it.
+    const fd = openSync(path, 'r+')
+    try {
+      ftruncateSync(fd, committedBytes)
+      fsyncSync(fd)
+    } finally {
+      closeSync(fd)
+    }
+    return { header, path, cursor: events.length, materialized: true }
+  }
+
+  /** Writes the events the log does not hold yet; seqs must continue it exactly. */
+  private async store(tracked: Tracked, batch: readonly SessionEvent[], live: boolean) {
+    // A live batch may repeat seed events that are already stored.
+    const events = live ? batch.filter(event => event.seq >= tracked.cursor) : batch
+    if (!events.length) return
+    events.forEach((event, i) => {
+      if (event.seq !== tracked.cursor + i) {
+        throw new Error(`append seq mismatch for "${tracked.header.id}": expected ${tracked.cursor + i} at index ${i}, got ${event.seq}`)
+      }
+    })
+    if (tracked.materialized) {
+      await this.files.append(tracked.path, events)
+    } else {
+      await this.files.materialize(tracked.header, events)
+      tracked.materialized = true
+    }
+    tracked.cursor += events.length
+  }
+
+  private async flush(session: Session) {
+    const tracked = this.tracked.get(session.id)
+    if (tracked?.owner === session) await tracked.writer!.flush()
+  }
+
+  private async release(session: Session) {
+    const tracked = this.tracked.get(session.id)
+    if (tracked?.owner !== session) return
+    try {
+      await tracked.writer!.close()
+    } catch (error) {
+      this.home.logger('session-jsonl').error(error)
+    } finally {
+      if (this.tracked.get(session.id) === tracked) this.tracked.delete(session.id)
+    }
+  }
+
+  /** Every id's operations run one after another; a failure does not block the next. */
+  private serial<T>(id: string, operation: () => Promise<T>): Promise<T> {
+    const next = (this.chains.get(id) ?? Promise.resolve()).catch(() => {}).then(operation)
+    this.chains.set(id, next)
+    return next
+  }
+
+  /** On unload: everything queued is written before the backend goes. */
+  private async drain() {
+    const results = await Promise.allSettled([...this.tracked.values()].map(tracked => tracked.writer?.close()))
+    await Promise.allSettled(this.chains.values())
+    const errors = results.filter(result => result.status === 'rejected').map(result => (result as PromiseRejectedResult).reason)
+    if (errors.length) throw new AggregateError(errors, `${name} dispose failed`)
+  }
+}
+
+// The loader mounts the default export; its plugin name is the package name.
+Object.defineProperty(JsonlPersistence, 'name', { value: name })
+
+export default JsonlPersistence

@@ -1,0 +1,170 @@
+import {
+  interruptedTurnClosers,
+  KNOWN_SESSION_EVENT_TYPES,
+  Session,
+  type SessionEvent,
+  type SessionHeader,
+} from '@loom/session'
+import { open, readdir } from 'node:fs/promises'
+import { join } from 'node:path'
+import { SessionPersistenceCorruptionError } from './errors.ts'
+import { appendLines, materialize, nodeFileOps, readLog, truncateTo, type FileOps } from './file.ts'
+import { encodeEvents, encodeHeaderLine } from './format.ts'
+import { encodeSegment, LOG_FILENAME, logPath } from './paths.ts'
+import { scanLog } from './scanner.ts'
+
+/** What a cold read of a stored log found, before anything is written. */
+export interface StoredLog {
+  path: string
+  header: SessionHeader
+  /** The committed prefix. */
+  events: SessionEvent[]
+  /** Bytes of the committed prefix; less than the file size when the tail is torn. */
+  committedBytes: number
+  fileBytes: number
+  revision: string
+  /** Events that close a turn the crash left open (explicit error results, step/end, turn/end). */
+  closers: SessionEvent[]
+}
+
+export interface JsonlFilesOptions {
+  root: string
+  packChunks: boolean
+  ops?: FileOps
+}
+
+/**
+ * The files of one JSONL root: where each log lives, how it is read, repaired and
+ * appended. Stateless; the coordinator decides when.
+ */
+export class JsonlFiles {
+  readonly root: string
+  readonly #packChunks: boolean
+  readonly #ops: FileOps
+
+  constructor(options: JsonlFilesOptions) {
+    this.root = options.root
+    this.#packChunks = options.packChunks
+    this.#ops = options.ops ?? nodeFileOps
+  }
+
+  pathOf(header: Pick<SessionHeader, 'cwd' | 'id'>): string {
+    return logPath(this.root, header.cwd, header.id)
+  }
+
+  /** Finds a log by id alone: the project directory is not known without the header. */
+  async find(id: string): Promise<string | undefined> {
+    const segment = encodeSegment(id)
+    const hits: string[] = []
+    for (const project of await this.#dirs(this.root)) {
+      const candidate = join(this.root, project, segment, LOG_FILENAME)
+      if (await this.#exists(candidate)) hits.push(candidate)
+    }
+    if (hits.length > 1) throw new SessionPersistenceCorruptionError(`duplicate JSONL session id "${id}" appears in multiple project directories: ${hits.join(', ')}`)
+    return hits[0]
+  }
+
+  /** Every log under the root. */
+  async all(): Promise<string[]> {
+    const logs: string[] = []
+    for (const project of await this.#dirs(this.root)) {
+      for (const session of await this.#dirs(join(this.root, project))) {
+        const candidate = join(this.root, project, session, LOG_FILENAME)
+        if (await this.#exists(candidate)) logs.push(candidate)
+      }
+    }
+    return logs
+  }
+
+  /** Reads and checks a log; writes nothing. */
+  async read(path: string, expectedId?: string): Promise<StoredLog> {
+    const { text, revision } = await readLog(path, this.#ops)
+    const { header, events, committedBytes } = scanLog(text, path)
+    if (expectedId !== undefined && header.id !== expectedId) {
+      throw new SessionPersistenceCorruptionError(`session log ${path} holds session "${header.id}", not "${expectedId}"`)
+    }
+    for (const event of events) {
+      if (!KNOWN_SESSION_EVENT_TYPES.has(event.type) && event.ignorable !== true) {
+        throw new SessionPersistenceCorruptionError(`stored session "${header.id}" has event type "${event.type}" at seq ${event.seq}, which this build does not know (raw log: ${path})`)
+      }
+    }
+    return {
+      path,
+      header,
+      events,
+      committedBytes,
+      fileBytes: Buffer.byteLength(text, 'utf8'),
+      revision,
+      closers: interruptedTurnClosers(events),
+    }
+  }
+
+  /** The header line alone: listing never reads whole logs. */
+  async readHeader(path: string): Promise<SessionHeader> {
+    const handle = await open(path, 'r')
+    try {
+      // Bytes, not text: a chunk boundary may split a multi-byte character.
+      let bytes = Buffer.alloc(0)
+      let end = -1
+      while (end === -1) {
+        const { bytesRead, buffer } = await handle.read(Buffer.alloc(4096), 0, 4096, bytes.length)
+        if (bytesRead === 0) break
+        bytes = Buffer.concat([bytes, buffer.subarray(0, bytesRead)])
+        end = bytes.indexOf(0x0a)
+      }
+      return scanLog(bytes.toString('utf8', 0, end === -1 ? bytes.length : end + 1), path).header
+    } finally {
+      await handle.close()
+    }
+  }
+
+  /**
+   * Validates the stored events and their closers as one session would hold them.
+   * A log that cannot become a Session is corrupt, whatever its bytes look like.
+   */
+  restore(log: StoredLog): Session {
+    try {
+      return Session.fromRestore(log.header.id, [...log.events, ...log.closers], log.header)
+    } catch (error) {
+      throw new SessionPersistenceCorruptionError(`stored session "${log.header.id}" failed validation: ${(error as Error).message} (raw log: ${log.path})`, { cause: error })
+    }
+  }
+
+  /** Cuts a torn tail and appends the closers: afterwards the log is balanced. */
+  async repair(log: StoredLog): Promise<void> {
+    if (log.committedBytes < log.fileBytes) await truncateTo(log.path, log.committedBytes, this.#ops)
+    if (log.closers.length) await this.append(log.path, log.closers)
+  }
+
+  /** Writes the first batch together with the header; never overwrites an existing log. */
+  async materialize(header: SessionHeader, events: readonly SessionEvent[]): Promise<void> {
+    await materialize(this.pathOf(header), encodeHeaderLine(header), this.#encode(events), this.#ops)
+  }
+
+  async append(path: string, events: readonly SessionEvent[]): Promise<void> {
+    await appendLines(path, this.#encode(events), this.#ops)
+  }
+
+  #encode(events: readonly SessionEvent[]) {
+    return encodeEvents(events, { packChunks: this.#packChunks })
+  }
+
+  async #dirs(path: string): Promise<string[]> {
+    try {
+      return (await readdir(path, { withFileTypes: true })).filter(entry => entry.isDirectory()).map(entry => entry.name).sort()
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return []
+      throw error
+    }
+  }
+
+  async #exists(path: string): Promise<boolean> {
+    try {
+      await this.#ops.stat(path)
+      return true
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false
+      throw error
+    }
+  }
+}
