@@ -1,16 +1,19 @@
 // `pnpm bench`: one JSON object per line, so runs can be compared by machine.
 // Figures, not thresholds: nothing here fails on a slow machine.
+import { benchDerive } from '../packages/session/bench/derive.ts'
 import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
+import { benchAppend, benchLoad } from '../plugins/session-jsonl/bench/persistence.ts'
 
 const iterations = Number(process.env.BENCH_ITERATIONS ?? 2000)
+const print = (figure: object) => console.log(JSON.stringify(figure))
+const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100
 
-const figures = await benchAssemble(iterations)
-for (const figure of figures) console.log(JSON.stringify(figure))
-const [base] = figures
-for (const figure of figures.slice(1)) {
-  console.log(JSON.stringify({
-    bench: 'system-prompt/assemble+render growth',
-    size_ratio: figure.sections / base.sections,
-    median_ratio: Math.round((figure.median_us / base.median_us) * 100) / 100,
-  }))
+const assembled = await benchAssemble(iterations)
+assembled.forEach(print)
+for (const figure of assembled.slice(1)) {
+  print({ bench: 'system-prompt/assemble+render growth', size_ratio: figure.sections / assembled[0].sections, median_ratio: ratio(figure.median_us, assembled[0].median_us) })
 }
+
+benchDerive().forEach(print)
+;(await benchAppend()).forEach(print)
+print(await benchLoad())

@@ -10,6 +10,7 @@ import {
   type SessionHeader,
 } from '@loom/session'
 import { existsSync, openSync, closeSync, fsyncSync, ftruncateSync, readFileSync } from 'node:fs'
+import { homedir } from 'node:os'
 import { resolve } from 'node:path'
 import { scanLog } from './scanner.ts'
 import { JsonlFiles, type StoredLog } from './store.ts'
@@ -83,7 +84,8 @@ export class JsonlPersistence extends Service {
     super(ctx, 'sessionPersistence')
     this.home = ctx
     this.maxDelayMs = config.maxDelayMs ?? 200
-    this.files = new JsonlFiles({ root: resolve(config.root), packChunks: config.packChunks ?? true, ops })
+    const root = config.root.replace(/^~(?=$|\/)/, homedir())
+    this.files = new JsonlFiles({ root: resolve(root), packChunks: config.packChunks ?? true, ops })
 
     ctx.on('session/created', session => this.attach(session))
     ctx.on('session/event', (session, event) => {

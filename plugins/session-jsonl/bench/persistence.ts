@@ -1,0 +1,67 @@
+// Durable storage figures: append throughput (each batch is one fsync'd write)
+// at several batch sizes, and the cost of loading a long log compared with the
+// bare JSON.parse of its lines (the ratio is what the scanner, validation and
+// projection add).
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { SessionEvent } from '@loom/session'
+import { longSession } from '../../../packages/session/bench/derive.ts'
+import { JsonlFiles } from '../src/store.ts'
+
+export interface AppendFigure { bench: 'session-jsonl/append'; batch: number; events: number; events_per_s: number; batches_per_s: number }
+export interface LoadFigure { bench: 'session-jsonl/load'; events: number; bytes: number; load_ms: number; json_parse_ms: number; ratio: number }
+
+const header = (id: string) => ({ version: 0 as const, id, createdAt: 0, cwd: '/bench' })
+const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
+
+export async function benchAppend(batchSizes = [1, 10, 100, 1000], total = 2000): Promise<AppendFigure[]> {
+  const events = longSession(total).events
+  const figures: AppendFigure[] = []
+  for (const batch of batchSizes) {
+    const root = mkdtempSync(join(tmpdir(), 'loom-bench-'))
+    const files = new JsonlFiles({ root, packChunks: true })
+    const count = Math.min(events.length, Math.max(batch * 20, 200))
+    await files.materialize(header('append'), [])
+    const path = files.pathOf(header('append'))
+    const start = process.hrtime.bigint()
+    for (let i = 0; i < count; i += batch) await files.append(path, events.slice(i, i + batch))
+    const seconds = ms(start) / 1000
+    figures.push({
+      bench: 'session-jsonl/append',
+      batch,
+      events: count,
+      events_per_s: Math.round(count / seconds),
+      batches_per_s: Math.round(Math.ceil(count / batch) / seconds),
+    })
+    rmSync(root, { recursive: true, force: true })
+  }
+  return figures
+}
+
+export async function benchLoad(size = 100_000): Promise<LoadFigure> {
+  const root = mkdtempSync(join(tmpdir(), 'loom-bench-'))
+  const files = new JsonlFiles({ root, packChunks: true })
+  const events: readonly SessionEvent[] = longSession(size).events
+  await files.materialize(header('load'), events)
+  const path = files.pathOf(header('load'))
+  const text = readFileSync(path, 'utf8')
+
+  let start = process.hrtime.bigint()
+  for (const line of text.split('\n')) if (line) JSON.parse(line)
+  const parse = ms(start)
+
+  start = process.hrtime.bigint()
+  const log = await files.read(path, 'load')
+  files.restore(log)
+  const load = ms(start)
+  rmSync(root, { recursive: true, force: true })
+  return {
+    bench: 'session-jsonl/load',
+    events: events.length,
+    bytes: Buffer.byteLength(text),
+    load_ms: Math.round(load * 10) / 10,
+    json_parse_ms: Math.round(parse * 10) / 10,
+    ratio: Math.round((load / parse) * 100) / 100,
+  }
+}
