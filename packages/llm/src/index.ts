@@ -7,3 +7,15 @@ export {
   freezeMessage,
   userText,
 } from './messages.ts'
+export { errorChain, HarnessError, LLM_ERROR_CODES, LlmError, toFailure, type LlmErrorCode, type LlmErrorDetails } from './errors.ts'
+export { DEFAULT_RETRY_POLICY, LlmAdapter, type GenerateOptions, type LlmModelInfo, type ResolvedRetryPolicy } from './adapter.ts'
+export { BlockAssembler } from './assembler.ts'
+export {
+  isAgentLoopRequest,
+  Llm,
+  markAgentLoopRequest,
+  type AdapterRegistration,
+  type PreparedLlmCall,
+} from './service.ts'
+
+export { Llm as default } from './service.ts'

@@ -70,6 +70,14 @@ export interface SessionEventMap {
   'compaction/end': { compactionId: string; turn: number | null; error?: string }
   'compaction/prune': { shadowedRange: { start: number; end: number }; shadowedSeqs: number[]; shadowedTokenCount: number }
   'session/end-seed': Record<string, never>
+  /** A durable change of an agent's inbox (queued input survives a restart). */
+  'agent/inbox/spliced': {
+    target: 'next-turn' | 'next-step'
+    start: number
+    removedCount?: number
+    inserted: UserMessage[]
+    outcome?: 'canceled'
+  }
 }
 
 export type SessionEventType = keyof SessionEventMap
@@ -79,6 +87,7 @@ export const KNOWN_SESSION_EVENT_TYPES: ReadonlySet<string> = new Set<SessionEve
   'turn/start', 'turn/end', 'step/start', 'step/end', 'user/message', 'assistant/chunk', 'assistant/message',
   'tool/call', 'tool/result', 'request/header', 'request/context',
   'compaction/start', 'compaction/summary', 'compaction/end', 'compaction/prune', 'session/end-seed',
+  'agent/inbox/spliced',
 ])
 
 /** Model-visible events: each must say how it changes the surface (the model's history). */

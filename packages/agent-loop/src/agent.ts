@@ -1,0 +1,471 @@
+import type { Context } from '@deepseek-ai/cordis'
+import {
+  BlockAssembler,
+  createAssistantMessage,
+  createToolResultMessage,
+  deepFreeze,
+  errorChain,
+  LlmError,
+  markAgentLoopRequest,
+  type GenerateOptions,
+  type LlmCallConfig,
+  type PreparedLlmCall,
+  type StreamChunk,
+  type ToolCallBlock,
+  type ToolSchema,
+  type UserMessage,
+} from '@loom/llm'
+import { createScope, type Scope } from '@loom/scope'
+import { canonicalHeader, headerEquals, type AgentCancelCause, type Session, type TurnEndReason } from '@loom/session'
+import { joinContextSections, renderContextSections, renderPrompt, type PromptAssembly } from '@loom/system-prompt'
+import { runToolCalls } from '@loom/tools'
+import { Inbox, type InboxTarget } from './inbox.ts'
+import { RuntimeContextProjection } from './runtime-context.ts'
+import type { AgentLoop } from './service.ts'
+
+export interface AgentOptions {
+  provider?: string
+  model?: string
+  /** Output cap for every request; otherwise the adapter's default. */
+  maxTokens?: number
+}
+
+export type AgentStatus = 'idle' | 'running'
+export type PreStepDecision = { kind: 'reject' } | { kind: 'enter'; messages: UserMessage[] }
+export type RequestErrorAction = { kind: 'retry' } | undefined
+export interface CancelOptions { keepInbox?: boolean }
+
+type Phase =
+  | { kind: 'idle'; lastTurn: number }
+  | { kind: 'maintenance'; abort: AbortController; lastTurn: number; wakeRequested: boolean }
+  | { kind: 'running'; abort: AbortController; turn: number; step: number; wakeRequested: boolean }
+
+type StepEnd = TurnEndReason | null
+
+/**
+ * One agent: a session, an inbox and a driver. `followup` queues a prompt for a
+ * new turn, `steer` adds input to the next step and wakes the driver, `inject`
+ * adds input without waking it. Each turn claims its input, assembles the prompt
+ * for the agent's scope, logs what changed, freezes the request, streams the
+ * model, runs the tools it asked for, and repeats until the model is done.
+ */
+export class Agent {
+  readonly inbox: Inbox
+  #phase: Phase
+  #activity: Promise<void> | undefined
+  readonly #projection: RuntimeContextProjection
+  #headerLogged = false
+  #disposal: Promise<void> | undefined
+
+  /** The agent's scope: registrations through it apply to this agent only and die with it. */
+  readonly ctx: Context
+  readonly #scope: Scope
+
+  constructor(private readonly loop: AgentLoop, home: Context, readonly session: Session, readonly options: Readonly<AgentOptions>) {
+    // The agent is its own scope key: `assemble({ scope: agent })` sees its layer.
+    this.#scope = createScope(home, this)
+    this.ctx = this.#scope.ctx
+    let lastTurn = 0
+    for (const event of session.events) if (event.type === 'turn/start') lastTurn = (event.data as { turn: number }).turn
+    this.#phase = { kind: 'idle', lastTurn }
+    this.inbox = new Inbox(session, {
+      inserted: message => loop.emit(this, 'agent/inbox/inserted', { agent: this, message }),
+      discarded: message => loop.emit(this, 'agent/inbox/discarded', { agent: this, message }),
+      claimed: (message, turn) => loop.emit(this, 'agent/inbox/claimed', { agent: this, message, turn }),
+    })
+    this.#projection = new RuntimeContextProjection(session)
+    this.ctx.on('session/event', (target, event) => {
+      if (target === session) this.#projection.observe(event)
+    })
+  }
+
+  get id(): string {
+    return this.session.id
+  }
+
+  get status(): AgentStatus {
+    return this.#phase.kind === 'running' ? 'running' : 'idle'
+  }
+
+  /** A prompt for a new turn; wakes the agent. */
+  followup(message: UserMessage): void {
+    this.send(message, 'next-turn', true)
+  }
+
+  /** Input for the next step of the running turn (or a new turn); wakes the agent. */
+  steer(message: UserMessage): void {
+    this.send(message, 'next-step', true)
+  }
+
+  /** Context for the next step, whenever it happens; does not wake the agent. */
+  inject(message: UserMessage): void {
+    this.send(message, 'next-step', false)
+  }
+
+  send(message: UserMessage, target: InboxTarget, wakeup: boolean): void {
+    const phase = this.#phase
+    const wakingAfterAbort = wakeup && phase.kind !== 'idle' && phase.abort.signal.aborted
+    this.inbox.splice(wakingAfterAbort ? 'next-turn' : target, Infinity, 0, [message])
+    if (wakeup) this.#wake(wakingAfterAbort)
+  }
+
+  /** Aborts the running turn (the first cause wins) and, unless `keepInbox`, discards pending input. */
+  cancel(cause: AgentCancelCause, options: CancelOptions = {}): void {
+    const phase = this.#phase
+    if (!options.keepInbox) {
+      this.inbox.clear()
+      if (phase.kind !== 'idle') phase.wakeRequested = false
+    }
+    if (phase.kind !== 'idle') phase.abort.abort(cause)
+  }
+
+  /** Resolves when the driver is idle, following any driver that replaced it. */
+  async idle(): Promise<void> {
+    let current: Promise<void> | undefined
+    do {
+      current = this.#activity
+      await current
+    } while (current !== this.#activity)
+  }
+
+  /** Runs work that needs the agent quiet (compaction, say); refused while a turn runs. */
+  async runMaintenance<T>(task: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const phase = this.#phase
+    if (phase.kind !== 'idle') throw new Error(`agent "${this.id}" already has active work`)
+    const abort = new AbortController()
+    this.#phase = { kind: 'maintenance', abort, lastTurn: phase.lastTurn, wakeRequested: false }
+    try {
+      return await task(abort.signal)
+    } finally {
+      const done = this.#phase as Extract<Phase, { kind: 'maintenance' }>
+      this.#phase = { kind: 'idle', lastTurn: done.lastTurn }
+      if (done.wakeRequested && this.inbox.hasPending) this.#wake(false)
+    }
+  }
+
+  /** Cancels, waits for the driver, then tears the agent down. Idempotent. */
+  dispose(): Promise<void> {
+    return (this.#disposal ??= (async () => {
+      this.cancel({ kind: 'disposed' })
+      await this.idle()
+      await this.#scope.dispose()
+      await this.loop.release(this)
+    })())
+  }
+
+  #setPhase(next: Phase) {
+    const before = this.status
+    this.#phase = next
+    if (this.status !== before) this.loop.emit(this, 'agent/status', { agent: this, status: this.status })
+  }
+
+  #wake(afterAbort: boolean) {
+    const phase = this.#phase
+    if (phase.kind !== 'idle') {
+      const reason = phase.abort.signal.reason as AgentCancelCause | undefined
+      if (reason?.kind !== 'disposed' && (phase.kind === 'maintenance' || afterAbort)) phase.wakeRequested = true
+      return
+    }
+    if (this.#disposal) return
+    this.#setPhase({ kind: 'running', abort: new AbortController(), turn: phase.lastTurn, step: 0, wakeRequested: false })
+    this.#activity = this.#drive()
+  }
+
+  async #drive() {
+    try {
+      while (await this.#turn()) { /* the next queued turn */ }
+    } catch {
+      // Already reported through agent/error or the turn's end reason.
+    } finally {
+      const phase = this.#phase as Extract<Phase, { kind: 'running' }>
+      this.#setPhase({ kind: 'idle', lastTurn: phase.turn })
+      if (phase.wakeRequested && this.inbox.hasPending) this.#wake(false)
+    }
+  }
+
+  #running(): Extract<Phase, { kind: 'running' }> {
+    if (this.#phase.kind !== 'running') {
+      const error = new Error(`agent "${this.id}": turn without driver reservation`)
+      this.#reportError(0, 0, error)
+      throw error
+    }
+    return this.#phase
+  }
+
+  /** One turn; `true` when another queued turn should follow. */
+  async #turn(): Promise<boolean> {
+    const phase = this.#running()
+    const { signal } = phase.abort
+    signal.throwIfAborted()
+    const turn = phase.turn + 1
+    try {
+      this.session.append('turn/start', { turn })
+    } catch (error) {
+      this.#reportError(phase.turn, 0, error)
+      throw error
+    }
+    phase.turn = turn
+    phase.step = 0
+    let turnEnds: TurnEndReason | null = null
+    let target: InboxTarget = 'next-turn'
+    try {
+      for (;;) {
+        signal.throwIfAborted()
+        const step = phase.step + 1
+        const decision = await this.#preStep(target, turn, step, signal)
+        if (decision.kind === 'reject') {
+          turnEnds = { kind: 'blocked' }
+          return false
+        }
+        if (turnEnds && decision.messages.length === 0) break
+        if (phase.step === 0 && decision.messages.length === 0) {
+          turnEnds = { kind: 'completed' }
+          return false
+        }
+        signal.throwIfAborted()
+        this.session.append('step/start', { turn, step })
+        phase.step = step
+        try {
+          for (const message of decision.messages) this.session.append('user/message', message, { surfaceOp: 'append' })
+          const stepEnd = await this.#step(decision.assembly, turn, step, signal)
+          if (turnEnds?.kind !== 'max-tokens') turnEnds = stepEnd // max-tokens is sticky within a turn
+        } finally {
+          this.session.append('step/end', { turn, step })
+        }
+        signal.throwIfAborted()
+        if (turnEnds && this.inbox.nextStep.length === 0) {
+          await this.loop.serial(this, 'agent/turn-stopping', { agent: this, turn, signal })
+          signal.throwIfAborted()
+        }
+        if (turnEnds && this.inbox.nextStep.length === 0) break
+        target = 'next-step'
+      }
+    } catch (error) {
+      if (signal.aborted) {
+        turnEnds = { kind: 'aborted', reason: signal.reason as AgentCancelCause }
+      } else {
+        turnEnds = { kind: 'error', error: error instanceof LlmError ? error.failure : { message: errorChain(error), code: 'UNKNOWN' } }
+        this.#reportError(turn, phase.step, error)
+      }
+      throw error
+    } finally {
+      try {
+        this.session.append('turn/end', { turn, reason: turnEnds! })
+      } catch (error) {
+        this.#reportError(turn, phase.step, error)
+        // eslint-disable-next-line no-unsafe-finally
+        throw error
+      }
+    }
+    if (!this.inbox.hasPending) return false
+    phase.abort = new AbortController()
+    phase.wakeRequested = false
+    phase.step = 0
+    return true
+  }
+
+  async #preStep(target: InboxTarget, turn: number, step: number, signal: AbortSignal)
+    : Promise<{ kind: 'reject' } | { kind: 'enter'; messages: UserMessage[]; assembly: PromptAssembly }> {
+    const claimed = Object.freeze(this.inbox.claim(target, turn))
+    const assembly = await this.loop.systemPrompt.assemble({ agent: this, scope: this, signal })
+    signal.throwIfAborted()
+    const sections = renderContextSections(assembly)
+    const candidate = this.#projection.project(joinContextSections(sections), sections)
+    const decision = await this.loop.waterfall<PreStepDecision>(this, 'agent/pre-step', { agent: this, messages: claimed, turn, step, signal },
+      async () => ({ kind: 'enter', messages: candidate ? [...claimed, candidate] : [...claimed] }))
+    signal.throwIfAborted()
+    return decision.kind === 'reject' ? decision : { kind: 'enter', messages: decision.messages, assembly }
+  }
+
+  /** One model call and the tools it asked for; `null` when the model is owed another request. */
+  async #step(assembly: PromptAssembly, turn: number, step: number, signal: AbortSignal): Promise<StepEnd> {
+    signal.throwIfAborted()
+    const system = renderPrompt(assembly)
+    const tools = assembly.tools.map(({ name, description, parameters }): ToolSchema => ({ name, description, parameters }))
+    for (;;) {
+      const boundary = this.session.deriveMessages()
+      const { request, prepared } = await this.#buildRequest(turn, step, tools, system, boundary, signal)
+      const stream = prepared ? prepared.stream(request) : this.loop.llm.stream(request)
+      signal.throwIfAborted()
+      const assembler = new BlockAssembler()
+      const chunkSeqs: number[] = []
+      try {
+        for await (const chunk of untilAborted(stream, signal)) {
+          signal.throwIfAborted()
+          chunkSeqs.push(this.session.append('assistant/chunk', { turn, step, chunk }).seq)
+          assembler.push(chunk)
+        }
+        signal.throwIfAborted()
+      } catch (error) {
+        const visible = signal.aborted ? assembler.interruptedBlocks() : []
+        if (visible.length) {
+          const message = createAssistantMessage({ content: visible, source: { provider: request.provider, model: request.model } })
+          this.session.append('assistant/message', { turn, step, message, interrupted: true, ...(assembler.usage && { usage: assembler.usage }) },
+            { surfaceOp: 'append', sourceEventSeqs: chunkSeqs })
+        }
+        throw error
+      }
+
+      const finish = assembler.finish
+      if (finish.kind === 'error' || finish.kind === 'aborted') {
+        const action = await this.loop.waterfall<RequestErrorAction>(this, 'agent/request-error', {
+          agent: this, turn, step, provider: request.provider, failure: finish.failure, retryPolicy: prepared?.retryPolicy, signal,
+        }, async () => undefined)
+        signal.throwIfAborted() // a cancel wins over a retry
+        if (action?.kind !== 'retry') throw new LlmError(finish.failure.message, finish.failure.code, finish.failure)
+        continue // a new attempt in the same step; the failed chunks stay in the log, uncited
+      }
+
+      const replayState = assembler.replayState
+      const message = createAssistantMessage({
+        content: assembler.blocks(),
+        source: { provider: request.provider, model: request.model, ...(replayState !== undefined && { replayState }) },
+      })
+      // Appended even when empty: it anchors the completion.
+      this.session.append('assistant/message', { turn, step, message, ...(assembler.usage && { usage: assembler.usage }) },
+        { surfaceOp: 'append', sourceEventSeqs: chunkSeqs })
+      if (finish.kind === 'max-tokens') return { kind: 'max-tokens' }
+      const calls = message.content.filter((block): block is ToolCallBlock => block.type === 'tool-call')
+      if (!calls.length) return { kind: 'completed' }
+      const { concluded } = await this.#runTools(calls, turn, step, signal)
+      return concluded ? { kind: 'completed' } : null
+    }
+  }
+
+  async #buildRequest(turn: number, step: number, tools: ToolSchema[], system: string, messages: GenerateOptions['messages'], signal: AbortSignal) {
+    const proposed = await this.loop.waterfall<LlmCallConfig>(this, 'agent/request', { agent: this, turn, step, signal },
+      async () => deepFreeze(structuredClone(this.#seedConfig())))
+    signal.throwIfAborted()
+    if (!proposed.provider || !proposed.model) {
+      throw new Error(`agent "${this.id}" has no provider/model: set AgentOptions.provider and AgentOptions.model or supply both via the agent/request waterfall`)
+    }
+    let prepared: PreparedLlmCall | undefined
+    let config = proposed
+    try {
+      prepared = await this.loop.llm.prepareCall(proposed, signal)
+      config = prepared.config
+    } catch (error) {
+      // An llm/stream listener may still serve the route; plain dispatch then fails with NO_ADAPTER.
+      if (!(error instanceof LlmError && error.code === 'NO_ADAPTER')) throw error
+    }
+    signal.throwIfAborted()
+
+    const header = canonicalHeader({ config, adapterDefaults: prepared?.adapterDefaults, system, tools })
+    if (!this.#headerLogged) {
+      // Every new loop instance anchors its first request, even when nothing changed.
+      this.session.append('request/header', { header, reason: this.session.requestHeader() === undefined ? 'initial' : 'resume' })
+      this.#headerLogged = true
+    } else {
+      const baseline = this.session.requestHeader()
+      if (!baseline || !headerEquals(baseline, header)) this.session.append('request/header', { header, reason: 'change' })
+    }
+    const contextWindow = prepared?.context?.contextWindow
+    const last = this.session.requestContext()
+    if (!last || last.provider !== config.provider || last.model !== config.model || last.contextWindow !== contextWindow) {
+      this.session.append('request/context', { provider: config.provider, model: config.model, ...(contextWindow !== undefined && { contextWindow }) })
+    }
+    signal.throwIfAborted()
+
+    const request: GenerateOptions = markAgentLoopRequest(deepFreeze({
+      ...header.config,
+      messages,
+      ...(header.system !== undefined && { system: header.system }),
+      ...(header.tools !== undefined && { tools: header.tools }),
+      sessionId: this.session.id,
+      signal,
+    }))
+    return { request, prepared }
+  }
+
+  /**
+   * The config before `agent/request` listeners: on the first request of this
+   * loop instance the agent's route (restoring an explicit reasoning effort of the
+   * same route); later, the last logged config minus what the adapter filled in.
+   */
+  #seedConfig(): LlmCallConfig {
+    const persisted = this.session.requestHeader()
+    if (!this.#headerLogged) {
+      const route = { provider: this.options.provider ?? '', model: this.options.model ?? '' }
+      const effort = persisted && persisted.config.provider === route.provider && persisted.config.model === route.model
+        && persisted.adapterDefaults?.reasoningEffort !== true ? persisted.config.reasoningEffort : undefined
+      return {
+        ...route,
+        ...(effort !== undefined && { reasoningEffort: effort }),
+        ...(this.options.maxTokens !== undefined && { maxTokens: this.options.maxTokens }),
+      }
+    }
+    const { config, adapterDefaults } = persisted!
+    const seed: LlmCallConfig = { ...config }
+    if (adapterDefaults?.reasoningEffort) delete seed.reasoningEffort
+    if (adapterDefaults?.maxTokens) delete seed.maxTokens
+    return seed
+  }
+
+  async #runTools(calls: ToolCallBlock[], turn: number, step: number, signal: AbortSignal) {
+    const raw = new Map(calls.map(call => [call.id, call.arguments]))
+    const callSeqs = new Map<string, number>()
+    return runToolCalls(this.loop.tools, {
+      calls: calls.map(call => ({ callId: call.id, name: call.name, arguments: parseArguments(call.arguments) })),
+      agent: this,
+      scope: this,
+      signal,
+      maxParallel: this.loop.config.maxParallelToolCalls,
+      onStart: call => {
+        const event = this.session.append('tool/call', { turn, step, callId: call.callId, name: call.name, arguments: raw.get(call.callId)! })
+        callSeqs.set(call.callId, event.seq)
+      },
+      onCommit: (call, result) => {
+        const message = createToolResultMessage({ callId: call.callId, content: result.content, isError: result.isError })
+        const error = result.isError ? result.error.info : undefined
+        this.session.append('tool/result', {
+          turn,
+          step,
+          message,
+          ...(error && { error }),
+          ...(result.meta !== undefined && { meta: result.meta }),
+        }, { surfaceOp: 'append', sourceEventSeqs: [callSeqs.get(call.callId)!] })
+        // Contexts enter the next step, after every result: call/result pairs stay adjacent.
+        for (const context of result.additionalContexts ?? []) this.inbox.splice('next-step', Infinity, 0, [context])
+      },
+    })
+  }
+
+  #reportError(turn: number, step: number, error: unknown) {
+    this.loop.emit(this, 'agent/error', { agent: this, turn, step, error })
+  }
+}
+
+/** `''` is no arguments; text that is not JSON is passed on as is (the tool reports it). */
+function parseArguments(text: string): unknown {
+  if (text === '') return {}
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+/**
+ * Iterates a stream until the signal aborts, even if the adapter ignores the
+ * signal: a cancel never waits for a stalled provider.
+ */
+async function* untilAborted(stream: AsyncIterable<StreamChunk>, signal: AbortSignal): AsyncIterable<StreamChunk> {
+  const iterator = stream[Symbol.asyncIterator]()
+  let onAbort: (() => void) | undefined
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+  aborted.catch(() => {})
+  try {
+    for (;;) {
+      signal.throwIfAborted()
+      const next = await Promise.race([iterator.next(), aborted])
+      if (next.done) return
+      yield next.value
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort!)
+    void iterator.return?.()?.catch?.(() => {})
+  }
+}

@@ -1,0 +1,67 @@
+import { createUserMessage, type ContextSnapshotSection, type UserMessage } from '@loom/llm'
+import { isReplacementSurfaceEvent, type Session, type SessionEvent } from '@loom/session'
+
+/** The plugin that owns runtime-context snapshot messages. */
+export const RUNTIME_CONTEXT_OWNER = '@loom/system-prompt'
+export const CLEARED_RUNTIME_CONTEXT = 'Current runtime context: none. Earlier runtime-context snapshots no longer apply.'
+
+type Retained = undefined | null | { seq: number; text: string | undefined }
+
+function isOwned(event: SessionEvent): boolean {
+  if (event.type !== 'user/message') return false
+  const source = (event.data as UserMessage).source
+  return source.kind === 'plugin' && source.plugin === RUNTIME_CONTEXT_OWNER
+}
+
+function textOf(event: SessionEvent): string | undefined {
+  const { content } = event.data as UserMessage
+  return content.length === 1 && content[0].type === 'text' ? content[0].text : undefined
+}
+
+/**
+ * Runtime facts (time, git state, ...) reach the model as user-role snapshots in
+ * the history, never in the system text. The projection proposes a snapshot only
+ * when its text differs from the one the model can still see, the cleared marker
+ * when facts went away, and a fresh snapshot when compaction hid the last one.
+ * It only proposes: the loop commits the candidate if the step is entered.
+ */
+export class RuntimeContextProjection {
+  /** `undefined`: never seen one; `null`: seen, but none is visible now. */
+  #retained: Retained
+
+  constructor(session: Session) {
+    const nodes = new Set(session.surface.nodes)
+    const events = session.events
+    for (let i = events.length - 1; i >= 0; i--) {
+      const event = events[i]
+      if (!isOwned(event)) continue
+      if (this.#retained === undefined) this.#retained = null
+      if (nodes.has(event.seq)) {
+        this.#retained = { seq: event.seq, text: textOf(event) }
+        break
+      }
+    }
+  }
+
+  /** Follows the session: an owned snapshot becomes retained; a replacement that hides it resets. */
+  observe(event: SessionEvent): void {
+    if (isOwned(event)) {
+      this.#retained = { seq: event.seq, text: textOf(event) }
+    } else if (this.#retained && isReplacementSurfaceEvent(event) && event.sourceEventSeqs?.includes(this.#retained.seq)) {
+      this.#retained = null
+    }
+  }
+
+  /** The snapshot message to enter with the next step, if the model needs one. */
+  project(current: string, sections: readonly ContextSnapshotSection[]): UserMessage | undefined {
+    if (this.#retained === undefined && current === '') return undefined
+    const snapshot = current === '' ? CLEARED_RUNTIME_CONTEXT : current
+    if (this.#retained?.text === snapshot) return undefined
+    return createUserMessage({
+      content: [{ type: 'text', text: snapshot }],
+      source: sections.length === 0
+        ? { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER }
+        : { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER, form: 'snapshot', sections },
+    })
+  }
+}

@@ -1,0 +1,163 @@
+import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import type { Llm } from '@loom/llm'
+import { scopeTarget, type Scoped } from '@loom/scope'
+import type { Session, SessionStore } from '@loom/session'
+import type { AssembleContext, SystemPrompt } from '@loom/system-prompt'
+import type { ToolRuntime } from '@loom/tools'
+import { isAbsolute } from 'node:path'
+import { Agent, type AgentOptions } from './agent.ts'
+
+export const name = '@loom/agent-loop'
+
+export interface AgentLoopConfig {
+  /** Concurrency-safe tool calls of one step that may run at once. */
+  maxParallelToolCalls: number
+}
+
+export interface CreateAgentOptions extends AgentOptions {
+  /** Absolute working directory recorded in the session header (the `{{cwd}}` variable). */
+  cwd?: string
+}
+
+/** What a persistence backend must offer for `resume`. */
+interface ResumeSource {
+  prepare(id: string): Promise<Session>
+}
+
+declare module '@deepseek-ai/cordis' {
+  interface Context {
+    agents: AgentLoop
+  }
+}
+
+type Handle = { agent: Agent; detachSession: () => void; leave?: () => void }
+
+/**
+ * The agents of a host (ctx key `agents`). Each agent gets its own scope: a
+ * registration made through `agent.ctx` (a section, a tool, a listener) applies to
+ * that agent only and is removed with it. An agent belongs to the plugin that
+ * created it: unloading that plugin disposes the agent.
+ */
+export class AgentLoop extends Service {
+  static readonly inject = ['systemPrompt', 'sessions', 'llm', 'tools']
+  static readonly Config: Schema<AgentLoopConfig> = Schema.object({
+    maxParallelToolCalls: Schema.natural().min(1).default(10).description('Concurrency-safe tool calls of one step that may run at once.'),
+  })
+
+  readonly config: AgentLoopConfig
+  private readonly home: Context
+  private readonly agents = new Map<string, Handle>()
+
+  constructor(ctx: Context, config: Partial<AgentLoopConfig> = {}) {
+    super(ctx, 'agents')
+    const maxParallelToolCalls = config.maxParallelToolCalls ?? 10
+    if (!Number.isInteger(maxParallelToolCalls) || maxParallelToolCalls < 1) {
+      throw new Error(`maxParallelToolCalls must be a positive integer, got ${maxParallelToolCalls}`)
+    }
+    this.config = { maxParallelToolCalls }
+    this.home = ctx
+    const agentOf = (c: AssembleContext) => c.agent instanceof Agent ? c.agent : undefined
+    ctx.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)
+    ctx.systemPrompt.variable('model', c => agentOf(c)?.options.model)
+    ctx.systemPrompt.variable('cwd', c => agentOf(c)?.session.header.cwd)
+  }
+
+  get systemPrompt(): SystemPrompt { return this.home.systemPrompt }
+  get llm(): Llm { return this.home.llm }
+  get tools(): ToolRuntime { return this.home.tools }
+  private get sessions(): SessionStore { return this.home.sessions }
+
+  /** A new agent on a new session named `id`; it belongs to the calling plugin. */
+  create(id: string, options: CreateAgentOptions = {}): Agent {
+    const { cwd, ...agentOptions } = options
+    if (agentOptions.maxTokens !== undefined && !(Number.isSafeInteger(agentOptions.maxTokens) && agentOptions.maxTokens > 0)) {
+      throw new Error('agent maxTokens must be a positive safe integer')
+    }
+    if (cwd !== undefined && !isAbsolute(cwd)) throw new Error(`agent "${id}": cwd must be an absolute path, got "${cwd}"`)
+    if (this.agents.has(id)) throw new Error(`agent "${id}" already exists`)
+    const session = this.sessions.prepare(id, { meta: cwd === undefined ? {} : { cwd } })
+    return this.publish(this.ctx, session, agentOptions, 'startup')
+  }
+
+  /**
+   * Continues a stored session: the log is repaired if a crash left it open, and
+   * turns, inbox and runtime context carry on from it. The route defaults to the
+   * one the session last used.
+   */
+  async resume(id: string, options: AgentOptions = {}): Promise<Agent> {
+    // Optional: resume needs a backend, nothing else does.
+    const persistence = this.home.get('sessionPersistence') as ResumeSource | undefined
+    if (!persistence) throw new Error('cannot resume: session persistence is not configured (load a session persistence plugin such as @loom/session-jsonl)')
+    if (this.agents.has(id)) throw new Error(`agent "${id}" already exists`)
+    const caller = this.ctx
+    const session = await persistence.prepare(id)
+    const last = session.requestHeader()?.config
+    return this.publish(caller, session, { provider: last?.provider, model: last?.model, ...options }, 'resume')
+  }
+
+  get(id: string): Agent | undefined {
+    return this.agents.get(id)?.agent
+  }
+
+  list(): Agent[] {
+    return [...this.agents.values()].map(handle => handle.agent)
+  }
+
+  private publish(owner: Context, session: Session, options: AgentOptions, source: 'startup' | 'resume'): Agent {
+    let agent: Agent | undefined
+    let detachSession: (() => void) | undefined
+    try {
+      agent = new Agent(this, this.home, session, Object.freeze({ ...options }))
+      detachSession = this.home.sessions.enter(session)
+      const handle: Handle = { agent, detachSession }
+      this.agents.set(agent.id, handle)
+      this.sessions.announce(session)
+      this.emit(agent, 'agent/created', { agent })
+      this.emit(agent, 'agent/session-start', { agent, source })
+      const created = agent
+      handle.leave = owner.effect(() => () => created.dispose(), 'agents.create')
+      return agent
+    } catch (error) {
+      this.agents.delete(session.id)
+      detachSession?.()
+      void agent?.dispose()
+      throw error
+    }
+  }
+
+  /** The end of `agent.dispose()`, once the driver is quiet and the agent's scope is gone. */
+  async release(agent: Agent): Promise<void> {
+    const handle = this.agents.get(agent.id)
+    if (handle?.agent !== agent) return
+    this.agents.delete(agent.id)
+    handle.leave?.()
+    this.emit(agent, 'agent/disposed', { agent })
+    handle.detachSession()
+  }
+
+  /** Fire-and-forget, routed to the agent's listeners and unscoped ones; failures are logged. */
+  emit(agent: Agent, name: string, payload: object): void {
+    const logger = this.home.logger('agents')
+    for (const listener of this.home.events.dispatch('emit', [scopeTarget(this, agent), name, payload])) {
+      try {
+        const result = listener(payload)
+        if (result instanceof Promise) result.catch(error => logger.error(error))
+      } catch (error) {
+        logger.error(error)
+      }
+    }
+  }
+
+  waterfall<T>(agent: Agent, name: string, payload: object, next: () => Promise<T>): Promise<T> {
+    return (this.home.waterfall as any)(scopeTarget(this, agent) as Scoped<AgentLoop>, name, payload, next)
+  }
+
+  async serial(agent: Agent, name: string, payload: object): Promise<void> {
+    await (this.home.serial as any)(scopeTarget(this, agent), name, payload)
+  }
+}
+
+Object.defineProperty(AgentLoop, 'name', { value: name })
+
+export default AgentLoop

@@ -1,0 +1,121 @@
+// The reference harness of the loop tests: the spine services, a scripted mock
+// adapter on provider `mock` that records every request, and an agent `a1`.
+import { Context } from '@deepseek-ai/cordis'
+import Llm, { LlmAdapter, userText, type GenerateOptions, type StreamChunk } from '@loom/llm'
+import SessionStore, { type SessionEvent } from '@loom/session'
+import SystemPrompt, { type SystemPromptConfig } from '@loom/system-prompt'
+import ToolRuntime from '@loom/tools'
+import AgentLoop, { type Agent, type AgentOptions } from '@loom/agent-loop'
+
+export const IDENTITY = 'You are an AI agent powered by Loom.'
+
+/** A script step: fixed chunks, or a function of the request (may hang on the signal). */
+export type ScriptStep = StreamChunk[] | ((request: GenerateOptions) => AsyncIterable<StreamChunk> | StreamChunk[])
+
+export class MockAdapter extends LlmAdapter {
+  readonly requests: GenerateOptions[] = []
+  constructor(public script: ScriptStep[] = [], private readonly info: Partial<Awaited<ReturnType<LlmAdapter['resolveModel']>>> = {}) {
+    super()
+  }
+
+  override async resolveModel(provider: string, model: string) {
+    return { provider, id: model, name: model, ...this.info }
+  }
+
+  async *stream(request: GenerateOptions): AsyncIterable<StreamChunk> {
+    this.requests.push(request)
+    const step = this.script.shift()
+    if (!step) throw new Error('MockAdapter: script exhausted')
+    yield* (typeof step === 'function' ? step(request) : step)
+  }
+}
+
+export function textResponse(text: string): StreamChunk[] {
+  return [
+    { type: 'block-start', index: 0, blockType: 'text' },
+    ...[...text].map((char): StreamChunk => ({ type: 'text-delta', index: 0, text: char })),
+    { type: 'block-end', index: 0, block: { type: 'text', text } },
+    { type: 'usage', usage: { inputTokens: 10, outputTokens: text.length } },
+    { type: 'finish', reason: { kind: 'stop' } },
+  ]
+}
+
+export function toolCallResponse(id: string, name: string, args: unknown, text?: string): StreamChunk[] {
+  const json = JSON.stringify(args)
+  const index = text === undefined ? 0 : 1
+  return [
+    ...(text === undefined ? [] : [
+      { type: 'block-start', index: 0, blockType: 'text' },
+      { type: 'text-delta', index: 0, text },
+      { type: 'block-end', index: 0, block: { type: 'text', text } },
+    ] as StreamChunk[]),
+    { type: 'block-start', index, blockType: 'tool-call' },
+    { type: 'tool-call-delta', index, id, name, argumentsDelta: json.slice(0, 5) },
+    { type: 'tool-call-delta', index, id, argumentsDelta: json.slice(5) },
+    { type: 'block-end', index, block: { type: 'tool-call', id, name, arguments: json } },
+    { type: 'usage', usage: { inputTokens: 10, outputTokens: 5 } },
+    { type: 'finish', reason: { kind: 'tool-calls' } },
+  ]
+}
+
+/** A stream that delivers `chunks` and then waits until the request is aborted. */
+export function hanging(chunks: StreamChunk[]) {
+  return async function* (request: GenerateOptions): AsyncIterable<StreamChunk> {
+    yield* chunks
+    await new Promise((_, reject) => request.signal!.addEventListener('abort', () => reject(request.signal!.reason), { once: true }))
+  }
+}
+
+export interface Harness {
+  root: Context
+  /** A plugin context with every spine service injected: the agent's owner. */
+  ctx: Context
+  adapter: MockAdapter
+  agent: Agent
+  events: () => readonly SessionEvent[]
+  types: () => string[]
+  statuses: string[]
+  send(text: string): void
+  settle(): Promise<void>
+}
+
+export async function harness(options: {
+  script?: ScriptStep[]
+  prompt?: SystemPromptConfig
+  agent?: AgentOptions & { cwd?: string }
+  id?: string
+  loop?: { maxParallelToolCalls?: number }
+  setup?: (ctx: Context) => void | Promise<void>
+} = {}): Promise<Harness> {
+  const root = new Context()
+  await root.plugin(SystemPrompt, { persona: '', ...options.prompt })
+  await root.plugin(SessionStore)
+  await root.plugin(Llm)
+  await root.plugin(ToolRuntime)
+  await root.plugin(AgentLoop, { maxParallelToolCalls: 10, ...options.loop })
+  const fiber = await root.plugin({ name: 'test-host', inject: ['systemPrompt', 'sessions', 'llm', 'tools', 'agents'], apply() {} })
+  const ctx = fiber.ctx
+  const adapter = new MockAdapter(options.script ?? [])
+  ctx.llm.registerAdapter(['mock'], adapter)
+  await options.setup?.(ctx)
+  const agent = ctx.agents.create(options.id ?? 'a1', options.agent ?? { provider: 'mock', model: 'mock' })
+  const statuses: string[] = []
+  agent.ctx.on('agent/status' as any, ({ status }: { status: string }) => { statuses.push(status) })
+  return {
+    root,
+    ctx,
+    adapter,
+    agent,
+    statuses,
+    events: () => agent.session.events,
+    types: () => agent.session.events.map(event => event.type),
+    send: text => agent.followup(userText(text)),
+    settle: () => agent.idle(),
+  }
+}
+
+/** The texts of the user messages of the log. */
+export function userTexts(events: readonly SessionEvent[]): string[] {
+  return events.filter(event => event.type === 'user/message')
+    .map(event => (event.data as any).content.map((block: any) => block.text).join(''))
+}

@@ -1,0 +1,138 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import { Ajv2020 } from 'ajv/dist/2020.js'
+import { isPlainObject, snapshotJson } from './json.ts'
+import type { ToolDefinition, ToolOutput, ToolRunContext } from './types.ts'
+
+export const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/
+/** Node's timers overflow past this many milliseconds. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1
+/** Violations listed in an INVALID_ARGS message; the rest are counted. */
+const MAX_VIOLATIONS = 8
+
+/** What `defineTool` accepts: a definition whose body sees typed arguments. */
+export interface ToolSpec<A = any> {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+  execute(args: A, exec: ToolRunContext): ToolOutput | Promise<ToolOutput>
+  isConcurrencySafe?: boolean | ((args: A) => boolean)
+  timeoutMs?: number
+}
+
+/** A checked definition: frozen schema, compiled validator, calls bound to the author's object. */
+export interface CompiledTool {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Readonly<Record<string, unknown>>
+  readonly validate: ValidateFunction
+  readonly timeoutMs: number | undefined
+  readonly isConcurrencySafe: ToolDefinition['isConcurrencySafe']
+  execute(args: unknown, exec: ToolRunContext): ToolOutput | Promise<ToolOutput>
+  classify(args: unknown): unknown
+}
+
+// Lenient about unknown keywords and formats (schemas come from many authors and
+// from MCP servers); strict about schemas that are malformed.
+const options = { allErrors: true, strict: false, logger: false } as const
+let draft7: Ajv | undefined
+let draft2020: Ajv2020 | undefined
+
+function validatorFor(schema: Record<string, unknown>): Ajv | Ajv2020 {
+  if (typeof schema.$schema === 'string' && schema.$schema.includes('2020-12')) return draft2020 ??= new Ajv2020(options)
+  return draft7 ??= new Ajv(options)
+}
+
+const compiled = new WeakMap<object, CompiledTool>()
+
+/**
+ * Checks a tool definition once and compiles its argument validator. The result
+ * is frozen; registering it skips the checks. A definition that is not an object
+ * schema, has a bad name or a bad field throws a `TypeError` naming the tool.
+ */
+export function defineTool<A = any>(spec: ToolSpec<A>): ToolDefinition {
+  const tool = compile(spec as ToolDefinition)
+  const definition: ToolDefinition = Object.freeze({
+    name: tool.name,
+    description: tool.description,
+    parameters: tool.parameters,
+    execute: (args: any, exec: ToolRunContext) => tool.execute(args, exec),
+    ...(tool.isConcurrencySafe !== undefined && { isConcurrencySafe: tool.isConcurrencySafe }),
+    ...(tool.timeoutMs !== undefined && { timeoutMs: tool.timeoutMs }),
+  })
+  compiled.set(definition, tool)
+  return definition
+}
+
+/** The compiled form of a definition, checking and compiling a hand-written one on first use. */
+export function compileTool(def: ToolDefinition): CompiledTool {
+  const known = typeof def === 'object' && def !== null ? compiled.get(def) : undefined
+  if (known) return known
+  const tool = compile(def)
+  compiled.set(def, tool)
+  return tool
+}
+
+function compile(def: ToolDefinition): CompiledTool {
+  if (typeof def !== 'object' || def === null) {
+    throw new TypeError(`a tool definition must be an object, got ${def === null ? 'null' : typeof def}`)
+  }
+  const { name, description, parameters, execute, isConcurrencySafe, timeoutMs } = def
+  if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
+    throw new TypeError(`invalid tool name ${JSON.stringify(name) ?? String(name)}: must match ${TOOL_NAME}`)
+  }
+  const fail = (detail: string): never => {
+    throw new TypeError(`invalid tool definition "${name}": ${detail}`)
+  }
+  if (typeof description !== 'string' || description.trim() === '') fail('description must be a non-empty string')
+  if (typeof execute !== 'function') fail('execute must be a function')
+  if (isConcurrencySafe !== undefined && typeof isConcurrencySafe !== 'boolean' && typeof isConcurrencySafe !== 'function') {
+    fail('isConcurrencySafe must be a boolean or a function')
+  }
+  if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs > 0 && timeoutMs <= MAX_TIMEOUT_MS)) {
+    fail(`timeoutMs must be a positive number of milliseconds up to ${MAX_TIMEOUT_MS}, got ${String(timeoutMs)}`)
+  }
+  if (!isPlainObject(parameters)) fail('parameters must be a JSON schema object')
+  if (parameters.type !== 'object') fail(`parameters must be an object schema ({ type: 'object', ... }), got type ${JSON.stringify(parameters.type) ?? 'undefined'}`)
+  const snapshot = snapshotJson(parameters)
+  if (!snapshot.ok) fail(`parameters must be plain JSON (found ${snapshot.problem})`)
+  const schema = (snapshot as { value: Record<string, unknown> }).value
+
+  const ajv = validatorFor(schema)
+  let validate: ValidateFunction
+  try {
+    validate = ajv.compile(schema)
+  } catch (error) {
+    return fail(`parameters are not a valid JSON schema: ${error instanceof Error ? error.message : String(error)}`)
+  } finally {
+    // The compiled function stays usable; dropping the cache entry lets a reloaded
+    // tool reuse the same `$id`.
+    ajv.removeSchema(schema)
+  }
+  return Object.freeze({
+    name,
+    description,
+    parameters: schema,
+    validate,
+    timeoutMs,
+    isConcurrencySafe,
+    execute: (args: unknown, exec: ToolRunContext) => execute.call(def, args, exec),
+    classify: (args: unknown) => typeof isConcurrencySafe === 'function' ? isConcurrencySafe.call(def, args) : isConcurrencySafe,
+  })
+}
+
+/** `"/path must be string; must have required property 'command'"`. */
+export function describeViolations(errors: readonly ErrorObject[] | null | undefined): string {
+  const parts: string[] = []
+  for (const error of errors ?? []) {
+    let text = error.message ?? `fails "${error.keyword}"`
+    if (error.keyword === 'additionalProperties') text += ` (${JSON.stringify(error.params.additionalProperty)})`
+    if (error.keyword === 'enum' && Array.isArray(error.params.allowedValues)) {
+      text += ` (${error.params.allowedValues.map(value => JSON.stringify(value)).join(', ')})`
+    }
+    const line = error.instancePath ? `${error.instancePath} ${text}` : text
+    if (!parts.includes(line)) parts.push(line)
+  }
+  if (parts.length === 0) return 'do not match the schema'
+  const shown = parts.slice(0, MAX_VIOLATIONS).join('; ')
+  return parts.length > MAX_VIOLATIONS ? `${shown}; and ${parts.length - MAX_VIOLATIONS} more` : shown
+}

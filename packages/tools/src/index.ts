@@ -1,0 +1,18 @@
+import { ToolRuntime } from './service.ts'
+
+export default ToolRuntime
+export { ToolRuntime } from './service.ts'
+export { defineTool, describeViolations, TOOL_NAME, type ToolSpec } from './define.ts'
+export { runToolCalls, type RunToolCallsOptions, type ToolCallRequest } from './schedule.ts'
+export {
+  ABORTED,
+  ABORTED_BEFORE_DISPATCH,
+  abortedBeforeDispatchResult,
+  abortedResult,
+  errorResult,
+  ToolArgsError,
+  ToolNotFoundError,
+  ToolOutputError,
+  ToolTimeoutError,
+} from './errors.ts'
+export type * from './types.ts'

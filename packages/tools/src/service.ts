@@ -1,0 +1,259 @@
+import { Context, Service } from '@deepseek-ai/cordis'
+import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped, type ScopeKey } from '@loom/scope'
+import { compareCodeUnits } from '@loom/system-prompt'
+import { parseArguments, ToolCallRun, type CallHost } from './call.ts'
+import { compileTool, type CompiledTool } from './define.ts'
+import type {
+  ExecutionMode,
+  PostToolDecision,
+  PreToolDecision,
+  ToolCallInput,
+  ToolDefinition,
+  ToolExecutionResult,
+  ToolRunContext,
+  ToolSchema,
+} from './types.ts'
+
+const PACKAGE = '@loom/tools'
+
+declare module '@deepseek-ai/cordis' {
+  interface Context {
+    tools: ToolRuntime
+  }
+  interface Events {
+    /** Per call, before the body; routed to listeners of the call's scope and its ancestors. Default `{ kind: 'allow' }`. */
+    'tools/pre-execute'(
+      this: Scoped<ToolRuntime>,
+      exec: ToolRunContext,
+      next: () => Promise<PreToolDecision>,
+    ): PreToolDecision | Promise<PreToolDecision>
+    /** Around the body (lookup, argument validation, timeout included). */
+    'tools/execute'(
+      this: Scoped<ToolRuntime>,
+      exec: ToolRunContext,
+      next: () => Promise<ToolExecutionResult>,
+    ): ToolExecutionResult | Promise<ToolExecutionResult>
+    /** Per call, at commit; sees every result but aborts. Default `{ kind: 'accept' }`. */
+    'tools/post-execute'(
+      this: Scoped<ToolRuntime>,
+      exec: ToolRunContext,
+      result: ToolExecutionResult,
+      next: () => Promise<PostToolDecision>,
+    ): PostToolDecision | Promise<PostToolDecision>
+    /** The final frozen result of every call that went through the pipeline. Listener failures are logged. */
+    'tools/result'(this: Scoped<ToolRuntime>, exec: ToolRunContext, result: ToolExecutionResult): void
+    /** After every registration and removal of a tool or a restriction, in any scope. */
+    'tools/change'(): void
+  }
+}
+
+/** A registration as stored: the value plus the plugin that owns it. */
+interface Entry<T> {
+  value: T
+  owner: string
+}
+
+type Predicate = (name: string) => boolean
+
+class ToolLayer {
+  readonly tools: NamedEntries<Entry<CompiledTool>>
+  readonly restrictions = new AnonymousEntries<Entry<Predicate>>()
+
+  constructor(readonly scoped: boolean) {
+    this.tools = new NamedEntries(name => new Error(`tool "${name}" is already registered ${this.where}`))
+  }
+
+  get where() {
+    return this.scoped ? 'in this scope' : 'globally'
+  }
+
+  isEmpty() {
+    return this.tools.isEmpty() && this.restrictions.isEmpty()
+  }
+}
+
+/** Internal entry point of the scheduler: a call split into its phases. */
+export const beginCall: unique symbol = Symbol('loom.tools.begin')
+
+/**
+ * The tool registry and execution pipeline (ctx key `tools`). Registrations are
+ * effects on the caller's fiber and land in the caller's scope layer; a scope
+ * sees the global tools and those of its parent chain, the nearest shadowing by
+ * name, minus whatever a restriction on the way removes. The runtime is the one
+ * system-prompt tool provider for all of them, so what the model is shown and
+ * what can run are decided by the same lookup.
+ */
+export class ToolRuntime extends Service {
+  static readonly inject = ['systemPrompt']
+
+  private readonly layers: ScopedLayers<ToolLayer>
+
+  constructor(ctx: Context) {
+    super(ctx, 'tools')
+    this.layers = new ScopedLayers(scope => new ToolLayer(scope !== undefined), () => this.notify(undefined, 'tools/change', []))
+    ctx.systemPrompt.tools(context => this.provide(context.scope))
+  }
+
+  /**
+   * Registers a tool in the caller's scope, for the caller's lifetime. A plain
+   * definition is checked and compiled here (see `defineTool`). A name already
+   * registered in the same layer throws, naming both plugins.
+   */
+  register(def: ToolDefinition): () => void {
+    const tool = compileTool(def)
+    const owner = this.ctx.fiber.name
+    return this.layers.effect(this.ctx, layer => {
+      const existing = layer.tools.get(tool.name)
+      if (existing) {
+        const hint = layer.scoped ? '' : ' (to override it for one agent, register through that agent\'s ctx)'
+        throw new Error(`tool "${tool.name}" is already registered ${layer.where} by plugin "${existing.owner}"; plugin "${owner}" cannot register it again${hint}`)
+      }
+      return layer.tools.insert(tool.name, { value: tool, owner })
+    }, { label: `tools.register(${JSON.stringify(tool.name)})` })
+  }
+
+  /**
+   * While held, the caller's scope and its descendants only see (and run) the
+   * tools the filter allows. Restrictions stack: a name must pass every one.
+   */
+  restrict(allow: readonly string[] | ((name: string) => boolean)): () => void {
+    let predicate: Predicate
+    if (typeof allow === 'function') {
+      predicate = name => Boolean(allow(name))
+    } else if (Array.isArray(allow) && allow.every(name => typeof name === 'string')) {
+      const names = new Set(allow)
+      predicate = name => names.has(name)
+    } else {
+      throw new TypeError('tools.restrict() takes an array of tool names or a predicate (name) => boolean')
+    }
+    const owner = this.ctx.fiber.name
+    return this.layers.effect(this.ctx, layer => layer.restrictions.append({ value: predicate, owner }), { label: 'tools.restrict' })
+  }
+
+  /** The tools visible in `scope` (global only when omitted), sorted by name in code units. */
+  schemas(scope?: object): ToolSchema[] {
+    return this.allowedOf(this.visible(scope), scope)
+  }
+
+  /**
+   * `parallel` only when the visible tool's `isConcurrencySafe` is `true` or returns
+   * exactly `true` for schema-valid arguments; anything else (unknown tool, invalid
+   * arguments, a throwing classifier) is `exclusive`.
+   */
+  executionMode(input: { name: string; arguments: unknown; scope?: object }): ExecutionMode {
+    const tool = this.lookup(input.name, input.scope)
+    if (!tool || tool.isConcurrencySafe === undefined || tool.isConcurrencySafe === false) return 'exclusive'
+    const parsed = parseArguments(input.arguments)
+    if (!parsed.ok || !tool.validate(parsed.value)) return 'exclusive'
+    try {
+      return tool.classify(parsed.value) === true ? 'parallel' : 'exclusive'
+    } catch {
+      return 'exclusive'
+    }
+  }
+
+  /**
+   * Runs one call through the whole pipeline. Tool failures (unknown tool, bad
+   * arguments, a throwing body, a timeout, an abort, a denial) are error results;
+   * only a failing hook or malformed input rejects.
+   */
+  async execute(input: ToolCallInput): Promise<ToolExecutionResult> {
+    const run = this[beginCall](input)
+    await run.prepare()
+    if (run.needsDispatch) await run.dispatch()
+    return run.finalize()
+  }
+
+  [beginCall](input: ToolCallInput): ToolCallRun {
+    checkInput(input)
+    const scope = input.scope
+    const target = scopeTarget(this, scope)
+    const host: CallHost = {
+      lookup: name => this.lookup(name, scope),
+      available: () => this.schemas(scope).map(schema => schema.name),
+      preExecute: exec => this.chain(target, 'tools/pre-execute', [exec], async (): Promise<PreToolDecision> => ({ kind: 'allow' })),
+      execute: (exec, inner) => this.chain(target, 'tools/execute', [exec], inner),
+      postExecute: (exec, result) => this.chain(target, 'tools/post-execute', [exec, result], async (): Promise<PostToolDecision> => ({ kind: 'accept' })),
+      emitResult: (exec, result) => this.notify(target, 'tools/result', [exec, result]),
+    }
+    return new ToolCallRun(host, input)
+  }
+
+  /** The system-prompt provider: restricted schemas, every visible name as known. */
+  private provide(scope: ScopeKey | undefined) {
+    const visible = this.visible(scope)
+    return { schemas: this.allowedOf(visible, scope), knownNames: [...visible.keys()] }
+  }
+
+  /** Global then the scope's chain, nearest winning by name. */
+  private visible(scope: ScopeKey | undefined): Map<string, Entry<CompiledTool>> {
+    return this.layers.merge(scope, layer => layer.tools)
+  }
+
+  private predicates(scope: ScopeKey | undefined): Predicate[] {
+    return [this.layers.global, ...this.layers.chainLayers(scope)].flatMap(layer => [...layer.restrictions.values()].map(entry => entry.value))
+  }
+
+  private allowedOf(visible: Map<string, Entry<CompiledTool>>, scope: ScopeKey | undefined): ToolSchema[] {
+    const predicates = this.predicates(scope)
+    return [...visible.keys()]
+      .filter(name => predicates.every(allows => allows(name)))
+      .sort(compareCodeUnits)
+      .map(name => {
+        const { description, parameters } = visible.get(name)!.value
+        return { name, description, parameters }
+      })
+  }
+
+  /** The tool a call named `name` in `scope` would run, or `undefined`. */
+  private lookup(name: string, scope: ScopeKey | undefined): CompiledTool | undefined {
+    const layers = [this.layers.global, ...this.layers.chainLayers(scope)]
+    let tool: CompiledTool | undefined
+    for (let i = layers.length - 1; i >= 0 && !tool; i--) tool = layers[i].tools.get(name)?.value
+    if (!tool) return undefined
+    for (const layer of layers) {
+      for (const { value: allows } of layer.restrictions.values()) if (!allows(name)) return undefined
+    }
+    return tool
+  }
+
+  /** A waterfall whose `next` always returns a promise, routed by `target`. */
+  private chain<R>(target: Scoped<ToolRuntime>, name: keyof ToolEvents, args: unknown[], inner: () => Promise<R>): Promise<R> {
+    const listeners = this.ctx.events.dispatch('waterfall', [target, name, ...args]) as ((...args: unknown[]) => unknown)[]
+    const step = async (index: number): Promise<R> => {
+      const listener = listeners[index]
+      if (!listener) return inner()
+      return await listener(...args, () => step(index + 1)) as R
+    }
+    return step(0)
+  }
+
+  /** Calls each listener; a throw or rejection is logged, never reaches the caller. */
+  private notify(target: Scoped<ToolRuntime> | undefined, name: 'tools/result' | 'tools/change', args: unknown[]) {
+    const logger = this.ctx.logger('tools')
+    const listeners = this.ctx.events.dispatch('emit', target ? [target, name, ...args] : [name, ...args]) as ((...args: unknown[]) => unknown)[]
+    for (const listener of listeners) {
+      try {
+        const result = listener(...args)
+        if (result instanceof Promise) result.catch(error => logger.error(error))
+      } catch (error) {
+        logger.error(error)
+      }
+    }
+  }
+}
+
+type ToolEvents = Record<'tools/pre-execute' | 'tools/execute' | 'tools/post-execute', unknown>
+
+function checkInput(input: ToolCallInput) {
+  if (typeof input !== 'object' || input === null) throw new TypeError('tools.execute() takes { callId, name, arguments, signal, agent?, scope? }')
+  if (typeof input.callId !== 'string' || input.callId === '') throw new TypeError('tool call input needs a non-empty string callId')
+  if (typeof input.name !== 'string') throw new TypeError(`tool call "${input.callId}" needs a string name`)
+  if (!(input.signal instanceof AbortSignal)) throw new TypeError(`tool call "${input.callId}" needs an AbortSignal (signal)`)
+  if (input.scope !== undefined && ((typeof input.scope !== 'object' && typeof input.scope !== 'function') || input.scope === null)) {
+    throw new TypeError(`tool call "${input.callId}": scope must be an object`)
+  }
+}
+
+// The plugin name is what `fiber.name` reports: the provider is owned by the package.
+Object.defineProperty(ToolRuntime, 'name', { value: PACKAGE })

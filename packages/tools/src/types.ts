@@ -1,0 +1,85 @@
+import type { ContentBlock, UserMessage } from '@loom/llm'
+
+export type { ToolSchema } from '@loom/system-prompt'
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
+
+/**
+ * What a tool body returns: plain text, content blocks, or content with a JSON
+ * `meta` (for the log and UIs, never shown to the model) and `concludesTurn`.
+ */
+export type ToolOutput =
+  | string
+  | ContentBlock[]
+  | { content: string | ContentBlock[]; meta?: JsonValue; concludesTurn?: boolean }
+
+/** One tool call as the runtime sees it. Hooks and the body receive it frozen. */
+export interface ToolRunContext {
+  readonly callId: string
+  readonly name: string
+  /** Snapshot of the arguments, deeply frozen. A raw string when the model's JSON was invalid. */
+  readonly arguments: unknown
+  /** The initiator (the agent that made the call), passed through. */
+  readonly agent?: unknown
+  /** The scope the call runs in: selects the visible tools and the hooks that hear it. */
+  readonly scope?: object
+  /** Always present. The body's signal also fires when `timeoutMs` passes. */
+  readonly signal: AbortSignal
+  /** Queues a message that enters the conversation after this call's result (next step). */
+  deferContext(message: UserMessage): void
+  /** Ends the turn after this step's results, unless something else asks for another step. */
+  concludeTurn(): void
+}
+
+export interface ToolDefinition {
+  readonly name: string
+  readonly description: string
+  /** JSON schema of the arguments; must describe an object. */
+  readonly parameters: Record<string, unknown>
+  execute(args: any, exec: ToolRunContext): ToolOutput | Promise<ToolOutput>
+  /** `true` (or a classifier returning exactly `true`) lets calls run alongside other safe calls. */
+  readonly isConcurrencySafe?: boolean | ((args: unknown) => boolean)
+  /** A call past it is aborted and returns an error result with code `TIMEOUT`. */
+  readonly timeoutMs?: number
+}
+
+export interface ToolErrorInfo {
+  name: string
+  code: string
+}
+
+export type ToolExecutionResult =
+  | {
+    isError: false
+    content: ContentBlock[]
+    meta?: JsonValue
+    additionalContexts?: UserMessage[]
+    concludesTurn?: true
+  }
+  | {
+    isError: true
+    error: { message: string; info?: ToolErrorInfo }
+    content: ContentBlock[]
+    meta?: JsonValue
+    additionalContexts?: UserMessage[]
+  }
+
+export interface ToolCallInput {
+  callId: string
+  name: string
+  arguments: unknown
+  agent?: unknown
+  scope?: object
+  signal: AbortSignal
+}
+
+export type PreToolDecision =
+  | { kind: 'allow' }
+  | { kind: 'deny'; reason: string }
+  | { kind: 'ask'; reason?: string }
+
+export type PostToolDecision =
+  | { kind: 'accept'; content?: string | ContentBlock[]; additionalContexts?: UserMessage[] }
+  | { kind: 'block'; feedback: string | ContentBlock[]; additionalContexts?: UserMessage[] }
+
+export type ExecutionMode = 'parallel' | 'exclusive'

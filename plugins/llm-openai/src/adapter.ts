@@ -1,0 +1,560 @@
+import {
+  errorChain,
+  LlmAdapter,
+  LlmError,
+  type ContentBlock,
+  type GenerateOptions,
+  type LlmModelInfo,
+  type Message,
+  type StreamChunk,
+  type TokenUsage,
+  type ToolSchema,
+} from '@loom/llm'
+import { SseParser, type SseEvent } from './sse.ts'
+
+/** Sent as `User-Agent: loom/<VERSION>`; kept equal to package.json by a test. */
+export const VERSION = '0.1.0'
+
+export interface RetryOptions {
+  /** First backoff delay; doubles per retry. Default 500. */
+  initialDelayMs?: number
+  /** Backoff ceiling. Default 10 000. */
+  maxDelayMs?: number
+  /** Uniform jitter of ±ratio around the delay. Default 0.1. */
+  jitterRatio?: number
+  /** A Retry-After longer than this is not waited for: the error is thrown instead. Default 60 000. */
+  maxRetryAfterMs?: number
+}
+
+export interface OpenAICompatibleOptions {
+  /** Base URL (up to, not including, `/chat/completions`). Wins over `baseUrlEnv`. */
+  baseUrl?: string
+  /** Environment variable read per request when `baseUrl` is unset. */
+  baseUrlEnv?: string
+  /** Used when neither `baseUrl` nor `baseUrlEnv` gives one. */
+  defaultBaseUrl?: string
+  /** API key. Wins over `apiKeyEnv`. */
+  apiKey?: string
+  /** Environment variable read per request when `apiKey` is unset. */
+  apiKeyEnv?: string
+  /** Model ids reported by `listModels()`; other ids still pass through. */
+  models?: readonly string[]
+  /** Context window reported by `resolveModel()` / `listModels()`. */
+  contextWindow?: number
+  /** Retries after 429, 5xx and pre-output network failures. Default 3. */
+  maxRetries?: number
+  /** Longest wait for the next bytes (response headers or stream data). Default 300 000. */
+  idleTimeoutMs?: number
+  /** Wall-clock limit for one attempt, headers to last byte. Default none. */
+  requestTimeoutMs?: number
+  retry?: RetryOptions
+  /** DeepSeek-style `thinking: {type}` sent with every request (a call's `reasoningEffort: 'off'` overrides it). */
+  thinking?: 'enabled' | 'disabled'
+  /** Extra request headers. */
+  headers?: Readonly<Record<string, string>>
+  /** Where `*Env` variables are read from, at call time. Default `process.env`. */
+  env?: () => Readonly<Record<string, string | undefined>>
+}
+
+const DEFAULTS = {
+  defaultBaseUrl: 'https://api.deepseek.com',
+  contextWindow: 128_000,
+  maxRetries: 3,
+  idleTimeoutMs: 300_000,
+  initialDelayMs: 500,
+  maxDelayMs: 10_000,
+  jitterRatio: 0.1,
+  maxRetryAfterMs: 60_000,
+}
+
+const RETRYABLE = new Set(['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'NETWORK'])
+const CONTEXT_RE = /context[ _-]?length|context[ _-]?window|maximum context|too many tokens|prompt is too long|input is too long|reduce the length/i
+const QUOTA_RE = /quota|insufficient[ _-]?(balance|funds|credits?)|billing|credit balance|payment required/i
+
+/**
+ * An adapter for the OpenAI chat-completions protocol (`POST <base>/chat/completions`
+ * with `stream: true`), as spoken by DeepSeek, OpenAI and most self-hosted servers.
+ * Credentials and base URL are resolved on every call.
+ */
+export class OpenAICompatibleAdapter extends LlmAdapter {
+  constructor(readonly options: OpenAICompatibleOptions = {}) {
+    super()
+  }
+
+  override async listModels(provider: string): Promise<readonly LlmModelInfo[]> {
+    return (this.options.models ?? []).map(id => this.modelInfo(provider, id))
+  }
+
+  override async resolveModel(provider: string, model: string): Promise<LlmModelInfo> {
+    return this.modelInfo(provider, model)
+  }
+
+  private modelInfo(provider: string, id: string): LlmModelInfo {
+    return { provider, id, name: id, context: { contextWindow: this.options.contextWindow ?? DEFAULTS.contextWindow } }
+  }
+
+  /** The request one call sends; throws MISSING_CREDENTIAL / BAD_REQUEST for bad configuration. */
+  buildRequest(options: GenerateOptions): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
+    const env = (this.options.env ?? (() => process.env))()
+    const pick = (value: string | undefined, envName: string | undefined) =>
+      value?.trim() || (envName ? env[envName]?.trim() : undefined) || undefined
+    const apiKey = pick(this.options.apiKey, this.options.apiKeyEnv)
+    if (!apiKey) {
+      const where = this.options.apiKeyEnv ? `set the ${this.options.apiKeyEnv} environment variable or the apiKey option` : 'set the apiKey option'
+      throw new LlmError(`no API key for provider "${options.provider}": ${where}`, 'MISSING_CREDENTIAL')
+    }
+    const baseUrl = pick(this.options.baseUrl, this.options.baseUrlEnv) ?? this.options.defaultBaseUrl ?? DEFAULTS.defaultBaseUrl
+    let url: string
+    try {
+      url = new URL(`${baseUrl.replace(/\/+$/, '')}/chat/completions`).href
+    } catch (cause) {
+      throw new LlmError(`provider "${options.provider}" has an invalid base URL: ${baseUrl}`, 'BAD_REQUEST', { cause })
+    }
+    const headers: Record<string, string> = {
+      ...this.options.headers,
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      authorization: `Bearer ${apiKey}`,
+      'user-agent': `loom/${VERSION}`,
+    }
+    return { url, headers, body: buildBody(options, this.options.thinking) }
+  }
+
+  async *stream(options: GenerateOptions): AsyncGenerator<StreamChunk, void, undefined> {
+    const signal = options.signal
+    if (signal?.aborted) throw abortedError(signal)
+    const request = this.buildRequest(options)
+    const init = { method: 'POST', headers: request.headers, body: JSON.stringify(request.body) }
+    const maxRetries = this.options.maxRetries ?? DEFAULTS.maxRetries
+    for (let retry = 0; ; retry++) {
+      let yielded = false
+      try {
+        for await (const chunk of this.attempt(request.url, init, options.provider, signal)) {
+          yielded = true
+          yield chunk
+        }
+        return
+      } catch (error) {
+        const failure = asLlmError(error)
+        if (yielded || !RETRYABLE.has(failure.code) || signal?.aborted) throw failure
+        const delay = this.backoff(retry, failure.failure.providerRetryAfterMs)
+        if (retry >= maxRetries || delay === undefined) {
+          throw retry === 0 ? failure : withMessage(failure, `${failure.message} (gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'})`)
+        }
+        await sleep(delay, signal)
+      }
+    }
+  }
+
+  /** Delay before retry number `retry + 1`, or `undefined` when Retry-After asks for too long. */
+  private backoff(retry: number, retryAfterMs: number | undefined): number | undefined {
+    const retryOptions = this.options.retry ?? {}
+    if (retryAfterMs !== undefined) {
+      return retryAfterMs > (retryOptions.maxRetryAfterMs ?? DEFAULTS.maxRetryAfterMs) ? undefined : retryAfterMs
+    }
+    const initial = retryOptions.initialDelayMs ?? DEFAULTS.initialDelayMs
+    const max = retryOptions.maxDelayMs ?? DEFAULTS.maxDelayMs
+    const jitter = retryOptions.jitterRatio ?? DEFAULTS.jitterRatio
+    const base = Math.min(max, initial * 2 ** retry)
+    return Math.max(0, base * (1 + jitter * (2 * Math.random() - 1)))
+  }
+
+  /** One HTTP request: yields the mapped chunks, ending with `finish`, or throws an LlmError. */
+  private async *attempt(url: string, init: RequestInit, provider: string, signal: AbortSignal | undefined): AsyncGenerator<StreamChunk, void, undefined> {
+    const controller = new AbortController()
+    const onAbort = () => controller.abort(signal?.reason)
+    signal?.addEventListener('abort', onAbort, { once: true })
+    const idleTimeoutMs = this.options.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs
+    const requestTimeoutMs = this.options.requestTimeoutMs
+    let timedOut: 'idle' | 'request' | undefined
+    let idleTimer: ReturnType<typeof setTimeout> | undefined
+    const requestTimer = requestTimeoutMs
+      ? setTimeout(() => { timedOut ??= 'request'; controller.abort() }, requestTimeoutMs)
+      : undefined
+    /** Runs one network wait under the idle timer (not the time the consumer holds a chunk). */
+    const waitNetwork = async <T>(promise: () => Promise<T>): Promise<T> => {
+      idleTimer = setTimeout(() => { timedOut ??= 'idle'; controller.abort() }, idleTimeoutMs)
+      try {
+        return await promise()
+      } catch (error) {
+        if (signal?.aborted) throw abortedError(signal)
+        if (timedOut === 'idle') throw new LlmError(`${provider}: no data from the provider for ${idleTimeoutMs} ms`, 'TIMEOUT', { cause: error })
+        if (timedOut === 'request') throw new LlmError(`${provider}: the request took longer than ${requestTimeoutMs} ms`, 'TIMEOUT', { cause: error })
+        if (error instanceof LlmError) throw error
+        throw new LlmError(`${provider}: connection failed: ${errorChain(error)}`, 'NETWORK', { cause: error })
+      } finally {
+        clearTimeout(idleTimer)
+      }
+    }
+    try {
+      const response = await waitNetwork(() => fetch(url, { ...init, signal: controller.signal }))
+      if (!response.ok) {
+        const text = await waitNetwork(() => response.text())
+        throw httpError(provider, response.status, text, response.headers)
+      }
+      const contentType = response.headers.get('content-type') ?? ''
+      if (!/^\s*text\/event-stream\b/i.test(contentType)) {
+        throw new LlmError(`${provider}: expected an event stream, got content type "${contentType || 'none'}"`, 'PROTOCOL', {
+          status: response.status,
+          ...requestIdOf(response.headers),
+        })
+      }
+      if (!response.body) throw new LlmError(`${provider}: the response has no body`, 'EMPTY_RESPONSE', { status: response.status })
+      const reader = response.body.getReader()
+      const decoder = new TextDecoder()
+      const parser = new SseParser()
+      const mapper = new ChunkMapper(provider)
+      reading: for (;;) {
+        let result: Awaited<ReturnType<typeof reader.read>>
+        try {
+          result = await waitNetwork(() => reader.read())
+        } catch (error) {
+          // The answer was complete; a failure while waiting for usage or [DONE] loses nothing.
+          if (mapper.finishReason !== undefined && !signal?.aborted) break
+          throw error
+        }
+        const events: SseEvent[] = result.done
+          ? [...parser.push(decoder.decode()), ...parser.end()]
+          : parser.push(decoder.decode(result.value, { stream: true }))
+        for (const event of events) {
+          if (event.data.trim() === '[DONE]') {
+            mapper.done = true
+            break reading
+          }
+          yield* mapper.handle(event)
+        }
+        if (result.done) break
+      }
+      yield* mapper.finish()
+    } finally {
+      clearTimeout(idleTimer)
+      clearTimeout(requestTimer)
+      signal?.removeEventListener('abort', onAbort)
+      // Releases the connection if the body was not read to the end (early return, [DONE] before EOF, errors).
+      controller.abort()
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Request
+
+function buildBody(options: GenerateOptions, thinking: 'enabled' | 'disabled' | undefined): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    model: options.model,
+    messages: mapMessages(options.messages, options.system),
+    stream: true,
+    stream_options: { include_usage: true },
+  }
+  if (options.tools?.length) body.tools = options.tools.map(mapTool)
+  if (options.maxTokens !== undefined) body.max_tokens = options.maxTokens
+  if (options.temperature !== undefined) body.temperature = options.temperature
+  if (options.stop?.length) body.stop = [...options.stop]
+  if (options.reasoningEffort === 'off') body.thinking = { type: 'disabled' }
+  else {
+    if (thinking) body.thinking = { type: thinking }
+    if (options.reasoningEffort) body.reasoning_effort = options.reasoningEffort
+  }
+  return body
+}
+
+function mapTool(tool: ToolSchema) {
+  return { type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } }
+}
+
+type WireMessage =
+  | { role: 'system' | 'user'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: WireToolCall[] }
+  | { role: 'tool'; tool_call_id: string; content: string }
+interface WireToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
+
+const textOf = (blocks: readonly ContentBlock[]) =>
+  blocks.flatMap(block => (block.type === 'text' ? [block.text] : [])).join('\n')
+
+/**
+ * Loom messages → chat-completions messages. Tool results become `role: 'tool'`
+ * messages (placed before any text of the same user message, so they directly
+ * follow the assistant's `tool_calls`); reasoning blocks are not sent back.
+ */
+export function mapMessages(messages: readonly Message[], system?: string): WireMessage[] {
+  const wire: WireMessage[] = []
+  if (system) wire.push({ role: 'system', content: system })
+  for (const message of messages) {
+    if (message.role === 'system') {
+      const text = textOf(message.content)
+      if (text) wire.push({ role: 'system', content: text })
+    } else if (message.role === 'assistant') {
+      const text = textOf(message.content)
+      const calls: WireToolCall[] = message.content.flatMap(block =>
+        block.type === 'tool-call'
+          ? [{ id: block.id, type: 'function' as const, function: { name: block.name, arguments: block.arguments || '{}' } }]
+          : [])
+      if (calls.length) wire.push({ role: 'assistant', content: text || null, tool_calls: calls })
+      else if (text) wire.push({ role: 'assistant', content: text })
+    } else {
+      for (const block of message.content) {
+        if (block.type !== 'tool-result') continue
+        const text = textOf(block.content)
+        wire.push({ role: 'tool', tool_call_id: block.toolCallId, content: block.isError ? `Error: ${text}` : text })
+      }
+      const text = textOf(message.content)
+      if (text) wire.push({ role: 'user', content: text })
+    }
+  }
+  return wire
+}
+
+// ---------------------------------------------------------------------------
+// Response
+
+interface OpenBlock { kind: 'text' | 'reasoning'; index: number; text: string }
+interface ToolBlock { kind: 'tool'; index: number; id: string; name: string; arguments: string; ended: boolean }
+
+/** Turns chat-completion chunks into Loom stream chunks with stable block indexes. */
+class ChunkMapper {
+  finishReason: string | undefined
+  done = false
+  private usage: TokenUsage | undefined
+  private nextIndex = 0
+  private current: OpenBlock | ToolBlock | undefined
+  private readonly tools = new Map<number, ToolBlock>()
+  private lastToolKey: number | undefined
+  private sawContent = false
+
+  constructor(private readonly provider: string) {}
+
+  *handle(event: SseEvent): Generator<StreamChunk> {
+    let json: unknown
+    try {
+      json = JSON.parse(event.data)
+    } catch (cause) {
+      throw new LlmError(`${this.provider}: malformed JSON in the event stream: ${truncate(event.data, 200)}`, 'PROTOCOL', { cause })
+    }
+    if (!isObject(json)) throw new LlmError(`${this.provider}: unexpected event in the stream: ${truncate(event.data, 200)}`, 'PROTOCOL')
+    if (json.error !== undefined) throw streamError(this.provider, json.error)
+    if (isObject(json.usage)) this.usage = mapUsage(json.usage)
+    const choice = Array.isArray(json.choices) ? json.choices.find(c => isObject(c) && (c.index ?? 0) === 0) ?? json.choices[0] : undefined
+    if (!isObject(choice)) return
+    const delta = isObject(choice.delta) ? choice.delta : {}
+    const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : ''
+    if (reasoning) yield* this.text('reasoning', reasoning)
+    if (typeof delta.content === 'string' && delta.content) yield* this.text('text', delta.content)
+    if (Array.isArray(delta.tool_calls)) {
+      for (const call of delta.tool_calls) if (isObject(call)) yield* this.toolCall(call)
+    }
+    if (typeof choice.finish_reason === 'string' && choice.finish_reason) this.finishReason = choice.finish_reason
+  }
+
+  private *text(kind: 'text' | 'reasoning', text: string): Generator<StreamChunk> {
+    this.sawContent = true
+    if (this.current?.kind !== kind) {
+      yield* this.close()
+      this.current = { kind, index: this.nextIndex++, text: '' }
+      yield { type: 'block-start', index: this.current.index, blockType: kind }
+    }
+    const block = this.current as OpenBlock
+    block.text += text
+    yield kind === 'text' ? { type: 'text-delta', index: block.index, text } : { type: 'reasoning-delta', index: block.index, text }
+  }
+
+  private *toolCall(call: Record<string, unknown>): Generator<StreamChunk> {
+    this.sawContent = true
+    const fn = isObject(call.function) ? call.function : {}
+    const id = typeof call.id === 'string' && call.id ? call.id : undefined
+    const name = typeof fn.name === 'string' && fn.name ? fn.name : undefined
+    const argumentsDelta = typeof fn.arguments === 'string' ? fn.arguments : ''
+    let key: number
+    if (typeof call.index === 'number') key = call.index
+    else if (this.lastToolKey === undefined || (id !== undefined && id !== this.tools.get(this.lastToolKey)?.id)) key = this.tools.size ? Math.max(...this.tools.keys()) + 1 : 0
+    else key = this.lastToolKey
+    this.lastToolKey = key
+    let tool = this.tools.get(key)
+    if (!tool) {
+      yield* this.close()
+      tool = { kind: 'tool', index: this.nextIndex++, id: id ?? `call_${crypto.randomUUID()}`, name: name ?? '', arguments: '', ended: false }
+      this.tools.set(key, tool)
+      this.current = tool
+      yield { type: 'block-start', index: tool.index, blockType: 'tool-call' }
+      tool.arguments += argumentsDelta
+      yield { type: 'tool-call-delta', index: tool.index, id: tool.id, ...(name !== undefined && { name }), argumentsDelta }
+      return
+    }
+    if (tool.ended) throw new LlmError(`${this.provider}: tool call ${key} continued after another block started`, 'PROTOCOL')
+    const newName = name !== undefined && !tool.name ? name : undefined
+    if (newName) tool.name = newName
+    if (!argumentsDelta && !newName) return
+    tool.arguments += argumentsDelta
+    yield { type: 'tool-call-delta', index: tool.index, id: tool.id, ...(newName !== undefined && { name: newName }), argumentsDelta }
+  }
+
+  private *close(): Generator<StreamChunk> {
+    const block = this.current
+    this.current = undefined
+    if (!block) return
+    if (block.kind === 'tool') {
+      block.ended = true
+      yield { type: 'block-end', index: block.index, block: { type: 'tool-call', id: block.id, name: block.name, arguments: block.arguments || '{}' } }
+    } else {
+      yield { type: 'block-end', index: block.index, block: { type: block.kind, text: block.text } }
+    }
+  }
+
+  *finish(): Generator<StreamChunk> {
+    if (this.finishReason === undefined) {
+      if (!this.sawContent) throw new LlmError(`${this.provider}: the response has no content and no finish reason`, 'EMPTY_RESPONSE')
+      if (!this.done) throw new LlmError(`${this.provider}: the stream ended before the response finished`, 'NETWORK')
+    }
+    yield* this.close()
+    if (this.usage) yield { type: 'usage', usage: this.usage }
+    switch (this.finishReason) {
+      case 'length':
+        yield { type: 'finish', reason: { kind: 'max-tokens' } }
+        return
+      case 'tool_calls':
+      case 'function_call':
+        yield { type: 'finish', reason: { kind: 'tool-calls' } }
+        return
+      case 'content_filter':
+        throw new LlmError(`${this.provider}: the response was stopped by the provider's content filter`, 'BAD_REQUEST')
+      case 'insufficient_system_resource':
+        throw new LlmError(`${this.provider}: the provider ran out of resources mid-response`, 'SERVICE_UNAVAILABLE')
+      default:
+        // 'stop', a server that says 'stop' after tool calls, or [DONE] without a reason.
+        yield { type: 'finish', reason: { kind: this.tools.size ? 'tool-calls' : 'stop' } }
+    }
+  }
+}
+
+/** Provider usage → disjoint Loom buckets: input excludes cache reads/writes; reasoning is part of output. */
+export function mapUsage(usage: Record<string, unknown>): TokenUsage {
+  const promptDetails = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {}
+  const completionDetails = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {}
+  const prompt = count(usage.prompt_tokens) ?? 0
+  const cacheRead = count(usage.prompt_cache_hit_tokens) ?? count(promptDetails.cached_tokens)
+  // Only explicit cache-write counts; DeepSeek's prompt_cache_miss_tokens are plain input.
+  const cacheWrite = count(promptDetails.cache_write_tokens) ?? count(promptDetails.cache_creation_tokens) ?? count(usage.cache_creation_input_tokens)
+  const reasoning = count(completionDetails.reasoning_tokens)
+  return {
+    inputTokens: Math.max(0, prompt - (cacheRead ?? 0) - (cacheWrite ?? 0)),
+    outputTokens: count(usage.completion_tokens) ?? 0,
+    ...(cacheRead !== undefined && { cacheReadTokens: cacheRead }),
+    ...(cacheWrite !== undefined && { cacheWriteTokens: cacheWrite }),
+    ...(reasoning !== undefined && { reasoningTokens: reasoning }),
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/** An HTTP error answer → LlmError. */
+export function httpError(provider: string, status: number, bodyText: string, headers: Headers): LlmError {
+  const { message: detail, code: providerCode } = errorDetail(bodyText)
+  const text = `${detail} ${providerCode}`
+  let code: string
+  if (status === 401 || status === 403) code = 'AUTH'
+  else if (status === 402 || (status >= 400 && status < 500 && QUOTA_RE.test(text))) code = 'QUOTA'
+  else if (status === 429) code = 'RATE_LIMIT'
+  else if (status === 413 || (status >= 400 && status < 500 && CONTEXT_RE.test(text))) code = 'CONTEXT_OVERFLOW'
+  else if (status === 503 || status === 529) code = 'SERVICE_UNAVAILABLE'
+  else if (status >= 500) code = 'SERVER'
+  else code = 'BAD_REQUEST'
+  const retryAfter = parseRetryAfter(headers)
+  const validStatus = status >= 100 && status <= 599
+  return new LlmError(`${provider}: HTTP ${status}${detail ? `: ${detail}` : ''}`, code, {
+    ...(validStatus && { status }),
+    ...(retryAfter !== undefined && { providerRetryAfterMs: retryAfter }),
+    ...requestIdOf(headers),
+  })
+}
+
+/** An `{"error": …}` object inside a 200 event stream. */
+function streamError(provider: string, error: unknown): LlmError {
+  const detail = isObject(error) ? errorDetail(JSON.stringify({ error })) : { message: String(error), code: '' }
+  const text = `${detail.message} ${detail.code}`
+  const code = CONTEXT_RE.test(text) ? 'CONTEXT_OVERFLOW'
+    : QUOTA_RE.test(text) ? 'QUOTA'
+    : /rate.?limit/i.test(text) ? 'RATE_LIMIT'
+    : /overload|unavailable/i.test(text) ? 'SERVICE_UNAVAILABLE'
+    : 'SERVER'
+  return new LlmError(`${provider}: error in the event stream: ${detail.message || 'unknown error'}`, code)
+}
+
+function errorDetail(bodyText: string): { message: string; code: string } {
+  try {
+    const json: unknown = JSON.parse(bodyText)
+    if (isObject(json)) {
+      const error = isObject(json.error) ? json.error : json
+      const message = typeof error.message === 'string' ? error.message : typeof json.error === 'string' ? json.error : ''
+      const code = [error.code, error.type].filter(v => typeof v === 'string').join(' ')
+      if (message || code) return { message: truncate(message || code, 500), code }
+    }
+  } catch {
+    // not JSON
+  }
+  return { message: truncate(bodyText.trim(), 500), code: '' }
+}
+
+/** `retry-after-ms`, else `Retry-After` (seconds or an HTTP date), as positive milliseconds. */
+export function parseRetryAfter(headers: Headers, now = Date.now()): number | undefined {
+  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '')
+  if (Number.isFinite(ms) && ms > 0) return Math.ceil(ms)
+  const raw = headers.get('retry-after')?.trim()
+  if (!raw) return undefined
+  if (/^\d+(\.\d+)?$/.test(raw)) {
+    const seconds = Number(raw)
+    return seconds > 0 ? Math.ceil(seconds * 1000) : undefined
+  }
+  const date = Date.parse(raw)
+  return Number.isFinite(date) && date > now ? date - now : undefined
+}
+
+function requestIdOf(headers: Headers): { requestId?: string } {
+  const id = headers.get('x-request-id') || headers.get('request-id') || undefined
+  return id ? { requestId: id } : {}
+}
+
+function abortedError(signal: AbortSignal): LlmError {
+  const reason: unknown = signal.reason
+  return new LlmError('the call was aborted', 'ABORTED', reason === undefined ? {} : { cause: reason })
+}
+
+function asLlmError(error: unknown): LlmError {
+  return error instanceof LlmError ? error : new LlmError(errorChain(error) || 'LLM adapter failed', 'UNKNOWN', { cause: error })
+}
+
+function withMessage(error: LlmError, message: string): LlmError {
+  const { status, providerRetryAfterMs, requestId } = error.failure
+  return new LlmError(message, error.code, {
+    ...(status !== undefined && { status }),
+    ...(providerRetryAfterMs !== undefined && { providerRetryAfterMs }),
+    ...(requestId !== undefined && { requestId }),
+    cause: error,
+  })
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(abortedError(signal))
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(abortedError(signal!))
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function count(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined
+}
+
+function truncate(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text
+}
