@@ -1,5 +1,6 @@
 // `pnpm bench`: one JSON object per line, so runs can be compared by machine.
 // Figures, not thresholds: nothing here fails on a slow machine.
+import { benchStep } from '../packages/agent-loop/bench/step.ts'
 import { benchDerive } from '../packages/session/bench/derive.ts'
 import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
 import { benchAppend, benchLoad } from '../plugins/session-jsonl/bench/persistence.ts'
@@ -17,3 +18,9 @@ for (const figure of assembled.slice(1)) {
 benchDerive().forEach(print)
 ;(await benchAppend()).forEach(print)
 print(await benchLoad())
+
+const steps = await benchStep()
+steps.forEach(print)
+for (const figure of steps.slice(1)) {
+  print({ bench: 'agent-loop/step growth', history_ratio: figure.history / steps[0].history, median_ratio: ratio(figure.median_us, steps[0].median_us) })
+}

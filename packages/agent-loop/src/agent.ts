@@ -368,7 +368,9 @@ export class Agent {
 
     const request: GenerateOptions = markAgentLoopRequest(deepFreeze({
       ...header.config,
-      messages,
+      // The session's messages are frozen already: freezing the array is enough, and
+      // the per-step cost stays flat however long the history is.
+      messages: Object.freeze(messages),
       ...(header.system !== undefined && { system: header.system }),
       ...(header.tools !== undefined && { tools: header.tools }),
       sessionId: this.session.id,

@@ -20,7 +20,9 @@ export function deepFreeze<T>(value: T): T {
     const item = stack.pop()
     if (typeof item !== 'object' || item === null || Object.isFrozen(item) || item instanceof AbortSignal) continue
     Object.freeze(item)
-    for (const key of Reflect.ownKeys(item)) stack.push((item as Record<PropertyKey, unknown>)[key])
+    // Arrays by index: listing a long history's keys would allocate a string per element.
+    if (Array.isArray(item)) for (const element of item) stack.push(element)
+    else for (const key of Reflect.ownKeys(item)) stack.push((item as Record<PropertyKey, unknown>)[key])
   }
   return value
 }

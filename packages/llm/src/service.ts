@@ -383,16 +383,25 @@ export class Llm extends Service {
    * message is kept only when its provider is served by this same adapter.
    */
   private forwardable(options: GenerateOptions, adapter: LlmAdapter): GenerateOptions {
-    let changed = false
-    const messages = options.messages.map((message): Message => {
+    const foreign = (message: Message) => {
       const source = message.source
-      if (source?.kind !== 'model' || source.replayState === undefined) return message
-      if (this.routes.get(source.provider)?.adapter === adapter) return message
-      changed = true
+      return source?.kind === 'model' && source.replayState !== undefined && this.routes.get(source.provider)?.adapter !== adapter
+    }
+    // The common case touches nothing: no copy of a long history per call.
+    let any = false
+    for (const message of options.messages) {
+      if (message.source?.kind === 'model' && message.source.replayState !== undefined && foreign(message)) {
+        any = true
+        break
+      }
+    }
+    if (!any) return options
+    const messages = options.messages.map((message): Message => {
+      if (!foreign(message)) return message
+      const source = message.source as Extract<Message['source'], { kind: 'model' }>
       const reduced = { ...message, source: Object.freeze({ kind: 'model' as const, provider: source.provider, model: source.model }) }
       return Object.isFrozen(message) ? Object.freeze(reduced) : reduced
     })
-    if (!changed) return options
     const request = { ...options, messages: Object.isFrozen(options.messages) ? Object.freeze(messages) : messages }
     if (Object.isFrozen(options)) Object.freeze(request)
     return isAgentLoopRequest(options) ? markAgentLoopRequest(request) : request

@@ -1,0 +1,68 @@
+// The loop's own cost per step: a model that answers at once, so what is
+// measured is claim, assemble, runtime-context snapshot, header check, request
+// freeze, chunk logging and projection. It should stay flat as history grows.
+import { Context } from '@deepseek-ai/cordis'
+import Llm, { createAssistantMessage, LlmAdapter, userText, type StreamChunk } from '@loom/llm'
+import SessionStore, { type Session } from '@loom/session'
+import SystemPrompt from '@loom/system-prompt'
+import ToolRuntime from '@loom/tools'
+import AgentLoop from '@loom/agent-loop'
+
+export interface StepFigure { bench: 'agent-loop/step'; history: number; steps: number; median_us: number; p90_us: number }
+
+const answer: StreamChunk[] = [
+  { type: 'block-start', index: 0, blockType: 'text' },
+  { type: 'text-delta', index: 0, text: 'done' },
+  { type: 'block-end', index: 0, block: { type: 'text', text: 'done' } },
+  { type: 'usage', usage: { inputTokens: 10, outputTokens: 1 } },
+  { type: 'finish', reason: { kind: 'stop' } },
+]
+
+class InstantAdapter extends LlmAdapter {
+  async *stream() {
+    yield* answer
+  }
+}
+
+/** Closed turns of one question and one answer each: `messages` history messages. */
+function writeHistory(session: Session, messages: number) {
+  for (let turn = 1; turn <= messages / 2; turn++) {
+    session.append('turn/start', { turn })
+    session.append('step/start', { turn, step: 1 })
+    session.append('user/message', userText(`question ${turn}`), { surfaceOp: 'append' })
+    const message = createAssistantMessage({ content: [{ type: 'text', text: `answer ${turn}` }], source: { provider: 'instant', model: 'm' } })
+    session.append('assistant/message', { turn, step: 1, message }, { surfaceOp: 'append' })
+    session.append('step/end', { turn, step: 1 })
+    session.append('turn/end', { turn, reason: { kind: 'completed' } })
+  }
+}
+
+export async function benchStep(histories = [10, 1_000, 10_000], steps = 100): Promise<StepFigure[]> {
+  const root = new Context()
+  await root.plugin(SystemPrompt, { persona: 'You are a benchmark.' })
+  await root.plugin(SessionStore)
+  await root.plugin(Llm)
+  await root.plugin(ToolRuntime)
+  await root.plugin(AgentLoop, { maxParallelToolCalls: 10 })
+  const host = await root.plugin({ name: 'bench', inject: ['llm', 'agents', 'systemPrompt'], apply() {} })
+  host.ctx.llm.registerAdapter(['instant'], new InstantAdapter())
+  host.ctx.systemPrompt.context({ name: 'clock', order: 0, text: () => 'Step clock.' })
+
+  const figures: StepFigure[] = []
+  for (const history of histories) {
+    const agent = host.ctx.agents.create(`bench-${history}`, { provider: 'instant', model: 'm' })
+    writeHistory(agent.session, history)
+    const times: number[] = []
+    for (let i = 0; i < steps + 20; i++) {
+      const start = process.hrtime.bigint()
+      agent.followup(userText(`step ${i}`))
+      await agent.idle()
+      if (i >= 20) times.push(Number(process.hrtime.bigint() - start) / 1000)
+    }
+    await agent.dispose()
+    times.sort((a, b) => a - b)
+    const round = (n: number) => Math.round(n * 10) / 10
+    figures.push({ bench: 'agent-loop/step', history, steps, median_us: round(times[times.length >> 1]), p90_us: round(times[Math.floor(times.length * 0.9)]) })
+  }
+  return figures
+}
