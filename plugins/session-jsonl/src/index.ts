@@ -12,6 +12,7 @@ import {
 import { existsSync, openSync, closeSync, fsyncSync, ftruncateSync, readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { resolve } from 'node:path'
+import { installCheckpoints } from './checkpoint.ts'
 import { scanLog } from './scanner.ts'
 import { JsonlFiles, type StoredLog } from './store.ts'
 import type { FileOps } from './file.ts'
@@ -29,12 +30,15 @@ export interface Config {
   maxDelayMs?: number
   /** Pack runs of streamed text deltas into one line (smaller logs, same events). */
   packChunks?: boolean
+  /** Flush before every model call, tool execution and step (default true). */
+  checkpoints?: boolean
 }
 
 export const Config: Schema<Config> = Schema.object({
   root: Schema.string().required().description('Directory holding the session logs.'),
   maxDelayMs: Schema.natural().default(200).description('Longest time an event waits before a durable write.'),
   packChunks: Schema.boolean().default(true).description('Pack runs of streamed deltas into one line.'),
+  checkpoints: Schema.boolean().default(true).description('Flush before every model call, tool execution and step.'),
 })
 
 declare module '@deepseek-ai/cordis' {
@@ -102,6 +106,7 @@ export class JsonlPersistence extends Service {
         ctx.logger('session-jsonl').error(error)
       }
     }
+    if (config.checkpoints ?? true) installCheckpoints(ctx)
     ctx.effect(() => () => this.drain(), 'session-jsonl drain')
   }
 

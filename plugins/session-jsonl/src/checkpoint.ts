@@ -1,0 +1,39 @@
+import type { Context } from '@deepseek-ai/cordis'
+import type { GenerateOptions, StreamChunk } from '@loom/llm'
+import type { Session } from '@loom/session'
+import { abortedBeforeDispatchResult, type ToolRunContext } from '@loom/tools'
+
+/**
+ * The checkpoint policy: the session is flushed (made durable) before every
+ * model call, every tool execution and every step, so a crash can lose nothing
+ * that a model or a tool has already acted on. Without it, a crash loses at most
+ * one write-behind window.
+ */
+export function installCheckpoints(ctx: Context) {
+  const live = (id: unknown): Session | undefined => typeof id === 'string' ? ctx.sessions.get(id) : undefined
+
+  // Before the first chunk is pulled: a failed flush means the adapter is never called.
+  ctx.on('llm/stream', (options: GenerateOptions, next: () => AsyncIterable<StreamChunk>) => {
+    const session = live(options.sessionId)
+    if (!session) return next()
+    return (async function* () {
+      await ctx.sessions.flush(session)
+      yield* next()
+    })()
+  }, { global: true })
+
+  ctx.on('tools/execute', async (exec: ToolRunContext, next) => {
+    const session = live((exec.agent as { session?: Session } | undefined)?.session?.id)
+    if (session) {
+      await ctx.sessions.flush(session)
+      if (exec.signal.aborted) return abortedBeforeDispatchResult()
+    }
+    return next()
+  }, { global: true })
+
+  ctx.on('agent/pre-step' as any, async (payload: { agent?: { session?: Session } }, next: () => Promise<unknown>) => {
+    const session = live(payload.agent?.session?.id)
+    if (session) await ctx.sessions.flush(session)
+    return next()
+  }, { global: true })
+}
