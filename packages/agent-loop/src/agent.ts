@@ -143,10 +143,14 @@ export class Agent {
     }
   }
 
-  /** Cancels, waits for the driver, then tears the agent down. Idempotent. */
+  /**
+   * Cancels the running turn, waits for the driver, then tears the agent down.
+   * Input queued on an idle agent is kept: it is parked work that a resumed agent
+   * picks up. Idempotent.
+   */
   dispose(): Promise<void> {
     return (this.#disposal ??= (async () => {
-      this.cancel({ kind: 'disposed' })
+      if (this.#phase.kind !== 'idle') this.cancel({ kind: 'disposed' })
       await this.idle()
       await this.#scope.dispose()
       await this.loop.release(this)
