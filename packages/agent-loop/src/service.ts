@@ -50,11 +50,12 @@ export class AgentLoop extends Service {
   private readonly agents = new Map<string, Handle>()
 
   constructor(ctx: Context, config: Partial<AgentLoopConfig> = {}) {
-    super(ctx, 'agents')
+    // Checked before the service is provided, so a bad config registers nothing.
     const maxParallelToolCalls = config.maxParallelToolCalls ?? 10
     if (!Number.isInteger(maxParallelToolCalls) || maxParallelToolCalls < 1) {
       throw new Error(`maxParallelToolCalls must be a positive integer, got ${maxParallelToolCalls}`)
     }
+    super(ctx, 'agents')
     this.config = { maxParallelToolCalls }
     this.home = ctx
     const agentOf = (c: AssembleContext) => c.agent instanceof Agent ? c.agent : undefined

@@ -132,12 +132,16 @@ export class ToolCallRun {
     this.open = false
     try {
       let result = this.withDeferred(this.early ?? this.dispatched!)
-      if (!isAbortResult(result)) {
-        // A success that lands after the caller aborted is not reviewed, it is replaced.
-        if (!this.input.signal.aborted || result.isError) {
-          result = this.review(result, await this.host.postExecute(this.exec, result))
+      // Post-execute reviews every call that was dispatched (or denied), aborted ones
+      // included: a call in flight at an abort is still committed with the contexts
+      // its review attaches. An abort result keeps its content whatever the review says.
+      if (this.bodyStarted || !isAbortResult(result)) {
+        const reviewed = this.review(result, await this.host.postExecute(this.exec, result))
+        if (isAbortResult(result)) {
+          result = { ...result, ...(reviewed.additionalContexts && { additionalContexts: reviewed.additionalContexts }) }
+        } else {
+          result = this.input.signal.aborted && !reviewed.isError ? this.abortOf(reviewed) : reviewed
         }
-        if (this.input.signal.aborted && !result.isError) result = this.abortOf(result)
       }
       const final = normalizeResult(result)
       this.phase = 'done'

@@ -33,7 +33,7 @@ declare module '@deepseek-ai/cordis' {
       exec: ToolRunContext,
       next: () => Promise<ToolExecutionResult>,
     ): ToolExecutionResult | Promise<ToolExecutionResult>
-    /** Per call, at commit; sees every result but aborts. Default `{ kind: 'accept' }`. */
+    /** Per call, at commit; sees every dispatched or denied call, aborted ones included. Default `{ kind: 'accept' }`. */
     'tools/post-execute'(
       this: Scoped<ToolRuntime>,
       exec: ToolRunContext,

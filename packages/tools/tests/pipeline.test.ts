@@ -297,7 +297,7 @@ describe('execute', () => {
     expect(await h.run('polite', {}, { signal: controller.signal })).toEqual(ABORTED)
   })
 
-  it('a success that lands after an abort is replaced by ABORTED and not reviewed', async () => {
+  it('a success that lands after an abort is reviewed (its contexts count) but replaced by ABORTED', async () => {
     const h = await host()
     const controller = new AbortController()
     const seen = trace(h)
@@ -308,7 +308,7 @@ describe('execute', () => {
     })
     h.ctx.tools.register(simple('t'))
     expect(await h.run('t', {}, { signal: controller.signal })).toEqual(ABORTED)
-    expect(seen).toEqual(['pre:t', 'execute:t', 'result:t'])
+    expect(seen).toEqual(['pre:t', 'execute:t', 'post:t', 'result:t'])
   })
 
   it('an abort inside a wrapper before next() is ABORTED_BEFORE_DISPATCH', async () => {
