@@ -19,3 +19,4 @@ export {
 } from './service.ts'
 
 export { Llm as default } from './service.ts'
+export { jsonSnapshot, NonJsonError, type JsonValue } from './json.ts'

@@ -1,5 +1,6 @@
 import type {
   AssistantMessage,
+  JsonValue,
   CallId,
   ContentBlock,
   LlmCallConfig,
@@ -13,10 +14,11 @@ import type {
   UserMessage,
 } from '@loom/llm'
 
+export type { JsonValue } from '@loom/llm'
+
 /** The on-disk and in-memory format version of a session log. */
 export const SESSION_FORMAT_VERSION = 0
 
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
 
 export type AgentCancelCause =
   | { kind: 'user' }

@@ -4,7 +4,7 @@ export default SessionStore
 export * from './events.ts'
 export { interruptedTurnClosers, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT } from './closers.ts'
 export { callConfigEquals, canonicalHeader, foldRequestHeader, headerEquals } from './header.ts'
-export { jsonSnapshot, NonJsonError } from './json.ts'
+export { jsonSnapshot, NonJsonError } from '@loom/llm'
 export { Session } from './session.ts'
 export { SessionForkError, SessionStore, type PrepareOptions, type SessionForkErrorCode, type SessionMeta } from './store.ts'
 export {

@@ -1,4 +1,4 @@
-import { deepFreeze, type Message, type SessionId } from '@loom/llm'
+import { deepFreeze, jsonSnapshot, NonJsonError, type Message, type SessionId } from '@loom/llm'
 import {
   SESSION_FORMAT_VERSION,
   type RequestContext,
@@ -11,7 +11,6 @@ import {
   type SurfaceIntent,
 } from './events.ts'
 import { canonicalHeader } from './header.ts'
-import { jsonSnapshot, NonJsonError } from './json.ts'
 import { Surface, type SurfaceState } from './surface.ts'
 import { dataProblem, envelopeProblem } from './validate.ts'
 

@@ -271,7 +271,7 @@ describe('append', () => {
   it('names the offending path in the JSON error', () => {
     const session = Session.create('s')
     expect(() => session.append('user/message', { ...userText('hi'), extra: { list: [1, 2n] } } as UserMessage, { surfaceOp: 'append' }))
-      .toThrow(/\$\.extra\.list\[1\]/)
+      .toThrow(/a value of type bigint at \/extra\/list\/1/)
   })
 
   it('rejects non-JSON surface metadata, naming the event type', () => {

@@ -2,7 +2,8 @@ import type { ContentBlock, UserMessage } from '@loom/llm'
 
 export type { ToolSchema } from '@loom/system-prompt'
 
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
+export type { JsonValue } from '@loom/llm'
+import type { JsonValue } from '@loom/llm'
 
 /**
  * What a tool body returns: plain text, content blocks, or content with a JSON
