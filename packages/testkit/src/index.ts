@@ -1,0 +1,19 @@
+export {
+  createHost,
+  HOST_PLUGIN,
+  SCRIPTED_MODEL,
+  SCRIPTED_PROVIDER,
+  type CallToolOptions,
+  type DeltaOptions,
+  type Host,
+  type HostLog,
+  type HostOptions,
+  type Mounted,
+  type PromptDelta,
+  type PromptDeltaEntry,
+  type PromptDeltaVariable,
+  type RunOptions,
+  type RunResult,
+} from './host.ts'
+export { snapshotRequest } from './snapshot.ts'
+export type { ScriptEntry } from '@loom/llm-scripted'

@@ -1,0 +1,92 @@
+import type { Context } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import type {} from '@loom/system-prompt'
+import { workspaceRootOf } from '@loom/tool-fs/paths'
+import { defineTool } from '@loom/tools'
+import { globFiles, grepFiles, type GlobArgs, type GrepArgs, type SearchLimits } from './search.ts'
+
+export const name = '@loom/tool-search'
+export const inject = ['tools', 'systemPrompt']
+
+export interface Config extends SearchLimits {
+  /** Workspace root; absent: the calling agent's session cwd, else the process cwd. */
+  root?: string
+  /** Milliseconds a search may take before it is aborted. */
+  timeoutMs: number
+}
+
+export const Config: Schema<Config> = Schema.object({
+  root: Schema.string().description('Workspace root every search is confined to (a leading ~/ is the home directory). Absent: the calling agent\'s session cwd, else the process cwd.'),
+  globMaxResults: Schema.natural().min(1).default(100).description('Files `glob` lists at most; past it a notice says "Showing N of M files".'),
+  grepMaxMatches: Schema.natural().min(1).default(250).description('Matching lines `grep` returns at most; past it the search stops with a notice.'),
+  grepMaxLineBytes: Schema.natural().min(1).default(2000).description('Bytes kept of one matching line; longer lines end in "... (line truncated to N bytes)".'),
+  ignore: Schema.array(Schema.string()).default(['.git', 'node_modules']).description('File and directory names skipped wherever they occur in a walk (a `path` naming one explicitly is still searched).'),
+  timeoutMs: Schema.natural().min(1).default(30000).description('Milliseconds a glob or grep may take before it is aborted.'),
+}) as unknown as Schema<Config>
+
+/** Section names and orders (first-party tool guidance band). */
+export const SECTIONS = { glob: ['tool:glob', 103], grep: ['tool:grep', 104] } as const
+
+/** The guidance sections the model sees, for a config (static: they change only with the config). */
+export function guidance(config: Pick<Config, 'globMaxResults' | 'grepMaxMatches' | 'ignore'>) {
+  const skipped = config.ignore.length === 0 ? '' : ` ${list(config.ignore.map(n => `\`${n}\``))} ${config.ignore.length === 1 ? 'is' : 'are'} skipped.`
+  return {
+    glob: `Use \`glob\` to find files by name, not \`find\` or \`ls -R\` in a shell. Patterns are relative to \`path\` (default: the workspace root): \`**\` matches any number of directories, \`*\` and \`?\` match within one name, and \`{a,b}\` and \`[abc]\` work, so \`**/*.ts\` finds every TypeScript file and \`*.ts\` only those directly in \`path\`. Results are the newest files first, at most ${config.globMaxResults}.${skipped}`,
+    grep: `Use \`grep\` to search file contents, not \`grep\` or \`rg\` in a shell. \`pattern\` is a JavaScript regular expression, matched line by line; narrow the search with \`path\` (a directory or one file) and \`glob\` (\`*.ts\` matches file names at any depth). Results read \`file:line: text\`, in path order, at most ${config.grepMaxMatches} lines; binary files are skipped.${skipped}`,
+  }
+}
+
+function list(items: string[]): string {
+  return items.length <= 1 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`
+}
+
+const pathProperty = (what: string) => ({
+  type: 'string',
+  description: `${what}, relative to the workspace root (an absolute path must lie inside it). Default: the workspace root.`,
+})
+
+/** Registers the `glob` and `grep` tools and their guidance sections. */
+export function apply(ctx: Context, config: Config) {
+  const texts = guidance(config)
+  ctx.systemPrompt.section({ name: SECTIONS.glob[0], order: SECTIONS.glob[1], text: texts.glob })
+  ctx.systemPrompt.section({ name: SECTIONS.grep[0], order: SECTIONS.grep[1], text: texts.grep })
+
+  ctx.tools.register(defineTool<GlobArgs>({
+    name: 'glob',
+    description: `Lists the workspace files whose path matches a glob pattern (\`**\`, \`*\`, \`?\`, \`{a,b}\`, \`[a-z]\`), newest first, at most ${config.globMaxResults}. Paths are relative to the workspace root.`,
+    parameters: {
+      type: 'object',
+      properties: {
+        pattern: { type: 'string', minLength: 1, description: 'Glob matched against paths relative to `path`, e.g. "**/*.ts" or "src/*.{js,ts}".' },
+        path: pathProperty('Directory to search in'),
+      },
+      required: ['pattern'],
+      additionalProperties: false,
+    },
+    isConcurrencySafe: true,
+    timeoutMs: config.timeoutMs,
+    execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, exec.signal),
+  }))
+
+  ctx.tools.register(defineTool<GrepArgs>({
+    name: 'grep',
+    description: `Searches text files of the workspace for a JavaScript regular expression and returns matching lines as \`file:line: text\`, at most ${config.grepMaxMatches}.`,
+    parameters: {
+      type: 'object',
+      properties: {
+        pattern: { type: 'string', minLength: 1, description: 'JavaScript regular expression (no slashes or flags), matched against each line.' },
+        path: pathProperty('Directory or file to search'),
+        glob: { type: 'string', description: 'Only search files matching this glob; without a "/" it matches the file name at any depth (e.g. "*.ts").' },
+        ignore_case: { type: 'boolean', description: 'Match case-insensitively. Default false.' },
+      },
+      required: ['pattern'],
+      additionalProperties: false,
+    },
+    isConcurrencySafe: true,
+    timeoutMs: config.timeoutMs,
+    execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, exec.signal),
+  }))
+}
+
+export { globToRegExp, splitGlob } from './pattern.ts'
+export { compileRegExp, GREP_MAX_FILE_BYTES } from './search.ts'
