@@ -5,6 +5,7 @@ export {
   scopeChainOf,
   scopeOf,
   scopeParentOf,
+  withScope,
   type CreateScopeOptions,
   type Scope,
   type ScopeKey,

@@ -53,6 +53,16 @@ export function createScope(ctx: Context, key: ScopeKey, options: CreateScopeOpt
   }
 }
 
+/**
+ * A view of `ctx` whose registrations land in `key`'s layer while staying owned
+ * by `ctx`'s own fiber (and plugin name). For a plugin that contributes to an
+ * agent it did not create: unloading the plugin removes the contributions; the
+ * plugin removes them itself when the agent goes.
+ */
+export function withScope(ctx: Context, key: ScopeKey): Context {
+  return ctx.extend({ [TAG]: key })
+}
+
 /** The nearest scope tag of a context, or `undefined` for the global (unscoped) view. */
 export function scopeOf(ctx: Context): ScopeKey | undefined {
   return (ctx as unknown as Record<symbol, ScopeKey | undefined>)[TAG]

@@ -7,6 +7,7 @@ import {
   scopeChainOf,
   scopeOf,
   scopeParentOf,
+  withScope,
 } from '@loom/scope'
 
 async function host(name = 'host') {
@@ -257,5 +258,17 @@ describe('scope disposal', () => {
     expect(() => scope.ctx.on('internal/status', () => {})).toThrow(/cannot create effect on inactive context/)
     // The minting context is unaffected.
     expect(() => ctx.effect(() => () => {}, 'alive')()).not.toThrow()
+  })
+})
+
+describe('withScope', () => {
+  it('tags a view of a plugin context without a new fiber: same owner, the other scope', async () => {
+    const { ctx } = await host('contributor')
+    const agentKey = { name: 'agent' }
+    const view = withScope(ctx, agentKey)
+    expect(scopeOf(view)).toBe(agentKey)
+    expect(scopeOf(ctx)).toBeUndefined()
+    expect(view.fiber).toBe(ctx.fiber)
+    expect(view.fiber.name).toBe('contributor')
   })
 })

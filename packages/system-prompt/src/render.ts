@@ -55,7 +55,7 @@ export function referencedVariables(text: string): string[] {
 /** The system text: sections interpolated in order, exactly-empty results dropped, joined by a blank line. */
 export function renderPrompt(assembly: PromptAssembly): string {
   return assembly.sections
-    .map(section => interpolate(section.text, assembly.variables, 'section', section.name))
+    .map(section => section.literal ? section.text : interpolate(section.text, assembly.variables, 'section', section.name))
     .filter(text => text !== '')
     .join('\n\n')
 }
@@ -63,7 +63,7 @@ export function renderPrompt(assembly: PromptAssembly): string {
 /** The runtime contexts whose interpolated text is non-empty. */
 export function renderContextSections(assembly: PromptAssembly): ContextSnapshotSection[] {
   return assembly.contexts
-    .map(context => ({ name: context.name, text: interpolate(context.text, assembly.variables, 'context', context.name) }))
+    .map(context => ({ name: context.name, text: context.literal ? context.text : interpolate(context.text, assembly.variables, 'context', context.name) }))
     .filter(section => section.text !== '')
 }
 

@@ -236,6 +236,7 @@ export class SystemPrompt extends Service {
       order: value.order,
       stability: value.stability ?? 'static',
       owner,
+      ...(value.literal === true && { literal: true as const }),
     }))
     const completeCopy = complete.length ? { ...sections[registered.indexOf(complete[0])] } : undefined
 
@@ -243,12 +244,13 @@ export class SystemPrompt extends Service {
     if (!suppressed) {
       const active = [...contextEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
       this.warnTies('context', active)
-      contexts = active.map(({ value, owner }) => ({
+      contexts = active.map(({ value, owner }): AssembledContext => ({
         name: value.name,
         text: resolveText(value.text, context),
         order: value.order,
         stability: value.stability ?? 'step',
         owner,
+        ...(value.literal === true && { literal: true as const }),
       }))
     }
 
@@ -300,6 +302,7 @@ export class SystemPrompt extends Service {
  */
 function assertStableSections(assembly: PromptAssembly) {
   for (const section of assembly.sections) {
+    if (section.literal) continue
     for (const name of referencedVariables(section.text)) {
       const info: VariableInfo | undefined = assembly.variableInfo?.[name]
       if (info?.stability !== 'step') continue

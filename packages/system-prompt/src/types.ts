@@ -28,6 +28,8 @@ export interface PromptSection {
   readonly complete?: boolean
   /** Default `static`. A system section can never be `step`: use a runtime context. */
   readonly stability?: Stability
+  /** Text used verbatim, never interpolated: for content read from files (`{{` in it is just text). */
+  readonly literal?: boolean
 }
 
 export interface PromptContext {
@@ -36,6 +38,8 @@ export interface PromptContext {
   readonly text: PromptText
   /** Default `step`: runtime contexts exist for facts that change between steps. */
   readonly stability?: Stability
+  /** Text used verbatim, never interpolated (paths, branch names, file content). */
+  readonly literal?: boolean
 }
 
 export interface ToolSchema {
@@ -70,6 +74,8 @@ export interface AssembledSection extends Owned {
   text: string
   order: number
   stability: Stability
+  /** Present (true) when the text is rendered verbatim. */
+  literal?: true
 }
 
 /** A runtime context with its text resolved but not yet interpolated. */
@@ -78,6 +84,7 @@ export interface AssembledContext extends Owned {
   text: string
   order: number
   stability: Stability
+  literal?: true
 }
 
 export interface AssembledTool extends ToolSchema, Owned {}

@@ -189,3 +189,24 @@ describe('(d) stability classes', () => {
     for (const part of ['{{now}}', '"late:time"', '"sneaky"', '"clock"']) expect(error!.message).toContain(part)
   })
 })
+
+describe('(e) literal text', () => {
+  it('a literal section or context is rendered verbatim: braces from files never fail the prompt', async () => {
+    const h = await root()
+    h.sp.section({ name: 'file', order: 90, text: 'run: ${{ secrets.TOKEN }} and {{not_a_var}}', literal: true })
+    h.sp.context({ name: 'path', order: 1, text: 'cwd: /work/{{odd}}', literal: true })
+    h.sp.variable('now', () => 't', { stability: 'step' })
+    h.sp.section({ name: 'mention', order: 91, text: 'literal {{now}} is not a reference', literal: true })
+    const a = await h.asm()
+    expect(a.sections.find(s => s.name === 'file')!.literal).toBe(true)
+    expect(renderPrompt(a)).toContain('run: ${{ secrets.TOKEN }} and {{not_a_var}}')
+    expect(renderPrompt(a)).toContain('literal {{now}} is not a reference')
+    expect(renderContextSnapshot(a)).toContain('cwd: /work/{{odd}}')
+  })
+
+  it('without literal the same text is a strict template and fails naming the section', async () => {
+    const h = await root()
+    h.sp.section({ name: 'file', order: 90, text: 'run: ${{ secrets.TOKEN }}' })
+    await expect(h.asm().then(renderPrompt)).rejects.toThrow(/malformed prompt variable reference "\{\{ secrets\.TOKEN \}\}" in section "file"/)
+  })
+})
