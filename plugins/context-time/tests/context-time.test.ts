@@ -1,0 +1,117 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { userText } from '@loom/llm'
+import { createHost, type Host } from '@loom/testkit'
+import * as time from '../src/index.ts'
+import { formatTime, hostTimeZone } from '../src/index.ts'
+
+describe('formatTime', () => {
+  const instant = new Date('2026-03-04T05:06:07.890Z')
+
+  it.each([
+    ['UTC', '2026-03-04T05:06:07+00:00'],
+    ['Europe/Berlin', '2026-03-04T06:06:07+01:00'],
+    ['America/New_York', '2026-03-04T00:06:07-05:00'],
+    ['America/Los_Angeles', '2026-03-03T21:06:07-08:00'],
+    ['Asia/Kolkata', '2026-03-04T10:36:07+05:30'],
+    ['Asia/Kathmandu', '2026-03-04T10:51:07+05:45'],
+    ['America/St_Johns', '2026-03-04T01:36:07-03:30'],
+    ['Pacific/Kiritimati', '2026-03-04T19:06:07+14:00'],
+  ])('%s → %s', (zone, expected) => {
+    expect(formatTime(instant, zone)).toBe(expected)
+  })
+
+  it('follows daylight saving time', () => {
+    expect(formatTime(new Date('2026-07-04T12:00:00Z'), 'Europe/Berlin')).toBe('2026-07-04T14:00:00+02:00')
+    expect(formatTime(new Date('2026-07-04T12:00:00Z'), 'America/New_York')).toBe('2026-07-04T08:00:00-04:00')
+    // Midnight local, and the second before the spring-forward jump.
+    expect(formatTime(new Date('2026-03-28T23:00:00Z'), 'Europe/Berlin')).toBe('2026-03-29T00:00:00+01:00')
+    expect(formatTime(new Date('2026-03-29T00:59:59Z'), 'Europe/Berlin')).toBe('2026-03-29T01:59:59+01:00')
+    expect(formatTime(new Date('2026-03-29T01:00:00Z'), 'Europe/Berlin')).toBe('2026-03-29T03:00:00+02:00')
+  })
+
+  it('round-trips: the text parses back to the same second', () => {
+    for (const zone of ['Asia/Kathmandu', 'America/St_Johns', 'Australia/Lord_Howe']) {
+      for (let t = Date.UTC(2026, 0, 1); t < Date.UTC(2027, 0, 1); t += 7 * 86_400_000 + 3_600_123) {
+        expect(Date.parse(formatTime(new Date(t), zone))).toBe(Math.floor(t / 1000) * 1000)
+      }
+    }
+  })
+
+  it('throws a RangeError for an unknown zone', () => {
+    expect(() => formatTime(instant, 'Mars/Olympus_Mons')).toThrow(RangeError)
+  })
+})
+
+describe('the plugin', () => {
+  let host: Host
+
+  beforeEach(async () => {
+    // Only Date is faked: the host's own timers and promises run for real.
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(new Date('2026-03-04T05:06:07Z'))
+    host = await createHost()
+  })
+
+  afterEach(async () => {
+    await host.dispose()
+    vi.useRealTimers()
+  })
+
+  it('adds only the runtime context runtime:time (order 10, step-stable) with the exact text', async () => {
+    const mounted = await host.mount(time, { timeZone: 'Europe/Berlin' })
+    const delta = await mounted.delta()
+    expect(delta.sections).toEqual([])
+    expect(delta.tools).toEqual([])
+    expect(delta.variables).toEqual([])
+    expect(delta.contexts).toEqual([{
+      name: 'runtime:time',
+      order: 10,
+      stability: 'step',
+      text: 'Current time: 2026-03-04T06:06:07+01:00 (Europe/Berlin)',
+      rendered: 'Current time: 2026-03-04T06:06:07+01:00 (Europe/Berlin)',
+    }])
+  })
+
+  it('reads the clock on every assembly', async () => {
+    const mounted = await host.mount(time, { timeZone: 'Asia/Kolkata' })
+    expect((await mounted.delta()).contexts[0].text).toBe('Current time: 2026-03-04T10:36:07+05:30 (Asia/Kolkata)')
+    vi.setSystemTime(new Date('2026-12-31T23:59:59Z'))
+    expect((await mounted.delta()).contexts[0].text).toBe('Current time: 2027-01-01T05:29:59+05:30 (Asia/Kolkata)')
+  })
+
+  it('defaults to the host time zone', async () => {
+    const mounted = await host.mount(time)
+    const zone = hostTimeZone()
+    expect((await mounted.delta()).contexts[0].text).toBe(`Current time: ${formatTime(new Date(), zone)} (${zone})`)
+  })
+
+  it('rejects an unknown time zone, naming the config key', async () => {
+    await expect(host.mount(time, { timeZone: 'Mars/Olympus_Mons' }))
+      .rejects.toThrow(/unknown time zone "Mars\/Olympus_Mons" \(config timeZone\)/)
+  })
+
+  it('reaches the model as a user-role snapshot, never in the system text, and a new time is a new snapshot', async () => {
+    await host.mount(time, { timeZone: 'UTC' })
+    const script = host.scriptedModel(['first', 'second'])
+    const run = await host.run('hello')
+    vi.setSystemTime(new Date('2026-03-04T05:07:00Z'))
+    run.agent.followup(userText('again'))
+    await run.agent.idle()
+    const [first, second] = script.requests
+    expect(first.system).toBe(second.system)
+    expect(first.system).not.toContain('Current time')
+    const texts = (request: typeof first) => JSON.stringify(request.messages)
+    expect(texts(first)).toContain('Current time: 2026-03-04T05:06:07+00:00 (UTC)')
+    expect(texts(second)).toContain('Current time: 2026-03-04T05:06:07+00:00 (UTC)')
+    expect(texts(second)).toContain('Current time: 2026-03-04T05:07:00+00:00 (UTC)')
+    // The second request extends the first: the earlier messages are untouched.
+    expect(texts(second).startsWith(texts(first).slice(0, -1))).toBe(true)
+  })
+
+  it('leaves nothing after dispose', async () => {
+    const mounted = await host.mount(time, { timeZone: 'UTC' })
+    await mounted.delta()
+    await mounted.dispose()
+    await host.assertZeroResidue(mounted)
+  })
+})

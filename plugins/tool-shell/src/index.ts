@@ -1,0 +1,198 @@
+import { stat } from 'node:fs/promises'
+import { resolve } from 'node:path'
+import type { Context } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import type {} from '@loom/system-prompt'
+import { defineTool, type ToolRunContext } from '@loom/tools'
+import { ShellRun, type RunResult, type StreamOutput } from './run.ts'
+
+export { ShellRun, DRAIN_MS, type RunOptions, type RunResult, type StreamOutput } from './run.ts'
+export { TailBuffer } from './tail.ts'
+
+export const name = '@loom/tool-shell'
+export const inject = ['tools', 'systemPrompt']
+
+export const SECTION_NAME = 'tool:bash'
+export const SECTION_ORDER = 105
+
+export interface Config {
+  /** Directory commands run in; default: the calling agent's session cwd, else the process cwd. */
+  root?: string
+  /** Timeout of a call that does not pass `timeout`. */
+  timeoutMs: number
+  /** Largest timeout a call may ask for; larger ones are clamped. */
+  maxTimeoutMs: number
+  /** Bytes kept per stream (stdout, stderr): the tail. */
+  maxOutputBytes: number
+  /** Time between SIGTERM and SIGKILL when a command is stopped. */
+  graceMs: number
+  /** The shell, run as `<shell> -c <command>`. */
+  shell: string
+}
+
+export const Config: Schema<Config> = Schema.object({
+  root: Schema.string().description('Directory commands run in (default: the agent session cwd, else the process cwd).'),
+  timeoutMs: Schema.natural().min(1).default(120_000).description('Timeout of a call that does not pass `timeout`, in ms.'),
+  maxTimeoutMs: Schema.natural().min(1).default(600_000).description('Largest timeout a call may ask for, in ms; larger requests are clamped.'),
+  maxOutputBytes: Schema.natural().min(1).default(64_000).description('Bytes kept per stream (stdout, stderr); the tail is kept.'),
+  graceMs: Schema.natural().default(3_000).description('Time between SIGTERM and SIGKILL when a command is stopped, in ms.'),
+  shell: Schema.string().default('bash').description('Shell executable, run as `<shell> -c <command>`.'),
+}) as Schema<Config>
+
+/** Variables set for every command so that nothing waits for a terminal or paints colours. */
+export const SHELL_ENV: Readonly<Record<string, string>> = Object.freeze({
+  NO_COLOR: '1',
+  TERM: 'dumb',
+  PAGER: 'cat',
+  GIT_PAGER: 'cat',
+  GIT_TERMINAL_PROMPT: '0',
+})
+
+/** Variables removed from the inherited environment (they would force colours back on). */
+const DROPPED_ENV = ['FORCE_COLOR', 'CLICOLOR_FORCE']
+
+/** `120000` → `120`, `1500` → `1.5`. */
+export function seconds(ms: number): string {
+  return String(Math.round(ms) / 1000)
+}
+
+export function guidance(config: Config): string {
+  return [
+    '`bash` runs each command in a fresh, non-interactive `bash -c` shell started in the workspace root: `cd`, variables and other shell state do not carry over to the next call, so chain dependent steps in one command (`cd sub && make`).',
+    'Nothing can be typed into it (stdin is empty): pass flags that avoid prompts and pagers (`--yes`, `--no-pager`). Colours are off (`NO_COLOR=1`, `TERM=dumb`).',
+    'The result is stdout, then stderr under `[stderr]`, then `[exit code: N]`: check the code, a non-zero code means the command failed even when its output looks fine.',
+    `A command is stopped after ${seconds(config.timeoutMs)} s; give long builds or test runs a larger \`timeout\` (in ms, at most ${seconds(config.maxTimeoutMs)} s). Only the last ${config.maxOutputBytes} bytes of stdout and of stderr are kept: filter long output (\`| tail\`, \`| grep\`).`,
+    'To leave a process running after the call, redirect its output (`server > server.log 2>&1 &`); a background process that keeps the output open is stopped when the shell exits.',
+  ].join('\n')
+}
+
+interface BashArgs {
+  command: string
+  timeout?: number
+}
+
+function truncationMarker(stream: StreamOutput): string | undefined {
+  return stream.truncated > 0 ? `[... ${stream.truncated} bytes truncated ...]` : undefined
+}
+
+/** One trailing newline is the line end, not content. */
+function body(text: string): string {
+  return text.endsWith('\n') ? text.slice(0, -1) : text
+}
+
+/** The text the model reads: stdout, `[stderr]` section, notices, then the exit status. */
+export function formatResult(result: RunResult, notes: { clampedFromMs?: number; timeoutMs: number }): string {
+  const lines: string[] = []
+  const { stdout, stderr } = result
+  if (stdout.total > 0) {
+    const marker = truncationMarker(stdout)
+    if (marker) lines.push(marker)
+    lines.push(body(stdout.text))
+  }
+  if (stderr.total > 0) {
+    lines.push('[stderr]')
+    const marker = truncationMarker(stderr)
+    if (marker) lines.push(marker)
+    lines.push(body(stderr.text))
+  }
+  if (stdout.total === 0 && stderr.total === 0) lines.push('(no output)')
+  if (notes.clampedFromMs !== undefined) {
+    lines.push(`[requested timeout ${seconds(notes.clampedFromMs)} s exceeds the maximum; clamped to ${seconds(notes.timeoutMs)} s]`)
+  }
+  if (result.timedOut) lines.push(`[timed out after ${seconds(notes.timeoutMs)} s]`)
+  if (result.aborted) lines.push('[aborted]')
+  if (result.stoppedBackground) lines.push('[background processes that kept the output open were stopped]')
+  lines.push(result.exitCode !== null ? `[exit code: ${result.exitCode}]` : `[killed by signal ${result.signal}]`)
+  return lines.join('\n')
+}
+
+async function workingDirectory(config: Config, exec: ToolRunContext): Promise<string> {
+  const cwd = resolve(config.root ?? (exec.agent as any)?.session?.header?.cwd ?? process.cwd())
+  const info = await stat(cwd).catch(() => undefined)
+  if (!info?.isDirectory()) {
+    throw new Error(`working directory "${cwd}" does not exist or is not a directory (${name}: config root or the session cwd)`)
+  }
+  return cwd
+}
+
+function shellEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...SHELL_ENV }
+  for (const key of DROPPED_ENV) delete env[key]
+  return env
+}
+
+export function apply(ctx: Context, config: Config) {
+  if (config.timeoutMs > config.maxTimeoutMs) {
+    throw new Error(`${name}: config timeoutMs (${config.timeoutMs}) exceeds maxTimeoutMs (${config.maxTimeoutMs})`)
+  }
+
+  // Runs that are not over yet (a process or a pending SIGKILL): an unload kills them.
+  const live = new Set<ShellRun>()
+  ctx.effect(() => () => {
+    for (const run of [...live]) run.dispose()
+    live.clear()
+  }, `${name}: running commands`)
+
+  ctx.systemPrompt.section({ name: SECTION_NAME, order: SECTION_ORDER, text: guidance(config) })
+
+  ctx.tools.register(defineTool<BashArgs>({
+    name: 'bash',
+    description: 'Runs a shell command with `bash -c` in the workspace root and returns its stdout, its stderr (under `[stderr]`) and `[exit code: N]`. Each call gets a fresh, non-interactive shell.',
+    parameters: {
+      type: 'object',
+      properties: {
+        command: { type: 'string', minLength: 1, description: 'The command line to run.' },
+        timeout: {
+          type: 'integer',
+          minimum: 1,
+          description: `Timeout in milliseconds (default ${config.timeoutMs}, at most ${config.maxTimeoutMs}).`,
+        },
+      },
+      required: ['command'],
+      additionalProperties: false,
+    },
+    // A command can change anything: it never runs alongside other calls.
+    isConcurrencySafe: false,
+    // No declarative `timeoutMs`: the tool stops its own process tree and still returns the output.
+    async execute(args, exec) {
+      const cwd = await workingDirectory(config, exec)
+      const requested = args.timeout ?? config.timeoutMs
+      const timeoutMs = Math.min(requested, config.maxTimeoutMs)
+      let run: ShellRun
+      try {
+        run = new ShellRun({
+          shell: config.shell,
+          command: args.command,
+          cwd,
+          env: shellEnv(),
+          timeoutMs,
+          graceMs: config.graceMs,
+          maxOutputBytes: config.maxOutputBytes,
+          signal: exec.signal,
+        }, done => live.delete(done))
+      } catch (error) {
+        throw new Error(`cannot start shell "${config.shell}" (${name} config shell): ${(error as Error).message}`)
+      }
+      live.add(run)
+      let result: RunResult
+      try {
+        result = await run.done
+      } catch (error) {
+        throw new Error(`cannot start shell "${config.shell}" (${name} config shell): ${(error as Error).message}`)
+      }
+      return {
+        content: formatResult(result, { timeoutMs, ...(requested > timeoutMs && { clampedFromMs: requested }) }),
+        meta: {
+          exitCode: result.exitCode,
+          signal: result.signal,
+          timedOut: result.timedOut,
+          aborted: result.aborted,
+          durationMs: result.durationMs,
+          stdoutBytes: result.stdout.total,
+          stderrBytes: result.stderr.total,
+          truncatedBytes: result.stdout.truncated + result.stderr.truncated,
+        },
+      }
+    },
+  }))
+}
