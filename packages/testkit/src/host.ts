@@ -39,8 +39,10 @@ export interface PromptDeltaEntry {
   stability: Stability
   /** As registered (resolved for this agent, not interpolated). */
   text: string
-  /** `text` with its `{{variables}}` interpolated, as the model reads it. */
+  /** `text` with its `{{variables}}` interpolated (verbatim when literal), as the model reads it. */
   rendered: string
+  /** Present when the entry is rendered verbatim. */
+  literal?: true
 }
 
 export interface PromptDeltaVariable {
@@ -345,7 +347,8 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
         order: item.order,
         stability: item.stability,
         text: item.text,
-        rendered: interpolate(item.text, assembly.variables, kind, item.name),
+        rendered: item.literal ? item.text : interpolate(item.text, assembly.variables, kind, item.name),
+        ...(item.literal && { literal: true as const }),
       })
       return {
         sections: assembly.sections.filter(s => mine(`section:${s.name}`, s.owner)).map(entry('section')),

@@ -276,3 +276,18 @@ describe('snapshot', () => {
     expect(a[0].split('\n')[1]).toMatch(/^ {2}"/) // two-space indent
   })
 })
+
+it('renders literal entries verbatim in the delta', async () => {
+  const host = await createHost()
+  const literalPlugin = {
+    name: 'literal-plugin',
+    inject: ['systemPrompt'],
+    apply(ctx: any) {
+      ctx.systemPrompt.section({ name: 'file', order: 200, text: 'uses ${{ secrets.X }}', literal: true })
+    },
+  }
+  const mounted = await host.mount(literalPlugin)
+  const delta = await mounted.delta()
+  expect(delta.sections).toEqual([{ name: 'file', order: 200, stability: 'static', text: 'uses ${{ secrets.X }}', rendered: 'uses ${{ secrets.X }}', literal: true }])
+  await host.dispose()
+})

@@ -1,0 +1,88 @@
+import { join, relative, resolve, sep } from 'node:path'
+import type { Context } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import type { AssembleContext } from '@loom/system-prompt'
+import { directoryChain, FileCache, findGitRoot } from './files.ts'
+import { compileKeepPatterns } from './markdown.ts'
+import { renderInstructions, type FoundFile } from './render.ts'
+
+export const name = '@loom/agent-instructions'
+export const inject = ['systemPrompt']
+
+/** The section this plugin registers. */
+export const SECTION = 'instructions:project'
+/** Policy band (1..99): after persona and policy modes, right before tool guidance; see the README. */
+export const ORDER = 90
+
+export const DEFAULT_KEEP_HEADINGS = [
+  'rules?', 'must', 'never', 'always', 'conventions?', 'security', 'safety', 'constraints?',
+  'requirements?', 'do not', "don[''’]?t", 'important', 'polic(?:y|ies)', 'guidelines?', 'forbidden',
+]
+
+export interface Config {
+  root?: string
+  files: string[]
+  maxBytes: number
+  maxFileBytes: number
+  keepHeadings: string[]
+}
+
+export const Config: Schema<Config> = Schema.object({
+  root: Schema.string().description('Project root (absolute, or relative to the agent\'s working directory). Default: the nearest directory above the working directory with a `.git` entry, else the working directory.'),
+  files: Schema.array(Schema.string()).default(['AGENTS.md', 'CLAUDE.md']).description('File names read in each directory from the project root down to the working directory, in this order.'),
+  maxBytes: Schema.natural().min(1).default(32768).description('Byte budget of the whole section; over it, whole markdown sections are left out (rule sections last) with a notice.'),
+  maxFileBytes: Schema.natural().min(1).default(1048576).description('A file larger than this is not read; the model is told where it is.'),
+  keepHeadings: Schema.array(Schema.string()).default(DEFAULT_KEEP_HEADINGS).description('Regular expressions (case-insensitive, whole words) for headings whose sections are kept when trimming.'),
+}) as Schema<Config>
+
+function cwdOf(context: AssembleContext): string {
+  const cwd = (context.agent as { session?: { header?: { cwd?: unknown } } } | undefined)?.session?.header?.cwd
+  return typeof cwd === 'string' ? cwd : process.cwd()
+}
+
+/** `AGENTS.md` and `CLAUDE.md` from the project root down to the agent's working directory, as one system section. */
+export function apply(ctx: Context, config: Config) {
+  const files = config.files ?? ['AGENTS.md', 'CLAUDE.md']
+  const maxBytes = config.maxBytes ?? 32768
+  const keep = compileKeepPatterns(config.keepHeadings ?? DEFAULT_KEEP_HEADINGS)
+  const cache = new FileCache(config.maxFileBytes ?? 1048576)
+  // The rendered text of the last few file sets, keyed by every path and version.
+  const rendered = new Map<string, string>()
+
+  const text = (context: AssembleContext): string => {
+    const cwd = resolve(cwdOf(context))
+    const root = config.root !== undefined ? resolve(cwd, config.root) : findGitRoot(cwd) ?? cwd
+    const found: FoundFile[] = []
+    const stamps: string[] = []
+    const seen = new Set<string>()
+    for (const dir of directoryChain(root, cwd)) {
+      for (const file of files) {
+        const path = join(dir, file)
+        const { read, stamp } = cache.read(path)
+        stamps.push(`${path}\0${stamp}`)
+        if (read.kind === 'missing') continue
+        // CLAUDE.md is often a copy of (or a link to) AGENTS.md: say it once.
+        if (read.kind === 'text') {
+          if (seen.has(read.text)) continue
+          seen.add(read.text)
+        }
+        found.push({ label: relative(root, path).split(sep).join('/'), path, read })
+      }
+    }
+    const key = stamps.join('\n')
+    let result = rendered.get(key)
+    if (result === undefined) {
+      result = renderInstructions(found, maxBytes, keep)
+      if (rendered.size >= 64) rendered.clear()
+      rendered.set(key, result)
+    }
+    return result
+  }
+
+  // File text, never a template: `${{ secrets.X }}` or `{{x}}` in a file reaches the model as written.
+  ctx.systemPrompt.section({ name: SECTION, order: ORDER, stability: 'session', literal: true, text })
+}
+
+export { renderInstructions, HEADER, type FoundFile } from './render.ts'
+export { splitSections, compileKeepPatterns, type MarkdownSection } from './markdown.ts'
+export { findGitRoot, directoryChain } from './files.ts'

@@ -1,0 +1,122 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+
+/** What the context reports about a git work tree. */
+export interface GitState {
+  /** The checked-out branch (also on a branch with no commits yet). */
+  branch?: string
+  /** Short sha of a detached HEAD. */
+  detached?: string
+  /** The branch has no commits yet. */
+  unborn?: boolean
+  /** Files `git status --porcelain` lists (modified, staged, untracked...); absent when status failed. */
+  changed?: number
+}
+
+/** In-flight git processes, so that an unload can stop them. */
+export class GitRunner {
+  private readonly live = new Set<{ timer: NodeJS.Timeout; stop(): void }>()
+
+  constructor(private readonly gitBinary = 'git') {}
+
+  /**
+   * Runs `git <args>` in `cwd`; resolves with stdout on exit code 0, `undefined` on
+   * anything else (missing git, not a repository, timeout, abort). Never rejects.
+   */
+  run(args: string[], cwd: string, timeoutMs: number, signal?: AbortSignal): Promise<string | undefined> {
+    return new Promise(resolve => {
+      if (timeoutMs <= 0 || signal?.aborted) return resolve(undefined)
+      let child: ChildProcess
+      try {
+        // Its own process group, so a stop also ends anything git started (hooks, helpers).
+        child = spawn(this.gitBinary, args, { cwd, env: gitEnv(), stdio: ['ignore', 'pipe', 'ignore'], detached: true, windowsHide: true })
+      } catch {
+        return resolve(undefined)
+      }
+      const chunks: Buffer[] = []
+      let size = 0
+      let overflow = false
+      const entry = {
+        timer: setTimeout(() => stop(), timeoutMs),
+        stop: () => stop(),
+      }
+      this.live.add(entry)
+      const onAbort = () => stop()
+      signal?.addEventListener('abort', onAbort, { once: true })
+      let done = false
+      const settle = (value: string | undefined) => {
+        if (done) return
+        done = true
+        clearTimeout(entry.timer)
+        this.live.delete(entry)
+        signal?.removeEventListener('abort', onAbort)
+        resolve(value)
+      }
+      const stop = () => {
+        try {
+          if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL')
+        } catch {} // already gone
+        child.stdout?.destroy()
+        settle(undefined)
+      }
+      child.stdout!.on('data', (chunk: Buffer) => {
+        size += chunk.length
+        if (size > MAX_OUTPUT_BYTES) {
+          overflow = true
+          return stop()
+        }
+        chunks.push(chunk)
+      })
+      child.on('error', () => settle(undefined))
+      child.on('close', code => settle(code === 0 && !overflow ? Buffer.concat(chunks).toString('utf8') : undefined))
+    })
+  }
+
+  /** Kills every git process still running (its call resolves `undefined`) and clears its timer. */
+  dispose(): void {
+    for (const entry of [...this.live]) entry.stop()
+    this.live.clear()
+  }
+}
+
+/** More `git status` output than this (a tree with huge untracked dirs) is not counted. */
+const MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+
+function gitEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    // Read-only: never take index.lock, so a concurrent `git` of the model never fails.
+    GIT_OPTIONAL_LOCKS: '0',
+    GIT_TERMINAL_PROMPT: '0',
+    LC_ALL: 'C',
+  }
+  // Inherited repository overrides would make git describe some other repository.
+  for (const key of ['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_COMMON_DIR']) delete env[key]
+  return env
+}
+
+/**
+ * The git facts of `cwd`, or `undefined` when it is not a work tree or git fails.
+ * `rev-parse --abbrev-ref HEAD` and `status --porcelain` run in parallel; a third
+ * call runs only for a detached HEAD (short sha) or a branch without commits.
+ * Every call shares one deadline of `timeoutMs`.
+ */
+export async function readGitState(runner: GitRunner, cwd: string, timeoutMs: number, signal?: AbortSignal): Promise<GitState | undefined> {
+  const deadline = Date.now() + timeoutMs
+  const left = () => deadline - Date.now()
+  const [head, status] = await Promise.all([
+    runner.run(['rev-parse', '--abbrev-ref', 'HEAD'], cwd, left(), signal),
+    runner.run(['status', '--porcelain'], cwd, left(), signal),
+  ])
+  const changed = status === undefined ? undefined : status.split('\n').filter(line => line.length > 0).length
+  const state: GitState = changed === undefined ? {} : { changed }
+  const ref = head?.trim()
+  if (ref && ref !== 'HEAD') return { branch: ref, ...state }
+  if (ref === 'HEAD') {
+    const sha = (await runner.run(['rev-parse', '--short', 'HEAD'], cwd, left(), signal))?.trim()
+    return sha ? { detached: sha, ...state } : changed === undefined ? undefined : state
+  }
+  // rev-parse failed: not a repository, or a branch with no commits yet.
+  if (status === undefined) return undefined
+  const branch = (await runner.run(['symbolic-ref', '--short', '-q', 'HEAD'], cwd, left(), signal))?.trim()
+  return branch ? { branch, unborn: true, ...state } : state
+}

@@ -1,0 +1,72 @@
+import { resolve } from 'node:path'
+import type { Context } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import type { AssembleContext } from '@loom/system-prompt'
+import { GitRunner, readGitState, type GitState } from './git.ts'
+
+export { GitRunner, readGitState, type GitState } from './git.ts'
+
+export const name = '@loom/context-workspace'
+export const inject = ['systemPrompt']
+
+export const CONTEXT_NAME = 'runtime:workspace'
+export const CONTEXT_ORDER = 20
+
+export interface Config {
+  /** Directory reported; default: the agent's session cwd, else the process cwd. */
+  root?: string
+  /** Deadline for all git calls of one assembly. */
+  gitTimeoutMs: number
+  /** The git executable. */
+  git: string
+}
+
+export const Config: Schema<Config> = Schema.object({
+  root: Schema.string().description('Directory reported (default: the agent session cwd, else the process cwd).'),
+  gitTimeoutMs: Schema.natural().min(1).default(2_000).description('Deadline for the git calls of one assembly, in ms; past it the text has no git facts.'),
+  git: Schema.string().default('git').description('The git executable.'),
+}) as Schema<Config>
+
+/** The exact text of the context. */
+export function workspaceText(cwd: string, git?: GitState): string {
+  const lines = [`Working directory: ${cwd}`]
+  const where = git?.branch !== undefined
+    ? `branch ${git.branch}${git.unborn ? ' (no commits yet)' : ''}`
+    : git?.detached !== undefined ? `detached HEAD at ${git.detached}` : undefined
+  const tree = git?.changed === undefined
+    ? undefined
+    : git.changed === 0 ? 'working tree clean' : `${git.changed} ${git.changed === 1 ? 'file' : 'files'} changed or untracked`
+  const facts = [where, tree].filter(Boolean)
+  if (git && facts.length) lines.push(`Git: ${facts.join(', ')}`)
+  return lines.join('\n')
+}
+
+export function apply(ctx: Context, config: Config) {
+  const cwdOf = (context: AssembleContext) =>
+    resolve(config.root ?? (context.agent as any)?.session?.header?.cwd ?? process.cwd())
+  const owner = ctx.fiber.name
+  const runner = new GitRunner(config.git)
+  ctx.effect(() => () => runner.dispose(), `${name}: git processes`)
+
+  // Without git facts; the assemble listener below fills them in. Literal: a
+  // directory or branch named `{{x}}` is shown as it is, never interpolated.
+  ctx.systemPrompt.context({
+    name: CONTEXT_NAME,
+    order: CONTEXT_ORDER,
+    stability: 'step',
+    literal: true,
+    text: context => workspaceText(cwdOf(context)),
+  })
+
+  // Git state is read fresh for every assembly (every model step), asynchronously.
+  ctx.on('system-prompt/assemble', async (assembly, context, next) => {
+    const entry = assembly.contexts.find(c => c.name === CONTEXT_NAME && c.owner === owner)
+    if (entry) {
+      const cwd = cwdOf(context)
+      const git = await readGitState(runner, cwd, config.gitTimeoutMs, context.signal)
+      // Only the text changes: the entry stays literal.
+      entry.text = workspaceText(cwd, git)
+    }
+    return next()
+  })
+}

@@ -1,0 +1,240 @@
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { userText } from '@loom/llm'
+import { createHost, type Host } from '@loom/testkit'
+import * as workspace from '../src/index.ts'
+import { GitRunner, readGitState, workspaceText } from '../src/index.ts'
+
+let base: string
+let host: Host
+const ceiling = process.env.GIT_CEILING_DIRECTORIES
+
+beforeAll(() => {
+  base = realpathSync(mkdtempSync(join(tmpdir(), 'loom-context-workspace-')))
+  // A temp dir under some checkout must not count as part of that repository.
+  process.env.GIT_CEILING_DIRECTORIES = base
+})
+
+afterAll(() => {
+  rmSync(base, { recursive: true, force: true })
+  if (ceiling === undefined) delete process.env.GIT_CEILING_DIRECTORIES
+  else process.env.GIT_CEILING_DIRECTORIES = ceiling
+})
+
+beforeEach(async () => { host = await createHost({ cwd: base }) })
+afterEach(async () => { await host.dispose() })
+
+let counter = 0
+function dir(): string {
+  const path = join(base, `d${++counter}`)
+  mkdirSync(path)
+  return path
+}
+
+const git = (cwd: string, ...args: string[]) => execFileSync('git', [
+  '-c', 'user.name=Loom Test', '-c', 'user.email=test@example.invalid', '-c', 'commit.gpgsign=false',
+  '-c', 'init.defaultBranch=main', ...args,
+], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim()
+
+function repo(): string {
+  const path = dir()
+  git(path, 'init', '-q')
+  writeFileSync(join(path, 'a.txt'), 'a\n')
+  git(path, 'add', 'a.txt')
+  git(path, 'commit', '-q', '-m', 'first')
+  return path
+}
+
+const contextText = async (mounted: Awaited<ReturnType<Host['mount']>>, cwd: string) => {
+  const { contexts } = await mounted.delta({ cwd })
+  expect(contexts).toHaveLength(1)
+  return contexts[0].text
+}
+
+describe('workspaceText', () => {
+  it('renders every kind of state', () => {
+    expect(workspaceText('/w')).toBe('Working directory: /w')
+    expect(workspaceText('/w', { branch: 'main', changed: 0 })).toBe('Working directory: /w\nGit: branch main, working tree clean')
+    expect(workspaceText('/w', { branch: 'main', changed: 1 })).toBe('Working directory: /w\nGit: branch main, 1 file changed or untracked')
+    expect(workspaceText('/w', { detached: 'abc1234', changed: 3 })).toBe('Working directory: /w\nGit: detached HEAD at abc1234, 3 files changed or untracked')
+    expect(workspaceText('/w', { branch: 'main', unborn: true, changed: 0 })).toBe('Working directory: /w\nGit: branch main (no commits yet), working tree clean')
+    expect(workspaceText('/w', { branch: 'main' })).toBe('Working directory: /w\nGit: branch main')
+    expect(workspaceText('/w', {})).toBe('Working directory: /w')
+  })
+})
+
+describe('the plugin', () => {
+  it('adds only the runtime context runtime:workspace (order 20, step-stable)', async () => {
+    const mounted = await host.mount(workspace)
+    const cwd = repo()
+    const delta = await mounted.delta({ cwd })
+    expect(delta.sections).toEqual([])
+    expect(delta.tools).toEqual([])
+    expect(delta.variables).toEqual([])
+    expect(delta.contexts).toEqual([{
+      name: 'runtime:workspace',
+      order: 20,
+      stability: 'step',
+      text: `Working directory: ${cwd}\nGit: branch main, working tree clean`,
+      rendered: `Working directory: ${cwd}\nGit: branch main, working tree clean`,
+      literal: true,
+    }])
+  })
+
+  it('follows the git state of a repository: dirty files, branches, detached HEAD', async () => {
+    const mounted = await host.mount(workspace)
+    const cwd = repo()
+    const head = `Working directory: ${cwd}\nGit:`
+    expect(await contextText(mounted, cwd)).toBe(`${head} branch main, working tree clean`)
+
+    writeFileSync(join(cwd, 'a.txt'), 'changed\n')
+    expect(await contextText(mounted, cwd)).toBe(`${head} branch main, 1 file changed or untracked`)
+    writeFileSync(join(cwd, 'new.txt'), 'new\n')
+    expect(await contextText(mounted, cwd)).toBe(`${head} branch main, 2 files changed or untracked`)
+
+    git(cwd, 'checkout', '-q', '-b', 'feature/x')
+    expect(await contextText(mounted, cwd)).toBe(`${head} branch feature/x, 2 files changed or untracked`)
+
+    git(cwd, 'add', '-A')
+    git(cwd, 'commit', '-q', '-m', 'second')
+    git(cwd, 'checkout', '-q', '--detach', 'HEAD~1')
+    const sha = git(cwd, 'rev-parse', '--short', 'HEAD')
+    expect(await contextText(mounted, cwd)).toBe(`${head} detached HEAD at ${sha}, working tree clean`)
+  })
+
+  it('reports the repository state from a subdirectory', async () => {
+    const mounted = await host.mount(workspace)
+    const cwd = join(repo(), 'src')
+    mkdirSync(cwd)
+    expect(await contextText(mounted, cwd)).toBe(`Working directory: ${cwd}\nGit: branch main, working tree clean`)
+  })
+
+  it('a repository without commits names its branch', async () => {
+    const mounted = await host.mount(workspace)
+    const cwd = dir()
+    git(cwd, 'init', '-q')
+    writeFileSync(join(cwd, 'x'), '')
+    expect(await contextText(mounted, cwd)).toBe(`Working directory: ${cwd}\nGit: branch main (no commits yet), 1 file changed or untracked`)
+  })
+
+  it('a directory outside any repository gives the working directory only', async () => {
+    const mounted = await host.mount(workspace)
+    const cwd = dir()
+    expect(await contextText(mounted, cwd)).toBe(`Working directory: ${cwd}`)
+  })
+
+  it('a missing git binary or a missing directory is never an error', async () => {
+    const mounted = await host.mount(workspace, { git: join(base, 'no-such-git') })
+    const cwd = repo()
+    expect(await contextText(mounted, cwd)).toBe(`Working directory: ${cwd}`)
+    await mounted.dispose()
+    const plain = await host.mount(workspace)
+    const gone = join(base, 'gone')
+    expect(await contextText(plain, gone)).toBe(`Working directory: ${gone}`)
+  })
+
+  it('a directory or branch that looks like a {{variable}} appears exactly and cannot break the assembly (the context is literal)', async () => {
+    await host.mount(workspace)
+    const cwd = join(base, 'a{{x}}b')
+    mkdirSync(cwd)
+    git(cwd, 'init', '-q')
+    git(cwd, 'commit', '-q', '--allow-empty', '-m', 'x')
+    git(cwd, 'checkout', '-q', '-b', 'x{{{y}}')
+    const text = `Working directory: ${base}/a{{x}}b\nGit: branch x{{{y}}, working tree clean`
+    // Assembled for an agent, as the loop does (the kit's delta interpolates every entry, literal or not).
+    const agent = host.agent(cwd)
+    const assembly = await host.ctx.systemPrompt.assemble({ agent, scope: agent })
+    expect(assembly.contexts.find(c => c.name === 'runtime:workspace')).toMatchObject({ literal: true, text })
+    host.scriptedModel(['ok'])
+    const run = await host.run('hi', { cwd })
+    expect(run.reason).toEqual({ kind: 'completed' })
+    expect(run.requests[0].messages.some(message => message.role === 'user' && message.content.some(block =>
+      block.type === 'text' && block.text === `Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\n${text}`))).toBe(true)
+  })
+
+  it('config root overrides the session cwd', async () => {
+    const root = repo()
+    const mounted = await host.mount(workspace, { root })
+    expect(await contextText(mounted, dir())).toBe(`Working directory: ${root}\nGit: branch main, working tree clean`)
+  })
+
+  it('a git slower than the deadline gives no git facts, within the deadline', async () => {
+    const slowGit = join(base, 'slow-git')
+    writeFileSync(slowGit, '#!/bin/sh\nsleep 5\n', { mode: 0o755 })
+    const mounted = await host.mount(workspace, { git: slowGit, gitTimeoutMs: 200 })
+    const cwd = repo()
+    const started = Date.now()
+    expect(await contextText(mounted, cwd)).toBe(`Working directory: ${cwd}`)
+    expect(Date.now() - started).toBeLessThan(1_500)
+  })
+
+  it('leaves a context another plugin registered under the same name alone', async () => {
+    const cwd = repo()
+    const mounted = await host.mount(workspace)
+    const agent = host.agent(cwd)
+    agent.ctx.systemPrompt.context({ name: 'runtime:workspace', order: 20, text: 'mine' })
+    const assembly = await host.ctx.systemPrompt.assemble({ agent, scope: agent })
+    expect(assembly.contexts.find(c => c.name === 'runtime:workspace')?.text).toBe('mine')
+    await mounted.dispose()
+  })
+
+  it('runs git once per assembly, in a few milliseconds (the per-step cost)', async () => {
+    const cwd = repo()
+    const runner = new GitRunner()
+    await readGitState(runner, cwd, 2_000)
+    const started = performance.now()
+    const rounds = 5
+    for (let i = 0; i < rounds; i++) expect(await readGitState(runner, cwd, 2_000)).toEqual({ branch: 'main', changed: 0 })
+    const perStep = (performance.now() - started) / rounds
+    console.log(`context-workspace: ${perStep.toFixed(1)} ms per assembly (small repository)`)
+    expect(perStep).toBeLessThan(500)
+  })
+
+  it('reaches the model as a user-role snapshot, re-sent only when the git state changed', async () => {
+    await host.mount(workspace)
+    const cwd = repo()
+    const script = host.scriptedModel(['one', 'two', 'three'])
+    const run = await host.run('hello', { cwd })
+    const turn = async (text: string) => {
+      run.agent.followup(userText(text))
+      await run.agent.idle()
+    }
+    await turn('same state')
+    writeFileSync(join(cwd, 'dirty.txt'), '')
+    await turn('after a change')
+    const snapshots = (index: number) => script.requests[index].messages
+      .map(message => message.content.map(block => (block.type === 'text' ? block.text : '')).join(''))
+      .filter(text => text.includes('Working directory:'))
+    const clean = `Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\nWorking directory: ${cwd}\nGit: branch main, working tree clean`
+    expect(snapshots(0)).toEqual([clean])
+    expect(snapshots(1)).toEqual([clean])
+    expect(snapshots(2)).toEqual([clean, clean.replace('working tree clean', '1 file changed or untracked')])
+    expect(script.requests[0].system).toBe(script.requests[2].system)
+    expect(script.requests[0].system).not.toContain('Working directory')
+  })
+
+  it('leaves nothing after dispose', async () => {
+    const mounted = await host.mount(workspace)
+    const cwd = repo()
+    writeFileSync(join(cwd, 'dirty'), '')
+    await mounted.delta({ cwd })
+    await mounted.dispose()
+    await host.assertZeroResidue(mounted)
+  })
+
+  it('an unload during a slow git leaves nothing behind', async () => {
+    const slowGit = join(base, 'slower-git')
+    writeFileSync(slowGit, '#!/bin/sh\nsleep 5\n', { mode: 0o755 })
+    const mounted = await host.mount(workspace, { git: slowGit, gitTimeoutMs: 1_000 })
+    const started = Date.now()
+    const pending = mounted.delta({ cwd: repo() }).catch(() => undefined)
+    await new Promise(resolve => setTimeout(resolve, 100))
+    await mounted.dispose()
+    await pending
+    expect(Date.now() - started).toBeLessThan(900) // the unload stopped git; no deadline was waited for
+    await host.assertZeroResidue(mounted)
+  })
+})

@@ -1,0 +1,187 @@
+import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
+import type { Context } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import type { Message } from '@loom/llm'
+import type { AssembleContext } from '@loom/system-prompt'
+import { FileCache } from './files.ts'
+import { matchEntries, parseIndex } from './select.ts'
+
+export const name = '@loom/memory'
+export const inject = ['systemPrompt']
+
+export const INDEX_CONTEXT = 'memory:index'
+export const INDEX_ORDER = 30
+export const RECORDS_CONTEXT = 'memory:records'
+export const RECORDS_ORDER = 31
+/** An index larger than this is not read at all. */
+export const MAX_INDEX_FILE_BYTES = 1048576
+
+export interface Config {
+  root?: string
+  file: string
+  maxIndexBytes: number
+  maxRecordBytes: number
+}
+
+export const Config: Schema<Config> = Schema.object({
+  root: Schema.string().description('Workspace root the index path resolves against. Default: the agent\'s working directory.'),
+  file: Schema.string().default('.loom/memory/MEMORY.md').description('The memory index: relative to the workspace root, or absolute. Record links resolve against its directory.'),
+  maxIndexBytes: Schema.natural().min(1).default(16384).description('Budget of the index text; over it, whole lines at the end are left out with a notice.'),
+  maxRecordBytes: Schema.natural().min(1).default(8192).description('Budget of the relevant record bodies of one step; records that do not fit are left out whole, with a notice.'),
+}) as Schema<Config>
+
+const MAX_LISTED = 12
+const bytes = (text: string) => Buffer.byteLength(text, 'utf8')
+
+function list(items: readonly string[]): string {
+  const shown = items.slice(0, MAX_LISTED)
+  return shown.join(', ') + (items.length > shown.length ? ` and ${items.length - shown.length} more` : '')
+}
+
+function cwdOf(agent: unknown): string | undefined {
+  const cwd = (agent as { session?: { header?: { cwd?: unknown } } } | undefined)?.session?.header?.cwd
+  return typeof cwd === 'string' ? cwd : undefined
+}
+
+/** The text blocks of a user-sourced message, or `undefined` for any other message. */
+function userTextOf(message: Message | undefined): string | undefined {
+  if (!message || message.role !== 'user' || message.source.kind !== 'user') return undefined
+  const text = message.content.flatMap(block => (block.type === 'text' ? [block.text] : [])).join('\n')
+  return text === '' ? undefined : text
+}
+
+/** The latest user-written text in an agent's history. */
+function lastUserTextInLog(agent: unknown): string | undefined {
+  const session = (agent as { session?: { deriveMessages?: () => readonly Message[] } } | undefined)?.session
+  if (typeof session?.deriveMessages !== 'function') return undefined
+  const messages = session.deriveMessages()
+  for (let index = messages.length - 1; index >= 0; index--) {
+    const text = userTextOf(messages[index])
+    if (text !== undefined) return text
+  }
+  return undefined
+}
+
+/** Keeps whole lines of `text` within `maxBytes`; the second value is what was left out. */
+function keepLines(text: string, maxBytes: number): { kept: string; leftLines: number; leftBytes: number } {
+  if (bytes(text) <= maxBytes) return { kept: text, leftLines: 0, leftBytes: 0 }
+  const lines = text.split('\n')
+  let used = 0
+  let count = 0
+  for (const line of lines) {
+    const size = bytes(line) + (count ? 1 : 0)
+    if (used + size > maxBytes) break
+    used += size
+    count++
+  }
+  const left = lines.slice(count)
+  return { kept: lines.slice(0, count).join('\n').replace(/\s+$/, ''), leftLines: left.length, leftBytes: bytes(left.join('\n')) }
+}
+
+/**
+ * The memory index (`memory:index`, session-stable) and the bodies of the records
+ * whose index line shares a word with the latest user message (`memory:records`,
+ * step-stable), both as runtime contexts.
+ */
+export function apply(ctx: Context, config: Config) {
+  const file = config.file ?? '.loom/memory/MEMORY.md'
+  const maxIndexBytes = config.maxIndexBytes ?? 16384
+  const maxRecordBytes = config.maxRecordBytes ?? 8192
+  const cache = new FileCache()
+  // The newest user message an agent claimed from its inbox: at the first step of a
+  // turn it is claimed but not yet in the log when the prompt is assembled.
+  const claimed = new WeakMap<object, string>()
+
+  const locate = (context: AssembleContext) => {
+    const cwd = cwdOf(context.agent) ?? process.cwd()
+    const root = resolve(cwd, config.root ?? '.')
+    const path = resolve(root, file)
+    const rel = relative(root, path)
+    const label = rel && rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel) ? rel.split(sep).join('/') : path
+    return { path, label, dir: dirname(path) }
+  }
+
+  const indexText = (context: AssembleContext): string => {
+    const { path, label } = locate(context)
+    const read = cache.read(path, MAX_INDEX_FILE_BYTES)
+    if (read.kind === 'missing') return ''
+    if (read.kind === 'unusable') return `Memory index (${label}): not included; the file ${read.reason}.`
+    const body = read.text.replace(/\s+$/, '')
+    if (body.trim() === '') return ''
+    const { kept, leftLines, leftBytes } = keepLines(body, maxIndexBytes)
+    const recordsDir = dirname(label) === '.' ? 'the workspace root' : dirname(label)
+    const intro = `Memory index (${label}): notes kept from earlier sessions, one line per record; record paths are relative to ${recordsDir}. Read a record when its summary bears on the task. Memories can be out of date: the current files and the user's words come first.`
+    const notice = leftLines
+      ? `\n\n[Index trimmed to stay within ${maxIndexBytes} bytes: left out the last ${leftLines} lines (${leftBytes} bytes). The full index is ${path}.]`
+      : ''
+    return `${intro}\n\n${kept}${notice}`
+  }
+
+  const recordsText = (context: AssembleContext): string => {
+    const agent = context.agent
+    const message = (typeof agent === 'object' && agent !== null ? claimed.get(agent) : undefined) ?? lastUserTextInLog(agent)
+    if (message === undefined) return ''
+    const { path, dir } = locate(context)
+    const read = cache.read(path, MAX_INDEX_FILE_BYTES)
+    if (read.kind !== 'text') return ''
+    const blocks: string[] = []
+    const leftOut: string[] = []
+    const unusable: string[] = []
+    const seen = new Set<string>()
+    let used = 0
+    // A pasted log can be huge: its first 64 KiB say what it is about.
+    for (const { entry, words } of matchEntries(parseIndex(read.text), message.slice(0, 65536))) {
+      if (/^[a-z][a-z0-9+.-]*:/i.test(entry.target)) continue // a URL, not a record file
+      let target: string
+      try {
+        target = resolve(dir, decodeURI(entry.target))
+      } catch {
+        target = resolve(dir, entry.target)
+      }
+      if (seen.has(target)) continue
+      seen.add(target)
+      const rel = relative(dir, target)
+      if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) {
+        unusable.push(`${entry.target} (outside the memory directory)`)
+        continue
+      }
+      const record = cache.read(target, maxRecordBytes)
+      if (record.kind === 'missing') {
+        unusable.push(`${entry.target} (missing)`)
+        continue
+      }
+      if (record.kind === 'unusable') {
+        // Too big for the budget is "left out"; anything else cannot be read.
+        if (record.size !== undefined) leftOut.push(`${entry.target} (${record.size} bytes)`)
+        else unusable.push(`${entry.target} (${record.reason})`)
+        continue
+      }
+      const body = record.text.replace(/\s+$/, '')
+      const size = bytes(body)
+      if (used + size > maxRecordBytes) {
+        leftOut.push(`${entry.target} (${size} bytes)`)
+        continue
+      }
+      used += size
+      blocks.push(`<memory-record file="${entry.target}" title="${entry.title.replaceAll('"', '\'')}" matched="${words.join(' ')}">\n${body}\n</memory-record>`)
+    }
+    if (!blocks.length && !leftOut.length && !unusable.length) return ''
+    const parts = ['Memory records relevant to the latest user message (their index line shares a word with it):']
+    parts.push(...blocks)
+    if (leftOut.length) {
+      parts.push(`[Memory budget: left out ${leftOut.length} matching record${leftOut.length === 1 ? '' : 's'} to stay within ${maxRecordBytes} bytes of record text: ${list(leftOut)}. Read ${leftOut.length === 1 ? 'it' : 'them'} if needed.]`)
+    }
+    if (unusable.length) parts.push(`[Not included, could not be used: ${list(unusable)}.]`)
+    return parts.join('\n\n')
+  }
+
+  // File text, never a template: a `{{` in the index or a record reaches the model as written.
+  ctx.systemPrompt.context({ name: INDEX_CONTEXT, order: INDEX_ORDER, stability: 'session', literal: true, text: indexText })
+  ctx.systemPrompt.context({ name: RECORDS_CONTEXT, order: RECORDS_ORDER, stability: 'step', literal: true, text: recordsText })
+  ;(ctx as any).on('agent/inbox/claimed', ({ agent, message }: { agent: object; message: Message }) => {
+    const text = userTextOf(message)
+    if (text !== undefined) claimed.set(agent, text)
+  })
+}
+
+export { parseIndex, matchEntries, wordsOf, type IndexEntry } from './select.ts'
