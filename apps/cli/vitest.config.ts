@@ -2,8 +2,8 @@ import { defineProject } from 'vitest/config'
 
 export default defineProject({
   test: {
-    name: '@loom/demo',
+    name: '@loom/cli',
     include: ['tests/**/*.test.ts'],
-    testTimeout: 30_000,
+    testTimeout: 60_000,
   },
 })

@@ -1,0 +1,230 @@
+// Booting a deployment: compose its layers, mount the rows through the Cordis
+// loader and include plugins, wait until everything settled, and fail loud, row
+// by row, when a plugin did not start. A `dev` command reuses `boot()` with the
+// HMR plugin in `plugins` and `recompose()` on layer edits.
+import { Context, type Plugin } from '@deepseek-ai/cordis'
+import Include from '@deepseek-ai/cordis-plugin-include'
+import Loader, { Group, type Entry } from '@deepseek-ai/cordis-plugin-loader'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { compose, type ComposeOptions, type Composition } from './compose.ts'
+import { BootError } from './errors.ts'
+
+/** The loader entry id of the include that mounts the composed rows. */
+export const DEPLOYMENT_ENTRY = 'deployment'
+
+export interface BootOptions extends ComposeOptions {
+  /**
+   * Plugins plugged on the root after the loader and before the rows, in order
+   * (a dev command plugs the timer and HMR plugins here).
+   */
+  plugins?: readonly { plugin: Plugin; config?: unknown }[]
+  /** Warnings and errors logged by plugins (default: stderr). Errors during boot are also turned into the BootError. */
+  log?: (level: 'warn' | 'error' | 'info', text: string) => void
+  /** Also report `info` logs (default false). */
+  verbose?: boolean
+}
+
+export interface Deployment {
+  root: Context
+  /** The layers and rows that were mounted. */
+  composition: Composition
+  /** The folder the boot's (empty) root include file lives in. */
+  bootDir: string
+  /**
+   * Re-reads every layer and applies the new rows to the running deployment as
+   * one update of the include (rows that did not change keep running). A layer
+   * that does not parse throws a ConfigError and changes nothing.
+   */
+  recompose(): Promise<Composition>
+  /** What is wrong with the running rows now: one line per row (empty when all run). */
+  problems(): Promise<string[]>
+  /** Unloads every row (sessions are flushed by their backends), then the loader. */
+  dispose(): Promise<void>
+}
+
+// FiberState is a const enum in Cordis: its values, for reading `fiber.state`.
+const PENDING = 0
+const ACTIVE = 2
+const FAILED = 3
+
+/**
+ * Boots the composed deployment. Resolves once every row settled and all are
+ * active; otherwise disposes what started and throws a BootError with one line
+ * per failed row (unknown module, invalid config value with its key path, a
+ * throwing plugin, services that no row provides). Composition errors (malformed
+ * YAML, unknown bundle) throw a ConfigError before anything is mounted.
+ */
+export async function boot(options: BootOptions): Promise<Deployment> {
+  const cwd = resolve(options.cwd)
+  const log = options.log ?? ((level, text) => process.stderr.write(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}\n`))
+  let composition = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
+
+  const root = new Context()
+  root.baseUrl = pathToFileURL(cwd).href + '/'
+  const logged: { error: unknown; text: string }[] = []
+  let booting = true
+  root.logger.exporter({
+    colors: 0,
+    export: (message) => {
+      const text = `[${message.name}] ${String(Logger.format(message))}`
+      if (message.type === 'error') {
+        if (booting) logged.push({ error: message.args[0], text })
+        else log('error', text)
+      } else if (message.type === 'warn') {
+        log('warn', text)
+      } else if (options.verbose && message.type === 'info') {
+        log('info', text)
+      }
+    },
+  })
+
+  await root.plugin(Loader)
+  root.loader.builtins.include = Include
+  root.loader.builtins.group = Group
+  // Relative paths in a plugin's config (a replay log, say) are relative to the
+  // project folder, not to the boot's temporary root file.
+  const projectUrl = root.baseUrl
+  root.on('loader/entry-init', (entry: Entry) => {
+    entry.ctx.baseUrl = projectUrl
+  })
+  for (const { plugin, config } of options.plugins ?? []) await root.plugin(plugin, config)
+
+  // The include needs a real root file; it stays `[]` and every row comes in
+  // through `patches`, so the loader's write-back can never bake rows into a
+  // file someone edits.
+  const bootDir = mkdtempSync(join(tmpdir(), 'loom-boot-'))
+  const rootFile = join(bootDir, 'deployment.yml')
+  writeFileSync(rootFile, '[]\n')
+  const removeBootDir = () => rmSync(bootDir, { recursive: true, force: true })
+  process.once('exit', removeBootDir)
+
+  let disposed: Promise<void> | undefined
+  const dispose = () => disposed ??= (async () => {
+    try {
+      const entry = root.loader.store[DEPLOYMENT_ENTRY]
+      await entry?.fiber?.dispose()
+      await root.loader.await()
+    } finally {
+      removeBootDir()
+      process.removeListener('exit', removeBootDir)
+    }
+  })()
+
+  const includeConfig = (rows: Composition['rows']) => ({ path: rootFile, patches: [{ insert: rows }] })
+  await root.loader.create({ id: DEPLOYMENT_ENTRY, name: 'cordis:include', config: includeConfig(composition.rows) } as never)
+  await root.loader.await()
+
+  const problems = async () => {
+    const found = await rowProblems(root)
+    return found.map(problem => problem.text)
+  }
+  const found = await rowProblems(root)
+  booting = false
+  // Root causes first: a row waiting for a service is often waiting for a row that failed.
+  found.sort((a, b) => Number(a.pending === true) - Number(b.pending === true))
+  if (found.some(problem => !problem.pending)) {
+    for (const problem of found) if (problem.pending) problem.text += ' (a failed row above may be the one that provides it)'
+  }
+  const explained = new Set<unknown>(found.map(problem => problem.error).filter(error => error !== undefined))
+  const messages = new Set(found.map(problem => problem.message))
+  const stray = logged.filter(entry => !explained.has(entry.error) && !messages.has(firstLine(entry.error)))
+  if (found.length || stray.length) {
+    await dispose().catch(() => {})
+    throw new BootError([...found.map(problem => problem.text), ...stray.map(entry => oneLine(entry.text))])
+  }
+
+  return {
+    root,
+    get composition() { return composition },
+    bootDir,
+    async recompose() {
+      const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
+      await root.loader.update(DEPLOYMENT_ENTRY, { config: includeConfig(next.rows) } as never)
+      await root.loader.await()
+      composition = next
+      return next
+    },
+    problems,
+    dispose,
+  }
+}
+
+interface RowProblem {
+  text: string
+  pending?: boolean
+  message: string
+  error?: unknown
+}
+
+/** Every enabled row must be active: otherwise say which row, which module, and why. */
+async function rowProblems(root: Context): Promise<RowProblem[]> {
+  const problems: RowProblem[] = []
+  for (const entry of root.loader.entries()) {
+    if (entry.options.id === DEPLOYMENT_ENTRY && entry.parent.tree === (root.loader as never)) continue
+    if (entry.options.group || entry.disabled) continue
+    const row = `row "${entry.options.id}" (${entry.options.name})`
+    const fiber = entry.fiber
+    if (!fiber) {
+      const error = await Promise.resolve(entry.parent.tree.import(entry.options.name)).then(() => undefined, (error: unknown) => error)
+      const message = error === undefined ? 'the module did not load' : importMessage(error, entry.options.name)
+      problems.push({ text: `${row}: ${message}`, message: firstLine(error) })
+    } else if (fiber.state === FAILED) {
+      const error = await fiber.await().then(() => undefined, (error: unknown) => error)
+      problems.push({ text: `${row}: ${startMessage(error)}`, message: firstLine(error), error })
+    } else if (fiber.state === PENDING) {
+      const wanted = Object.keys(fiber.inject)
+      const missing = wanted.filter(name => root.get(name) === undefined)
+      const message = missing.length
+        ? `needs the service${missing.length > 1 ? 's' : ''} ${missing.map(name => `"${name}"`).join(', ')}, which no running row provides`
+        : `is waiting for the services ${wanted.map(name => `"${name}"`).join(', ')}`
+      problems.push({ text: `${row} did not start: it ${message}`, message, pending: true })
+    } else if (fiber.state !== ACTIVE) {
+      problems.push({ text: `${row} did not settle (fiber state ${fiber.state})`, message: '' })
+    }
+  }
+  return problems
+}
+
+function importMessage(error: unknown, name: string): string {
+  const code = (error as NodeJS.ErrnoException)?.code
+  if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+    const missing = /Cannot find (?:package|module) '([^']+)'/.exec(String((error as Error).message))?.[1]
+    return missing && missing !== name && !name.endsWith(missing)
+      ? `cannot load module "${name}": it imports "${missing}", which is not installed`
+      : `cannot load module "${name}": no such package or file`
+  }
+  return `cannot load module "${name}": ${oneLine(String((error as Error)?.message ?? error))}`
+}
+
+function startMessage(error: unknown): string {
+  if (error instanceof Error && error.name === 'ValidationError') {
+    const issues = error.message.split('\n').slice(1).map(line => line.replace(/^\s*-\s*/, '').replace(/ \(at [^)]*\)$/, ''))
+    return `invalid config: ${issues.join('; ')}`
+  }
+  return `failed to start: ${oneLine(String((error as Error)?.message ?? error))}`
+}
+
+function firstLine(error: unknown): string {
+  return String((error as Error)?.message ?? error).split('\n')[0]
+}
+
+function oneLine(text: string): string {
+  return text.split('\n').filter(line => !/^\s+at /.test(line)).map(line => line.trim()).filter(Boolean).join(' ')
+}
+
+// The logger's printf-style formatting, without colors.
+const Logger = {
+  format(message: { args: unknown[] }): string {
+    const [format, ...rest] = message.args
+    if (format instanceof Error) return oneLine(format.stack ?? format.message)
+    let i = 0
+    const text = String(format).replace(/%[a-zA-Z]/g, () => {
+      const value = rest[i++]
+      return typeof value === 'string' ? value : JSON.stringify(value) ?? String(value)
+    })
+    return [text, ...rest.slice(i).map(value => value instanceof Error ? oneLine(value.stack ?? value.message) : String(value))].join(' ')
+  },
+}

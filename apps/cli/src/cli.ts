@@ -1,0 +1,285 @@
+// The `loom` command line: parse, compose or boot, dispatch to the runner.
+import { readFileSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { boot, type Deployment } from './boot.ts'
+import { CLI_ROOT, compose, dumpRows, type Composition } from './compose.ts'
+import { formatTime } from './describe.ts'
+import { BootError, ConfigError, UsageError } from './errors.ts'
+import type { PromptReport, Runner, VerifyReport } from './runner.ts'
+import { processIo, styler, type Io } from './term.ts'
+
+export const USAGE = `Usage: loom <command> [options]
+
+Commands:
+  run "<task>"                 one headless turn of an agent in the current directory
+  prompt                       the request the deployment would send next (no model call)
+  config                       the deployment's rows, composed from its layers, as they boot
+  sessions list                stored sessions: id, created, cwd, turns
+  sessions show ID             a session log as a readable transcript
+  sessions resume ID "<task>"  a new turn on a stored session (output as for run)
+  sessions verify ID           check a log: torn tail, open turn, corruption (exit 1 if not clean)
+  sessions repair ID           repair a log on disk and say what was done
+
+Options:
+  --json                 machine-readable output (run, prompt, config, sessions)
+  --provider <id>        model route (run, resume, prompt); default: deepseek, openai, scripted (the first served)
+  --model <id>           model id (run, resume, prompt)
+  --bundle <name>        bundle layer(s), in order (default: default; the CLI also ships minimal)
+  --patch <file>         a patch layer applied after loom.yml; repeatable, in order
+  -h, --help             this help
+  -v, --version          versions of loom and Node
+
+Environment:
+  DEEPSEEK_API_KEY               use DeepSeek (route deepseek); DEEPSEEK_BASE_URL overrides its URL
+  OPENAI_BASE_URL, OPENAI_API_KEY  use an OpenAI-compatible server (route openai); OPENAI_MODEL picks the model
+  LOOM_HOME                      where sessions are stored (default ~/.loom; sessions in $LOOM_HOME/sessions)
+  With no key set, an offline demo model answers (route scripted).
+`
+
+export interface Parsed {
+  command: string[]
+  json: boolean
+  provider?: string
+  model?: string
+  bundles: string[]
+  patches: string[]
+  help: boolean
+  version: boolean
+}
+
+export function parse(argv: readonly string[]): Parsed {
+  // `pnpm loom -- ...` passes the `--` through.
+  const args = argv.filter(arg => arg !== '--')
+  let values: Record<string, unknown>
+  let positionals: string[]
+  try {
+    ({ values, positionals } = parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        json: { type: 'boolean' },
+        provider: { type: 'string' },
+        model: { type: 'string' },
+        bundle: { type: 'string', multiple: true },
+        patch: { type: 'string', multiple: true },
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
+      },
+    }))
+  } catch (error) {
+    throw new UsageError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''))
+  }
+  return {
+    command: positionals,
+    json: values.json === true,
+    provider: values.provider as string | undefined,
+    model: values.model as string | undefined,
+    bundles: (values.bundle as string[] | undefined) ?? [],
+    patches: (values.patch as string[] | undefined) ?? [],
+    help: values.help === true,
+    version: values.version === true,
+  }
+}
+
+export interface MainOptions {
+  io?: Io
+  cwd?: string
+  /** Receives the runner once the deployment is up (the SIGINT handler cancels through it). */
+  onRunner?: (runner: Runner | undefined) => void
+}
+
+/** Runs one `loom` invocation; resolves to the exit code. */
+export async function main(argv: readonly string[], options: MainOptions = {}): Promise<number> {
+  const io = options.io ?? processIo
+  const cwd = options.cwd ?? process.cwd()
+  const err = styler(io.stderr)
+  const fail = (message: string, code = 1) => {
+    io.stderr.write(err.red(`loom: ${message}`) + '\n')
+    return code
+  }
+  let parsed: Parsed
+  try {
+    parsed = parse(argv)
+  } catch (error) {
+    return fail(`${(error as Error).message}\n\n${USAGE}`, 2)
+  }
+  if (parsed.version) {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+    io.stdout.write(`loom ${pkg.version} (node ${process.version})\n`)
+    return 0
+  }
+  const [command, ...rest] = parsed.command
+  if (parsed.help || command === undefined || command === 'help') {
+    io.stdout.write(USAGE)
+    return command === undefined && !parsed.help ? 2 : 0
+  }
+
+  const layers = { cwd, bundles: parsed.bundles, patches: parsed.patches }
+  let deployment: Deployment | undefined
+  try {
+    if (command === 'config') {
+      expectArgs(command, rest, 0)
+      printConfig(compose({ ...layers, warn: text => io.stderr.write(`loom: warning: ${text}\n`) }), parsed.json, io)
+      return 0
+    }
+    const plan = plan_(command, rest)
+    deployment = await boot({ ...layers, log: (level, text) => io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n') })
+    const runner = deployment.root.get('runner') as Runner | undefined
+    if (!runner) {
+      throw new ConfigError('the deployment has no runner: add the row `- id: runner\n    name: \'@loom/cli/runner\'` (the CLI\'s own plugin serves its commands)')
+    }
+    options.onRunner?.(runner)
+    return await plan(runner, parsed, io, cwd)
+  } catch (error) {
+    if (error instanceof UsageError) return fail(error.message, 2)
+    if (error instanceof ConfigError || error instanceof BootError) return fail(error.message)
+    return fail((error as Error)?.message ?? String(error))
+  } finally {
+    options.onRunner?.(undefined)
+    await deployment?.dispose().catch(error => fail(`shutting down: ${(error as Error).message}`))
+  }
+}
+
+type Plan = (runner: Runner, parsed: Parsed, io: Io, cwd: string) => Promise<number>
+
+function expectArgs(command: string, args: readonly string[], count: number, names = '') {
+  if (args.length < count) throw new UsageError(`${command}: missing ${names}`)
+  if (args.length > count && count >= 0) throw new UsageError(`${command}: unexpected argument "${args[count]}"`)
+}
+
+/** Checks the command before anything boots, and returns what to do once it did. */
+function plan_(command: string, rest: string[]): Plan {
+  switch (command) {
+    case 'run': {
+      const task = rest.join(' ').trim()
+      if (!task) throw new UsageError('run: missing the task, as in: loom run "what is in this directory?"')
+      return (runner, parsed, io, cwd) => runner.run(task, { ...parsed, cwd }, io)
+    }
+    case 'prompt':
+      expectArgs(command, rest, 0)
+      return async (runner, parsed, io, cwd) => {
+        printPrompt(await runner.prompt({ ...parsed, cwd }), parsed.json, io)
+        return 0
+      }
+    case 'sessions':
+      return planSessions(rest)
+    default:
+      throw new UsageError(`unknown command "${command}"\n\n${USAGE}`)
+  }
+}
+
+function planSessions(rest: string[]): Plan {
+  const [sub, id, ...more] = rest
+  const needId = () => {
+    if (!id) throw new UsageError(`sessions ${sub}: missing the session id (see: loom sessions list)`)
+  }
+  switch (sub) {
+    case 'list':
+      expectArgs('sessions list', rest.slice(1), 0)
+      return async (runner, parsed, io) => {
+        const sessions = await runner.listSessions()
+        if (parsed.json) {
+          io.stdout.write(JSON.stringify(sessions, null, 2) + '\n')
+        } else if (!sessions.length) {
+          io.stdout.write('no stored sessions\n')
+        } else {
+          const rows = sessions.map(s => [s.id, formatTime(s.createdAt), String(s.turns), s.lastStatus ?? '-', s.cwd ?? '-'])
+          const head = ['ID', 'CREATED', 'TURNS', 'LAST', 'CWD']
+          const widths = head.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)))
+          const fmt = (r: string[]) => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')
+          io.stdout.write([fmt(head), ...rows.map(fmt)].join('\n') + '\n')
+        }
+        return 0
+      }
+    case 'show':
+      needId()
+      expectArgs('sessions show', more, 0)
+      return async (runner, parsed, io) => {
+        const shown = await runner.showSession(id)
+        io.stdout.write(parsed.json ? JSON.stringify({ meta: shown.meta, events: shown.events }, null, 2) + '\n' : shown.text)
+        return 0
+      }
+    case 'resume': {
+      needId()
+      const task = more.join(' ').trim()
+      if (!task) throw new UsageError('sessions resume: missing the task, as in: loom sessions resume ID "and now?"')
+      return (runner, parsed, io, cwd) => runner.resume(id, task, { ...parsed, cwd }, io)
+    }
+    case 'verify':
+      needId()
+      expectArgs('sessions verify', more, 0)
+      return async (runner, parsed, io) => {
+        const report = await runner.verifySession(id)
+        if (parsed.json) io.stdout.write(JSON.stringify(report, null, 2) + '\n')
+        else io.stdout.write(describeVerify(report))
+        return report.clean ? 0 : 1
+      }
+    case 'repair':
+      needId()
+      expectArgs('sessions repair', more, 0)
+      return async (runner, parsed, io) => {
+        const { before, after } = await runner.repairSession(id)
+        if (parsed.json) {
+          io.stdout.write(JSON.stringify({ before, after }, null, 2) + '\n')
+        } else if (before.corruption) {
+          io.stdout.write(`session ${id} cannot be repaired: ${before.corruption}\n`)
+        } else if (before.clean) {
+          io.stdout.write(`session ${id} is clean: nothing to repair (${before.events} events)\n`)
+        } else {
+          const done: string[] = []
+          if (before.tornBytes) done.push(`cut a torn tail of ${before.tornBytes} bytes`)
+          if (before.openTurn) done.push(`closed the open turn ${before.openTurn.turn}: appended ${before.openTurn.closers.join(', ')}`)
+          io.stdout.write(`repaired session ${id}: ${done.join('; ')}\n${after.clean ? `the log is clean now (${after.events} events)` : 'the log is still not clean'}\n`)
+        }
+        return after.clean ? 0 : 1
+      }
+    default:
+      throw new UsageError(sub ? `unknown sessions command "${sub}" (list, show, resume, verify, repair)` : 'sessions: missing the command (list, show, resume, verify, repair)')
+  }
+}
+
+function describeVerify(report: VerifyReport): string {
+  const lines = [`session ${report.id}: ${report.clean ? 'clean' : 'NOT clean'}`, `  log      ${report.path}`]
+  if (report.corruption) {
+    lines.push(`  corrupt  ${report.corruption}`)
+  } else {
+    lines.push(`  events   ${report.events} committed`)
+    lines.push(`  tail     ${report.tornBytes ? `torn: ${report.tornBytes} bytes after the last complete line would be cut` : 'intact'}`)
+    lines.push(`  turns    ${report.openTurn ? `turn ${report.openTurn.turn} is open; repair appends ${report.openTurn.closers.join(', ')}` : 'all closed'}`)
+    if (!report.clean) lines.push(`  repair with: loom sessions repair ${report.id}`)
+  }
+  return lines.join('\n') + '\n'
+}
+
+function printConfig(composition: Composition, json: boolean, io: Io) {
+  const layers = composition.layers.map(({ kind, label, file }) => ({ kind, label, file }))
+  if (json) {
+    io.stdout.write(JSON.stringify({ layers, rows: composition.rows }, null, 2) + '\n')
+    return
+  }
+  const width = Math.max(...layers.map(layer => `${layer.kind} ${layer.label}`.length))
+  const header = [
+    '# The deployment as it boots: these rows, in this order, mounted by the Cordis loader.',
+    '# Layers, applied in order over an empty list:',
+    ...layers.map(layer => `#   ${`${layer.kind} ${layer.label}`.padEnd(width)}  ${layer.file.startsWith(CLI_ROOT) ? '<loom>/' + layer.file.slice(CLI_ROOT.length) : layer.file}`),
+  ]
+  io.stdout.write(header.join('\n') + '\n' + dumpRows(composition.rows))
+}
+
+function printPrompt(report: PromptReport, json: boolean, io: Io) {
+  if (json) {
+    io.stdout.write(JSON.stringify(report, null, 2) + '\n')
+    return
+  }
+  const out = styler(io.stdout)
+  const rule = (title: string) => out.bold(`── ${title} ${'─'.repeat(Math.max(0, 60 - title.length))}`) + '\n'
+  let text = rule(`route: ${report.provider ? `${report.provider}/${report.model}` : 'none (no model provider is configured)'}`)
+  text += '\n' + rule('system') + report.system + '\n\n'
+  text += rule(`tools, in request order (${report.tools.length})`)
+  report.tools.forEach((tool, i) => {
+    text += `${i + 1}. ${out.bold(tool.name)}  ${out.dim(`← ${tool.owner}`)}\n   ${tool.description}\n`
+  })
+  text += '\n' + rule('runtime-context snapshot (user message)') + (report.runtimeContext || '(none)') + '\n'
+  io.stdout.write(text)
+}

@@ -1,0 +1,235 @@
+// Composition: a deployment is an entry list built by applying layers of patches
+// over an empty list, in order: each bundle, the project's loom.yml, then every
+// `--patch` file. The patch semantics are the include plugin's own
+// (`applyEntryPatches`), and the YAML dialect is its own (`entryListSchema`, with
+// `!!js`), so what `loom config` prints is exactly what boots.
+import { applyEntryPatches, entryListSchema, type PatchOptions } from '@deepseek-ai/cordis-plugin-include'
+import type { EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
+import yaml from 'js-yaml'
+import { existsSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join, relative, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { ConfigError } from './errors.ts'
+
+export type { EntryOptions, PatchOptions }
+
+/** The CLI's own package folder (apps/cli). */
+export const CLI_ROOT = fileURLToPath(new URL('..', import.meta.url))
+
+/** Where a layer came from. */
+export interface Layer {
+  kind: 'bundle' | 'project' | 'patch'
+  /** `default`, `@acme/loom-bundle#web`, `loom.yml`, the patch path as given. */
+  label: string
+  file: string
+  patches: PatchOptions[]
+}
+
+export interface ComposeOptions {
+  /** The project folder: `loom.yml` is read from here, bundles resolve from here first. */
+  cwd: string
+  /** Bundle names, applied in order (default: `['default']`). */
+  bundles?: readonly string[]
+  /** The project's layer: a path, or `false` for none. Default `<cwd>/loom.yml` when it exists. */
+  project?: string | false
+  /** `--patch` files, applied last, in order (relative to `cwd`). */
+  patches?: readonly string[]
+  /** Diagnostics of patches that match nothing (a missing id, a name mismatch). */
+  warn?: (message: string) => void
+}
+
+export interface Composition {
+  layers: Layer[]
+  /** The composed rows: exactly what the include mounts. */
+  rows: EntryOptions[]
+}
+
+/** Builds the deployment's rows from its layers; throws a ConfigError naming the file. */
+export function compose(options: ComposeOptions): Composition {
+  const cwd = resolve(options.cwd)
+  const layers: Layer[] = []
+  for (const bundle of options.bundles?.length ? options.bundles : ['default']) {
+    const file = resolveBundle(bundle, cwd)
+    layers.push({ kind: 'bundle', label: bundle, file, patches: readLayer(file) })
+  }
+  const project = options.project === undefined
+    ? (existsSync(join(cwd, 'loom.yml')) ? join(cwd, 'loom.yml') : undefined)
+    : options.project === false ? undefined : resolve(cwd, options.project)
+  if (project !== undefined) {
+    layers.push({ kind: 'project', label: relative(cwd, project) || project, file: project, patches: readLayer(project) })
+  }
+  for (const patch of options.patches ?? []) {
+    const file = resolve(cwd, patch)
+    layers.push({ kind: 'patch', label: patch, file, patches: readLayer(file) })
+  }
+  const rows = applyLayers(layers, options.warn ?? (() => {}))
+  checkIds(rows, layers)
+  return { layers, rows }
+}
+
+/** The loader keys rows by id: two rows with one id would silently become one. */
+function checkIds(rows: readonly EntryOptions[], layers: readonly Layer[]) {
+  const seen = new Set<string>()
+  for (const row of rows) {
+    if (row.id === undefined) continue
+    if (seen.has(row.id)) {
+      const inserting = layers.filter(layer => layer.patches.some(patch => patch.insert?.some(inserted => inserted.id === row.id)))
+      throw new ConfigError(`two rows have the id "${row.id}" (inserted by ${inserting.map(layer => layer.file).join(' and ')}): ids must be unique; to change a row, patch it by id instead of inserting it again`)
+    }
+    seen.add(row.id)
+    if (row.group && Array.isArray(row.config)) checkIds(row.config, layers)
+  }
+}
+
+/**
+ * Applies the layers in order with the include's patch semantics: `{insert}`
+ * adds rows, an `id` replaces that row's fields (its whole `config`), `disabled`
+ * switches it off; later layers win.
+ */
+export function applyLayers(layers: readonly Layer[], warn: (message: string) => void): EntryOptions[] {
+  let rows: EntryOptions[] = []
+  for (const layer of layers) {
+    rows = applyEntryPatches(rows, layer.patches, (format, ...args) => {
+      const hint = /not found/.test(format) ? ' (a patch changes an existing row; to add a row, list it under "- insert:")' : ''
+      warn(`${layer.file}: ${formatDiagnostic(format, args)}${hint}`)
+    })
+  }
+  return rows
+}
+
+function formatDiagnostic(format: string, args: unknown[]): string {
+  let i = 0
+  return format.replace(/%[A-Za-z]/g, () => JSON.stringify(args[i++]))
+}
+
+/** Parses one layer file: a YAML (or JSON) list of patches. */
+export function readLayer(file: string): PatchOptions[] {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    throw new ConfigError(code === 'ENOENT' ? `${file}: no such file` : `${file}: cannot read: ${(error as Error).message}`)
+  }
+  let data: unknown
+  try {
+    data = yaml.load(text, { schema: entryListSchema, filename: file })
+  } catch (error) {
+    if (error instanceof yaml.YAMLException) {
+      const { mark, reason } = error
+      throw new ConfigError(`malformed YAML in ${file}${mark ? ` at line ${mark.line + 1}, column ${mark.column + 1}` : ''}: ${reason}`)
+    }
+    throw error
+  }
+  if (data === undefined || data === null) {
+    throw new ConfigError(`${file} is empty: a layer is a YAML list of patches; write [] for a layer that changes nothing`)
+  }
+  if (!Array.isArray(data)) {
+    throw new ConfigError(`${file} must be a YAML list of patches ({ insert: [rows] }, or { id, ... } to replace a row), got ${typeName(data)}`)
+  }
+  return data.map((patch, index) => checkPatch(patch, `${file}: patch ${index + 1}`, dirname(file)))
+}
+
+const ROW_KEYS = new Set(['id', 'name', 'config', 'disabled', 'inject', 'group', 'isolate', 'intercept'])
+
+function checkPatch(patch: unknown, where: string, base: string): PatchOptions {
+  if (!isObject(patch)) throw new ConfigError(`${where} must be a mapping, got ${typeName(patch)}`)
+  const unknown = Object.keys(patch).filter(key => key !== 'insert' && !ROW_KEYS.has(key))
+  if (unknown.length) {
+    throw new ConfigError(`${where} has unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map(key => `"${key}"`).join(', ')} (known: insert, ${[...ROW_KEYS].join(', ')})`)
+  }
+  if (patch.id !== undefined && typeof patch.id !== 'string') throw new ConfigError(`${where}: id must be a string`)
+  if (patch.insert !== undefined) {
+    if (!Array.isArray(patch.insert)) throw new ConfigError(`${where}: insert must be a list of rows`)
+    return { ...patch, insert: patch.insert.map((row, i) => checkRow(row, `${where}, row ${i + 1}`, base)) }
+  }
+  if (patch.id === undefined) {
+    throw new ConfigError(`${where} needs an id (to replace or disable that row) or an insert list (to add rows)`)
+  }
+  if (patch.name !== undefined) {
+    if (typeof patch.name !== 'string') throw new ConfigError(`${where}: name must be a string`)
+    return { ...patch, name: absoluteName(patch.name, base) }
+  }
+  return patch as PatchOptions
+}
+
+function checkRow(row: unknown, where: string, base: string): EntryOptions {
+  if (!isObject(row)) throw new ConfigError(`${where} must be a mapping, got ${typeName(row)}`)
+  const label = typeof row.id === 'string' ? `${where} ("${row.id}")` : where
+  const unknown = Object.keys(row).filter(key => !ROW_KEYS.has(key))
+  if (unknown.length) throw new ConfigError(`${label} has unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map(key => `"${key}"`).join(', ')} (known: ${[...ROW_KEYS].join(', ')})`)
+  if (row.id !== undefined && typeof row.id !== 'string') throw new ConfigError(`${label}: id must be a string`)
+  if (typeof row.name !== 'string' || row.name === '') throw new ConfigError(`${label} needs a name (a package or a path to a plugin module)`)
+  const checked = { ...row, name: absoluteName(row.name, base) } as EntryOptions
+  if (row.group && Array.isArray(row.config)) {
+    checked.config = row.config.map((child, i) => checkRow(child, `${label}, row ${i + 1}`, base))
+  }
+  return checked
+}
+
+/** A relative module path names a file next to the layer that wrote it. */
+function absoluteName(name: string, base: string): string {
+  return name.startsWith('./') || name.startsWith('../') ? resolve(base, name) : name
+}
+
+/**
+ * Finds a bundle file. `default` and `minimal` are the CLI's own; `<package>`
+ * or `<package>#<name>` is a bundle a package declares in its package.json
+ * (`"loom": { "bundle": "./x.yml" }` or a map of named bundles), looked up from
+ * the project first, then from the CLI.
+ */
+export function resolveBundle(spec: string, cwd: string): string {
+  const own = readManifest(join(CLI_ROOT, 'package.json'))
+  if (isObject(own.bundles) && typeof own.bundles[spec] === 'string') return resolve(CLI_ROOT, own.bundles[spec] as string)
+  const hash = spec.lastIndexOf('#')
+  const pkg = hash > 0 ? spec.slice(0, hash) : spec
+  const wanted = hash > 0 ? spec.slice(hash + 1) : undefined
+  const manifestPath = findManifest(pkg, cwd) ?? findManifest(pkg, CLI_ROOT)
+  const shipped = Object.keys(isObject(own.bundles) ? own.bundles : {}).join(', ')
+  if (!manifestPath) {
+    throw new ConfigError(`unknown bundle "${spec}": the CLI ships ${shipped}; another bundle is a package (or <package>#<name>) that declares "loom": { "bundle": ... } in its package.json`)
+  }
+  const manifest = readManifest(manifestPath)
+  const pkgDir = dirname(manifestPath)
+  if (typeof manifest.bundles === 'string' && wanted === undefined) return resolve(pkgDir, manifest.bundles)
+  if (isObject(manifest.bundles)) {
+    const names = Object.keys(manifest.bundles)
+    const chosen = wanted ?? (names.length === 1 ? names[0] : 'default')
+    const file = manifest.bundles[chosen]
+    if (typeof file === 'string') return resolve(pkgDir, file)
+    throw new ConfigError(`package "${pkg}" has no bundle "${chosen}" (it declares: ${names.join(', ')}); name one as ${pkg}#<name>`)
+  }
+  throw new ConfigError(`package "${pkg}" (${manifestPath}) declares no bundle: add "loom": { "bundle": "./bundles/<name>.yml" } to its package.json`)
+}
+
+/** A package's package.json as seen from `dir` (resolution, then a parent walk for packages whose exports hide it). */
+function findManifest(pkg: string, dir: string): string | undefined {
+  try {
+    return createRequire(join(dir, 'package.json')).resolve(`${pkg}/package.json`)
+  } catch { /* not exported, or not there */ }
+  for (let at = dir; ; at = dirname(at)) {
+    const candidate = join(at, 'node_modules', pkg, 'package.json')
+    if (existsSync(candidate)) return candidate
+    if (dirname(at) === at) return undefined
+  }
+}
+
+function readManifest(path: string): { bundles?: unknown } {
+  const json = JSON.parse(readFileSync(path, 'utf8')) as { loom?: { bundle?: unknown } }
+  return { bundles: json.loom?.bundle }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function typeName(value: unknown): string {
+  return value === null ? 'null' : Array.isArray(value) ? 'a list' : typeof value === 'object' ? 'a mapping' : `${typeof value} ${JSON.stringify(value)}`
+}
+
+/** The rows as the YAML dialect the include reads (`!!js` kept). */
+export function dumpRows(rows: readonly EntryOptions[]): string {
+  return yaml.dump(rows, { schema: entryListSchema, lineWidth: 120, noRefs: true })
+}
+

@@ -1,0 +1,206 @@
+// Readable summaries of what happened in a session: one-line tool calls and
+// results for the live stream, and the whole transcript for `loom sessions show`.
+import type { AssistantMessage, ContentBlock, LlmCallConfig, ToolResultMessage, ToolSchema, UserMessage } from '@loom/llm'
+import type { RequestHeader, SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
+import { clip } from './term.ts'
+
+/** The text of content blocks (tool results nest theirs). */
+export function blockText(blocks: readonly ContentBlock[]): string {
+  return blocks.map(block => {
+    if (block.type === 'text') return block.text
+    if (block.type === 'tool-result') return blockText(block.content)
+    return ''
+  }).filter(Boolean).join('\n')
+}
+
+/** The visible text of an assistant message. */
+export function assistantText(message: AssistantMessage): string {
+  return message.content.filter(block => block.type === 'text').map(block => (block as { text: string }).text).join('')
+}
+
+/** Tool arguments as the model sent them (raw JSON text), parsed when they parse. */
+export function parseArguments(raw: string): unknown {
+  if (raw === '') return {}
+  try {
+    return JSON.parse(raw)
+  } catch {
+    return raw
+  }
+}
+
+/** `bash: ls -la`, `read: README.md`, or the arguments as compact JSON. */
+export function describeCall(name: string, raw: string): string {
+  const args = parseArguments(raw)
+  if (typeof args === 'object' && args !== null && !Array.isArray(args)) {
+    const record = args as Record<string, unknown>
+    for (const key of ['command', 'path', 'pattern', 'query', 'url', 'file_path']) {
+      if (typeof record[key] === 'string') {
+        const rest = Object.keys(record).filter(other => other !== key)
+        const extra = rest.length ? ' ' + clip(JSON.stringify(Object.fromEntries(rest.map(k => [k, record[k]]))), 60) : ''
+        return `${name}: ${clip(oneLine(record[key] as string), 100)}${extra}`
+      }
+    }
+  }
+  const text = typeof args === 'string' ? args : JSON.stringify(args)
+  return `${name} ${clip(text, 100)}`
+}
+
+/** The tool result's text and whether it is an error. */
+export function resultOf(message: ToolResultMessage): { text: string; isError: boolean } {
+  const block = message.content[0]
+  return { text: blockText(block.content), isError: block.isError === true }
+}
+
+/** `12 lines`, the single short line itself, or the first line of an error. */
+export function describeResult(message: ToolResultMessage): { ok: boolean; summary: string } {
+  const { text, isError } = resultOf(message)
+  const lines = text.replace(/\n+$/, '').split('\n')
+  if (isError) return { ok: false, summary: clip(lines[0] || 'error', 160) }
+  if (text.trim() === '') return { ok: true, summary: '(no output)' }
+  if (lines.length === 1) return { ok: true, summary: clip(lines[0], 120) }
+  return { ok: true, summary: `${lines.length} lines` }
+}
+
+export function describeReason(reason: TurnEndReason): string {
+  switch (reason.kind) {
+    case 'error': return `error: ${reason.error.code}: ${reason.error.message}`
+    case 'aborted': return `aborted (${reason.reason.kind === 'hook' ? `hook: ${reason.reason.reason}` : reason.reason.kind})`
+    default: return reason.kind
+  }
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ⏎ ')
+}
+
+function isContextSnapshot(message: UserMessage): boolean {
+  return message.source.kind === 'plugin'
+}
+
+function route(config: LlmCallConfig): string {
+  return `${config.provider}/${config.model}`
+}
+
+function toolNames(tools: readonly ToolSchema[] | undefined): string {
+  return (tools ?? []).map(tool => tool.name).join(', ') || 'none'
+}
+
+/** What changed between two request headers, in words. */
+export function headerChange(before: RequestHeader | undefined, after: RequestHeader): string {
+  if (!before) {
+    return `${route(after.config)} · system ${(after.system ?? '').length} chars · ${(after.tools ?? []).length} tools: ${toolNames(after.tools)}`
+  }
+  const changes: string[] = []
+  if (route(before.config) !== route(after.config)) changes.push(`route ${route(before.config)} → ${route(after.config)}`)
+  const { provider: _p, model: _m, ...restBefore } = before.config
+  const { provider: _q, model: _n, ...restAfter } = after.config
+  if (JSON.stringify(restBefore) !== JSON.stringify(restAfter)) changes.push(`call config ${JSON.stringify(restBefore)} → ${JSON.stringify(restAfter)}`)
+  if ((before.system ?? '') !== (after.system ?? '')) changes.push(`system text changed (${(before.system ?? '').length} → ${(after.system ?? '').length} chars)`)
+  const was = new Set((before.tools ?? []).map(tool => tool.name))
+  const now = new Set((after.tools ?? []).map(tool => tool.name))
+  const added = [...now].filter(name => !was.has(name))
+  const removed = [...was].filter(name => !now.has(name))
+  if (added.length) changes.push(`tools added: ${added.join(', ')}`)
+  if (removed.length) changes.push(`tools removed: ${removed.join(', ')}`)
+  if (!added.length && !removed.length && JSON.stringify(before.tools) !== JSON.stringify(after.tools)) changes.push('tool schemas or order changed')
+  return changes.join('; ') || 'no visible change'
+}
+
+export interface TranscriptOptions {
+  /** Lines of each tool result to show (default 8). */
+  resultLines?: number
+}
+
+/** The session log as a readable transcript. */
+export function transcript(header: SessionHeader, events: readonly SessionEvent[], options: TranscriptOptions = {}): string {
+  const maxLines = options.resultLines ?? 8
+  const out: string[] = []
+  const turns = events.filter(event => event.type === 'turn/start').length
+  out.push(`session ${header.id}`)
+  out.push(`  created  ${formatTime(header.createdAt)}`)
+  if (header.cwd !== undefined) out.push(`  cwd      ${header.cwd}`)
+  if (header.parentSession !== undefined) out.push(`  parent   ${header.parentSession}`)
+  out.push(`  turns    ${turns}`)
+  out.push(`  events   ${events.length}`)
+  let header_: RequestHeader | undefined
+  const calls = new Map<string, string>()
+  const indent = (text: string, prefix = '    │ ') => {
+    const lines = text.replace(/\n+$/, '').split('\n')
+    const shown = lines.slice(0, maxLines).map(line => (prefix + clip(line, 160)).trimEnd())
+    if (lines.length > maxLines) shown.push(`${prefix}… ${lines.length - maxLines} more lines`)
+    return shown.join('\n')
+  }
+  for (const event of events) {
+    switch (event.type) {
+      case 'turn/start': {
+        const { turn } = event.data as SessionEventMap['turn/start']
+        out.push('', `── turn ${turn} ${'─'.repeat(50)}`)
+        break
+      }
+      case 'turn/end': {
+        const { turn, reason } = event.data as SessionEventMap['turn/end']
+        out.push(`turn ${turn} ended: ${describeReason(reason)}`)
+        break
+      }
+      case 'request/header': {
+        const { header, reason } = event.data as SessionEventMap['request/header']
+        out.push(`[request header, ${reason}] ${headerChange(reason === 'change' ? header_ : undefined, header)}`)
+        header_ = header
+        break
+      }
+      case 'request/context': {
+        const { provider, model, contextWindow } = event.data as SessionEventMap['request/context']
+        out.push(`[model] ${provider}/${model}${contextWindow ? ` · context window ${contextWindow}` : ''}`)
+        break
+      }
+      case 'user/message': {
+        const message = event.data as UserMessage
+        const text = blockText(message.content)
+        if (isContextSnapshot(message)) out.push('[runtime context]', indent(text))
+        else out.push(`user: ${text}`)
+        break
+      }
+      case 'assistant/message': {
+        const { message, interrupted } = event.data as SessionEventMap['assistant/message']
+        const text = assistantText(message)
+        if (text.trim()) out.push(`assistant${interrupted ? ' (interrupted)' : ''}: ${text.replace(/\n/g, '\n  ')}`)
+        else if (interrupted) out.push('assistant (interrupted)')
+        break
+      }
+      case 'tool/call': {
+        const { callId, name, arguments: raw } = event.data as SessionEventMap['tool/call']
+        calls.set(callId, name)
+        out.push(`→ ${describeCall(name, raw)}`)
+        break
+      }
+      case 'tool/result': {
+        const { message, error } = event.data as SessionEventMap['tool/result']
+        const { text, isError } = resultOf(message)
+        const name = calls.get(message.content[0].toolCallId) ?? 'tool'
+        out.push(`  ${isError ? '✗' : '✓'} ${name}${isError && error ? ` (${error.code})` : ''}`)
+        if (text.trim()) out.push(indent(text))
+        break
+      }
+      case 'session/end-seed':
+        out.push('', '── resumed ──')
+        break
+      case 'compaction/summary': {
+        const data = event.data as SessionEventMap['compaction/summary']
+        out.push(`[compaction] ${data.shadowedSeqs.length} events summarized`, indent(blockText(data.summary)))
+        break
+      }
+      case 'compaction/prune': {
+        const data = event.data as SessionEventMap['compaction/prune']
+        out.push(`[compaction] ${data.shadowedSeqs.length} tool results pruned`)
+        break
+      }
+      default:
+        break
+    }
+  }
+  return out.join('\n') + '\n'
+}
+
+export function formatTime(ms: number): string {
+  return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC')
+}

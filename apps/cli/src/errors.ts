@@ -1,0 +1,22 @@
+/** A problem with the deployment's configuration: the message names the file, row or key. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+/** The deployment did not start: one line per row that failed, naming the row and its module. */
+export class BootError extends Error {
+  override name = 'BootError'
+  constructor(readonly problems: readonly string[]) {
+    super(`the deployment failed to start:\n  ${problems.join('\n  ')}`)
+  }
+}
+
+/** A command was used wrongly (unknown flag, missing argument). */
+export class UsageError extends Error {
+  override name = 'UsageError'
+}
+
+/** The deployment's prompt does not assemble for an agent (checked before the first model call). */
+export class PromptError extends Error {
+  override name = 'PromptError'
+}

@@ -1,0 +1,421 @@
+// The runner: the CLI's own plugin (row `runner`). It picks the model route,
+// creates the agent for the working directory and serves the commands: one
+// headless turn (`run`, `sessions resume`), the next request (`prompt`), and the
+// stored sessions (`sessions list|show|verify|repair`).
+import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import type { Agent } from '@loom/agent-loop'
+import { userText, type AssistantMessage, type TokenUsage, type ToolResultMessage } from '@loom/llm'
+import type { SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
+import { joinContextSections, renderContextSections, renderPrompt } from '@loom/system-prompt'
+import { randomBytes } from 'node:crypto'
+import { assistantText, describeCall, describeReason, describeResult, parseArguments, resultOf, transcript } from './describe.ts'
+import { PromptError, UsageError } from './errors.ts'
+import { processIo, Spinner, styler, type Io } from './term.ts'
+import type {} from '@loom/session-jsonl'
+
+export const name = '@loom/cli/runner'
+
+export interface RunnerConfig {
+  /** Route to use; default: the first of `preference` the deployment serves. */
+  provider?: string
+  /** Model to use; default: `models[provider]`, else the first model the provider lists. */
+  model?: string
+  preference: string[]
+  models: Record<string, string>
+}
+
+export const Config: Schema<RunnerConfig> = Schema.object({
+  provider: Schema.string().description('The provider route to use (flag --provider wins). Default: the first of `preference` that the deployment serves.'),
+  model: Schema.string().description('The model to use (flag --model wins). Default: `models[provider]`, else the first model the provider lists.'),
+  preference: Schema.array(Schema.string()).default(['deepseek', 'openai', 'scripted']).description('Provider routes in order of preference.'),
+  models: Schema.dict(Schema.string()).default({}).description('Default model per provider route.'),
+})
+
+export interface RouteFlags { provider?: string; model?: string }
+
+export interface RunFlags extends RouteFlags {
+  json?: boolean
+  /** Working directory of the agent (default: process.cwd()). */
+  cwd?: string
+}
+
+export interface ToolCallReport {
+  id: string
+  name: string
+  arguments: unknown
+  isError: boolean | null
+  result: string | null
+  errorCode?: string
+}
+
+/** What `loom run --json` prints. */
+export interface RunReport {
+  sessionId: string
+  status: TurnEndReason['kind'] | 'not-started'
+  reason: unknown
+  text: string
+  toolCalls: ToolCallReport[]
+  usage: Required<TokenUsage>
+  provider: string
+  model: string
+}
+
+/** What `loom prompt --json` prints. */
+export interface PromptReport {
+  cwd: string
+  provider: string | null
+  model: string | null
+  system: string
+  tools: { name: string; description: string; owner: string; parameters?: Record<string, unknown> }[]
+  runtimeContext: string
+  sections: { name: string; order: number; owner: string; stability: string }[]
+  contexts: { name: string; order: number; owner: string; text: string }[]
+}
+
+export interface SessionSummary {
+  id: string
+  createdAt: number
+  cwd: string | null
+  turns: number
+  events: number
+  lastStatus: string | null
+}
+
+export interface VerifyReport {
+  id: string
+  path: string
+  clean: boolean
+  events: number
+  tornBytes: number
+  openTurn: { turn: number; closers: string[] } | null
+  corruption: string | null
+}
+
+declare module '@deepseek-ai/cordis' {
+  interface Context {
+    runner: Runner
+  }
+}
+
+const EXIT_INTERRUPTED = 130
+
+/**
+ * The commands of the `loom` CLI, as a service (ctx key `runner`). The agents it
+ * creates belong to it: unloading the runner disposes them.
+ */
+export class Runner extends Service {
+  static readonly inject = ['agents', 'llm', 'sessions', 'systemPrompt', 'tools']
+  static readonly Config = Config
+
+  private readonly home: Context
+  readonly config: RunnerConfig
+  private active: Agent | undefined
+  private cancelled = false
+
+  constructor(ctx: Context, config: RunnerConfig) {
+    super(ctx, 'runner')
+    this.home = ctx
+    this.config = config
+  }
+
+  /** The route a command uses: flags, then config, then the first preferred provider the deployment serves. */
+  async route(flags: RouteFlags = {}): Promise<{ provider: string; model: string }> {
+    const available = this.home.llm.listProviders().map(provider => provider.id)
+    const wanted = flags.provider ?? this.config.provider
+    let provider: string | undefined
+    if (wanted !== undefined) {
+      if (!available.includes(wanted)) {
+        throw new UsageError(`provider "${wanted}" is not served by this deployment (available: ${available.join(', ') || 'none'})`
+          + (wanted === 'deepseek' ? '; set DEEPSEEK_API_KEY to enable it' : wanted === 'openai' ? '; set OPENAI_BASE_URL and OPENAI_API_KEY to enable it' : ''))
+      }
+      provider = wanted
+    } else {
+      provider = this.config.preference.find(id => available.includes(id)) ?? available[0]
+    }
+    if (provider === undefined) {
+      throw new UsageError('no model provider is configured: the deployment registers no LLM adapter (add @loom/llm-openai or @loom/llm-scripted)')
+    }
+    // A configured model belongs to the configured route: a --provider flag alone drops it.
+    let model = flags.model ?? (flags.provider === undefined ? this.config.model : undefined) ?? this.config.models[provider]
+    if (model === undefined) model = (await this.home.llm.listModels(provider))[0]?.id
+    if (model === undefined) throw new UsageError(`provider "${provider}" lists no models: pass --model`)
+    return { provider, model }
+  }
+
+  /** Cancels the running turn (SIGINT). */
+  cancel(): void {
+    this.cancelled = true
+    this.active?.cancel({ kind: 'user' })
+  }
+
+  /** `loom run`: one headless turn on a new agent for the working directory. */
+  async run(task: string, flags: RunFlags = {}, io: Io = processIo): Promise<number> {
+    const route = await this.route(flags)
+    const cwd = flags.cwd ?? process.cwd()
+    const agent = this.home.agents.create(newSessionId(), { ...route, cwd })
+    return this.turn(agent, task, route, flags, io)
+  }
+
+  /** `loom sessions resume ID`: a new turn on a stored session, printed like `run`. */
+  async resume(id: string, task: string, flags: RunFlags = {}, io: Io = processIo): Promise<number> {
+    const persistence = this.persistence()
+    let options: RouteFlags = {}
+    const available = this.home.llm.listProviders().map(provider => provider.id)
+    if (flags.provider !== undefined || flags.model !== undefined) {
+      options = await this.route(flags)
+    } else {
+      const stored = await persistence.inspect(id)
+      const last = lastRoute(stored.events)
+      // The route the session used, if this deployment still serves it; else the default route.
+      if (!last || !available.includes(last.provider)) options = await this.route()
+    }
+    const agent = await this.home.agents.resume(id, options)
+    const route = { provider: agent.options.provider ?? '', model: agent.options.model ?? '' }
+    return this.turn(agent, task, route, flags, io)
+  }
+
+  private async turn(agent: Agent, task: string, route: { provider: string; model: string }, flags: RunFlags, io: Io): Promise<number> {
+    const session = agent.session
+    const from = session.events.length
+    const json = flags.json === true
+    const out = styler(io.stdout)
+    const spinner = new Spinner(io.stderr, !json && Boolean(io.stderr.isTTY))
+    let atLineStart = true
+    let streamedText = false
+    const write = (text: string) => {
+      if (!text) return
+      spinner.stop()
+      io.stdout.write(text)
+      atLineStart = text.endsWith('\n')
+    }
+    const line = (text: string) => write((atLineStart ? '' : '\n') + text + '\n')
+
+    const stopListening = json ? () => {} : this.home.on('session/event', (target, event) => {
+      if (target !== session) return
+      switch (event.type) {
+        case 'step/start':
+          spinner.start('thinking')
+          break
+        case 'assistant/chunk': {
+          const { chunk } = event.data as SessionEventMap['assistant/chunk']
+          if (chunk.type === 'text-delta') {
+            write(chunk.text)
+            streamedText = true
+          }
+          break
+        }
+        case 'assistant/message':
+          if (!atLineStart) write('\n')
+          break
+        case 'tool/call': {
+          const { name, arguments: raw } = event.data as SessionEventMap['tool/call']
+          line(out.cyan(`→ ${describeCall(name, raw)}`))
+          spinner.start(`running ${name}`)
+          break
+        }
+        case 'tool/result': {
+          const { message } = event.data as SessionEventMap['tool/result']
+          const { ok, summary } = describeResult(message)
+          line(out.dim(`  ${ok ? out.green('✓') : out.red('✗')} ${summary}`))
+          spinner.start('thinking')
+          break
+        }
+        case 'turn/end':
+          spinner.stop()
+          break
+      }
+    })
+
+    // A prompt that cannot assemble (an unknown {{variable}}, a step variable in the
+    // system text) fails here, naming the section and plugin, before anything is logged.
+    try {
+      const assembly = await this.home.systemPrompt.assemble({ agent, scope: agent })
+      renderPrompt(assembly)
+      renderContextSections(assembly)
+    } catch (error) {
+      stopListening()
+      await agent.dispose()
+      throw new PromptError(`the prompt does not assemble: ${(error as Error).message}`)
+    }
+
+    this.active = agent
+    this.cancelled = false
+    let reason: TurnEndReason | undefined
+    try {
+      agent.followup(userText(task))
+      await agent.idle()
+    } finally {
+      spinner.stop()
+      stopListening()
+      this.active = undefined
+      await this.home.sessions.flush(session)
+    }
+    const events = session.events.slice(from)
+    for (const event of events) if (event.type === 'turn/end') reason = (event.data as SessionEventMap['turn/end']).reason
+    const report = runReport(session.id, route, events, reason)
+    // Disposing the agent detaches its session; the backend writes what is left.
+    await agent.dispose()
+
+    if (json) {
+      io.stdout.write(JSON.stringify(report, null, 2) + '\n')
+    } else {
+      if (!atLineStart) write('\n')
+      if (!streamedText && report.text) line(report.text)
+      const err = styler(io.stderr)
+      if (report.status !== 'completed') {
+        io.stderr.write(err.red(`loom: the turn ended: ${reason ? describeReason(reason) : 'it did not start'}`) + '\n')
+      }
+      io.stderr.write(err.dim(`session ${session.id} · ${route.provider}/${route.model} · ${report.usage.inputTokens + report.usage.cacheReadTokens} in / ${report.usage.outputTokens} out tokens`) + '\n')
+    }
+    if (report.status === 'completed') return 0
+    return this.cancelled && report.status === 'aborted' ? EXIT_INTERRUPTED : 1
+  }
+
+  /** `loom prompt`: the request the deployment would send next for a new agent in `cwd`, without calling a model. */
+  async prompt(flags: RunFlags = {}): Promise<PromptReport> {
+    const cwd = flags.cwd ?? process.cwd()
+    let route: { provider: string | null; model: string | null } = { provider: null, model: null }
+    try {
+      route = await this.route(flags)
+    } catch (error) {
+      if (flags.provider !== undefined || flags.model !== undefined) throw error
+    }
+    const agent = this.home.agents.create(`prompt-${newSessionId()}`, { ...(route.provider && { provider: route.provider, model: route.model! }), cwd })
+    try {
+      const assembly = await this.home.systemPrompt.assemble({ agent, scope: agent })
+      const rendered = renderContextSections(assembly)
+      const texts = new Map(rendered.map(section => [section.name, section.text]))
+      return {
+        cwd,
+        ...route,
+        system: renderPrompt(assembly),
+        tools: assembly.tools.map(({ name, description, owner, parameters }) => ({ name, description, owner, parameters })),
+        runtimeContext: joinContextSections(rendered),
+        sections: assembly.sections.map(({ name, order, owner, stability }) => ({ name, order, owner, stability })),
+        contexts: assembly.contexts.map(({ name, order, owner }) => ({ name, order, owner, text: texts.get(name) ?? '' })),
+      }
+    } finally {
+      await agent.dispose()
+    }
+  }
+
+  private persistence() {
+    const persistence = this.home.get('sessionPersistence')
+    if (!persistence) {
+      throw new UsageError('this deployment stores no sessions: add a session persistence row (@loom/session-jsonl) to use `loom sessions`')
+    }
+    return persistence
+  }
+
+  /** Every stored session, oldest first, with its turn count. */
+  async listSessions(): Promise<SessionSummary[]> {
+    const persistence = this.persistence()
+    const headers = await persistence.list()
+    return Promise.all(headers.map(async (header: SessionHeader) => {
+      try {
+        const { events } = await persistence.inspect(header.id)
+        let lastStatus: string | null = null
+        for (const event of events) if (event.type === 'turn/end') lastStatus = (event.data as SessionEventMap['turn/end']).reason.kind
+        return { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null, turns: events.filter(event => event.type === 'turn/start').length, events: events.length, lastStatus }
+      } catch (error) {
+        return { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null, turns: -1, events: -1, lastStatus: `unreadable: ${(error as Error).message}` }
+      }
+    }))
+  }
+
+  /** The session as a readable transcript (as `load` would see it, without writing). */
+  async showSession(id: string): Promise<{ text: string; meta: SessionHeader; events: readonly SessionEvent[] }> {
+    const { meta, events } = await this.persistence().inspect(id)
+    return { text: transcript(meta, events), meta, events }
+  }
+
+  /** Checks a stored log without writing: a torn tail, an open turn, corruption. */
+  async verifySession(id: string): Promise<VerifyReport> {
+    const persistence = this.persistence()
+    const path = await persistence.files.find(id)
+    if (!path) throw new UsageError(`session "${id}" not found in ${persistence.files.root}`)
+    try {
+      const log = await persistence.files.read(path, id)
+      // `inspect` also validates the log as one Session would hold it.
+      await persistence.inspect(id)
+      const tornBytes = log.fileBytes - log.committedBytes
+      const openTurn = log.closers.length ? { turn: openTurnOf(log.events), closers: log.closers.map(describeCloser) } : null
+      return { id, path, clean: tornBytes === 0 && !openTurn, events: log.events.length, tornBytes, openTurn, corruption: null }
+    } catch (error) {
+      return { id, path, clean: false, events: 0, tornBytes: 0, openTurn: null, corruption: (error as Error).message }
+    }
+  }
+
+  /** Repairs a stored log on disk (`load`): cuts a torn tail, closes an open turn. */
+  async repairSession(id: string): Promise<{ before: VerifyReport; after: VerifyReport }> {
+    const before = await this.verifySession(id)
+    if (before.corruption) return { before, after: before }
+    await this.persistence().load(id)
+    return { before, after: await this.verifySession(id) }
+  }
+}
+
+Object.defineProperty(Runner, 'name', { value: name })
+
+export default Runner
+
+/** Session ids sort by creation time: `20261129-134221-k3f9`. */
+export function newSessionId(now = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)
+  return `${stamp}-${randomBytes(3).toString('hex')}`
+}
+
+function lastRoute(events: readonly SessionEvent[]): { provider: string; model: string } | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i]
+    if (event.type === 'request/header') return (event.data as SessionEventMap['request/header']).header.config
+  }
+  return undefined
+}
+
+function openTurnOf(events: readonly SessionEvent[]): number {
+  for (let i = events.length - 1; i >= 0; i--) {
+    if (events[i].type === 'turn/start') return (events[i].data as SessionEventMap['turn/start']).turn
+  }
+  return 0
+}
+
+function describeCloser(event: SessionEvent): string {
+  if (event.type === 'tool/result') {
+    const { message, error } = event.data as SessionEventMap['tool/result']
+    return `error result for tool call ${message.content[0].toolCallId}${error ? ` (${error.code})` : ''}`
+  }
+  if (event.type === 'turn/end') return `turn/end (${(event.data as SessionEventMap['turn/end']).reason.kind})`
+  return event.type
+}
+
+export function runReport(sessionId: string, route: { provider: string; model: string }, events: readonly SessionEvent[], reason: TurnEndReason | undefined): RunReport {
+  const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+  const calls = new Map<string, ToolCallReport>()
+  let text = ''
+  for (const event of events) {
+    if (event.type === 'assistant/message') {
+      const data = event.data as SessionEventMap['assistant/message']
+      const said = assistantText(data.message as AssistantMessage)
+      if (said.trim()) text = said
+      for (const key of Object.keys(usage) as (keyof TokenUsage)[]) usage[key] += data.usage?.[key] ?? 0
+    } else if (event.type === 'tool/call') {
+      const data = event.data as SessionEventMap['tool/call']
+      calls.set(data.callId, { id: data.callId, name: data.name, arguments: parseArguments(data.arguments), isError: null, result: null })
+    } else if (event.type === 'tool/result') {
+      const data = event.data as SessionEventMap['tool/result']
+      const message = data.message as ToolResultMessage
+      const call = calls.get(message.content[0].toolCallId)
+      if (call) {
+        const { text: result, isError } = resultOf(message)
+        call.result = result
+        call.isError = isError
+        if (data.error) call.errorCode = data.error.code
+      }
+    }
+  }
+  const detail = reason?.kind === 'error' ? reason.error : reason?.kind === 'aborted' ? reason.reason : null
+  return { sessionId, status: reason?.kind ?? 'not-started', reason: detail, text, toolCalls: [...calls.values()], usage, ...route }
+}
+

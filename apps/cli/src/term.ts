@@ -1,0 +1,69 @@
+// Terminal output: colors and a spinner only on a TTY; plain text otherwise.
+
+export interface Stream {
+  write(text: string): unknown
+  isTTY?: boolean
+}
+
+export interface Io {
+  stdout: Stream
+  stderr: Stream
+}
+
+export const processIo: Io = { stdout: process.stdout, stderr: process.stderr }
+
+/** Styles text when the stream is a TTY (and NO_COLOR is not set); otherwise returns it unchanged. */
+export function styler(stream: Stream) {
+  const on = Boolean(stream.isTTY) && !process.env.NO_COLOR && process.env.TERM !== 'dumb'
+  const wrap = (open: number, close: number) => (text: string) => on ? `\x1b[${open}m${text}\x1b[${close}m` : text
+  return {
+    enabled: on,
+    bold: wrap(1, 22),
+    dim: wrap(2, 22),
+    red: wrap(31, 39),
+    green: wrap(32, 39),
+    yellow: wrap(33, 39),
+    cyan: wrap(36, 39),
+  }
+}
+
+const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
+
+/**
+ * A one-line spinner on `stream` while the program waits (for the model, for a
+ * tool). It draws only when the stream is a TTY; elsewhere every call is a no-op,
+ * so piped output never holds an escape code.
+ */
+export class Spinner {
+  private timer: NodeJS.Timeout | undefined
+  private frame = 0
+  private label = ''
+
+  constructor(private readonly stream: Stream, private readonly enabled = Boolean(stream.isTTY)) {}
+
+  start(label: string): void {
+    if (!this.enabled) return
+    this.label = label
+    if (this.timer) return
+    this.draw()
+    this.timer = setInterval(() => this.draw(), 80)
+    this.timer.unref()
+  }
+
+  /** Clears the spinner line; call before writing anything else to the terminal. */
+  stop(): void {
+    if (!this.timer) return
+    clearInterval(this.timer)
+    this.timer = undefined
+    this.stream.write('\r\x1b[K')
+  }
+
+  private draw() {
+    this.stream.write(`\r\x1b[K${FRAMES[this.frame++ % FRAMES.length]} ${this.label}`)
+  }
+}
+
+/** `text` cut to `max` characters, with an ellipsis when cut. */
+export function clip(text: string, max: number): string {
+  return text.length <= max ? text : text.slice(0, Math.max(0, max - 1)) + '…'
+}

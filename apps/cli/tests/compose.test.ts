@@ -1,0 +1,183 @@
+// In-process: the layer semantics, the argument parser, the demo model's
+// decisions, and boot/recompose of a running deployment.
+import type { GenerateOptions, Message } from '@loom/llm'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { register } from 'tsx/esm/api'
+import { afterAll, describe, expect, it } from 'vitest'
+import { boot, type Deployment } from '../src/boot.ts'
+import { parse } from '../src/cli.ts'
+import { applyLayers, compose, readLayer, type Layer } from '../src/compose.ts'
+import { DEMO_LABEL, demoReply, parseListing } from '../src/demo-model.ts'
+import { BootError, ConfigError } from '../src/errors.ts'
+import { newSessionId } from '../src/runner.ts'
+
+// The loader imports plugin modules natively: let Node load TypeScript.
+const unregister = register()
+const folders: string[] = []
+afterAll(() => {
+  unregister()
+  for (const folder of folders) rmSync(folder, { recursive: true, force: true })
+})
+
+function layer(patches: unknown[], label = 'test'): Layer {
+  return { kind: 'patch', label, file: `/layers/${label}.yml`, patches: patches as Layer['patches'] }
+}
+
+function dir(files: Record<string, string>): string {
+  const path = mkdtempSync(join(tmpdir(), 'loom-cli-unit-'))
+  folders.push(path)
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(path, name), text)
+  return path
+}
+
+describe('layers', () => {
+  it('insert adds rows; an id replaces whole fields; later layers win; inserted rows are targets at once', () => {
+    const warnings: string[] = []
+    const rows = applyLayers([
+      layer([{ insert: [{ id: 'a', name: 'pkg-a', config: { x: 1, y: 2 } }, { id: 'b', name: 'pkg-b' }] }], 'bundle'),
+      layer([{ id: 'a', config: { y: 3 } }, { insert: [{ id: 'c', name: 'pkg-c' }] }, { id: 'c', disabled: true }], 'project'),
+      layer([{ id: 'a', name: 'pkg-other', config: {} }, { id: 'zzz', disabled: true }], 'patch'),
+    ], text => warnings.push(text))
+    expect(rows).toEqual([
+      { id: 'a', name: 'pkg-a', config: { y: 3 } },
+      { id: 'b', name: 'pkg-b' },
+      { id: 'c', name: 'pkg-c', disabled: true },
+    ])
+    expect(warnings).toEqual([
+      '/layers/patch.yml: patch: name mismatch for "a" (expected "pkg-a", got "pkg-other"), skipping',
+      '/layers/patch.yml: patch: entry "zzz" not found (a patch changes an existing row; to add a row, list it under "- insert:")',
+    ])
+  })
+
+  it('a layer file: relative module names resolve against its folder; !!js is kept', () => {
+    const folder = dir({ 'l.yml': '- insert:\n    - id: x\n      name: ./x.ts\n      disabled: !!js "!process.env.X"\n- id: x\n  name: ./x.ts\n  config: { a: 1 }\n' })
+    const patches = readLayer(join(folder, 'l.yml'))
+    expect(patches).toEqual([
+      { insert: [{ id: 'x', name: join(folder, 'x.ts'), disabled: { __jsExpr: '!process.env.X' } }] },
+      { id: 'x', name: join(folder, 'x.ts'), config: { a: 1 } },
+    ])
+  })
+
+  it('refuses a layer that is not a list, and a patch with neither id nor insert', () => {
+    const folder = dir({ 'map.yml': 'id: x\n', 'anon.yml': '- disabled: true\n' })
+    expect(() => readLayer(join(folder, 'map.yml'))).toThrow(new ConfigError(`${join(folder, 'map.yml')} must be a YAML list of patches ({ insert: [rows] }, or { id, ... } to replace a row), got a mapping`))
+    expect(() => readLayer(join(folder, 'anon.yml'))).toThrow(/patch 1 needs an id \(to replace or disable that row\) or an insert list/)
+  })
+
+  it('compose: bundles in order, then loom.yml of the project, then patches', () => {
+    const folder = dir({ 'loom.yml': '- id: shell\n  disabled: true\n', 'p.yml': '- id: runner\n  config: { provider: scripted }\n' })
+    const { layers, rows } = compose({ cwd: folder, bundles: ['default'], patches: ['p.yml'], warn: () => {} })
+    expect(layers.map(l => `${l.kind}:${l.label}`)).toEqual(['bundle:default', 'project:loom.yml', 'patch:p.yml'])
+    expect(rows.find(row => row.id === 'shell')?.disabled).toBe(true)
+    expect(rows.find(row => row.id === 'runner')?.config).toEqual({ provider: 'scripted' })
+    expect(compose({ cwd: folder, project: false, warn: () => {} }).layers).toHaveLength(1)
+    // Two bundles inserting the same ids would silently collapse into one row each: refused.
+    expect(() => compose({ cwd: folder, bundles: ['minimal', 'default'], warn: () => {} })).toThrow(/two rows have the id "prompt" \(inserted by .*minimal\.yml and .*default\.yml\): ids must be unique/)
+  })
+})
+
+describe('arguments', () => {
+  it('ignores the literal -- that pnpm passes through, and collects repeated layers', () => {
+    expect(parse(['--', 'run', '--json', '--patch', 'a.yml', '--patch', 'b.yml', 'what', 'is', 'this?'])).toMatchObject({
+      command: ['run', 'what', 'is', 'this?'], json: true, patches: ['a.yml', 'b.yml'], bundles: [],
+    })
+  })
+
+  it('session ids sort by time', () => {
+    expect(newSessionId(new Date('2026-11-29T13:42:21.123Z'))).toMatch(/^20261129-134221-[0-9a-f]{6}$/)
+  })
+})
+
+describe('the demo model', () => {
+  const tools = ['bash', 'glob', 'read'].map(name => ({ name, description: name, parameters: { type: 'object' } }))
+  const user = (text: string): Message => ({ id: 'u', role: 'user', source: { kind: 'user' }, content: [{ type: 'text', text }] })
+  const call = (id: string, name: string, args: object): Message => ({ id: `a-${id}`, role: 'assistant', source: { kind: 'model', provider: 'scripted', model: 'm' }, content: [{ type: 'tool-call', id, name, arguments: JSON.stringify(args) }] })
+  const result = (id: string, text: string, isError = false): Message => ({ id: `r-${id}`, role: 'user', source: { kind: 'tool', callId: id }, content: [{ type: 'tool-result', toolCallId: id, content: [{ type: 'text', text }], isError }] })
+  const request = (messages: Message[], toolList = tools) => ({ provider: 'scripted', model: 'm', messages, tools: toolList }) as GenerateOptions
+  const LISTING = 'total 8\ndrwxr-xr-x 2 u g 4096 Nov 29 13:00 .\ndrwxr-xr-x 9 u g 4096 Nov 29 13:00 ..\n-rw-r--r-- 1 u g 120 Nov 29 13:00 README.md\ndrwxr-xr-x 2 u g 4096 Nov 29 13:00 src\nlrwxrwxrwx 1 u g 5 Nov 29 13:00 link -> src\n[exit code: 0]'
+
+  it('lists, then reads the README, then answers from what it found', () => {
+    expect(demoReply(request([user('what is here?')]))).toEqual({ text: 'Let me look at the current directory.', toolCalls: [{ name: 'bash', arguments: { command: 'ls -la' } }] })
+    const listed = [user('what is here?'), call('c1', 'bash', { command: 'ls -la' }), result('c1', LISTING)]
+    expect(demoReply(request(listed))).toEqual({ text: 'There is a README.md; let me read it.', toolCalls: [{ name: 'read', arguments: { path: 'README.md' } }] })
+    const read = [...listed, call('c2', 'read', { path: 'README.md' }), result('c2', '     1\t# Widget\n     2\t\n     3\tWidget turns sprockets into gears, quickly and with very little noise.\n')]
+    const answer = demoReply(request(read)).text!
+    expect(answer.startsWith(DEMO_LABEL)).toBe(true)
+    expect(answer).toContain('The directory has 3 entries: 1 folder and 2 files.')
+    expect(answer).toContain('README.md is titled "Widget"; it begins: "Widget turns sprockets into gears')
+    expect(answer).toContain('You asked: "what is here?"')
+  })
+
+  it('decides from the last user prompt only: a resumed session starts over', () => {
+    const earlier = [user('first'), call('c1', 'bash', { command: 'ls -la' }), result('c1', LISTING)]
+    expect(demoReply(request([...earlier, user('second')])).toolCalls?.[0].name).toBe('bash')
+  })
+
+  it('falls back to glob, and says so when it has no tools', () => {
+    expect(demoReply(request([user('x')], tools.filter(t => t.name !== 'bash'))).toolCalls).toEqual([{ name: 'glob', arguments: { pattern: '*' } }])
+    expect(demoReply(request([user('x')], []))).toEqual({ text: expect.stringContaining('This deployment gives me no tools') })
+    expect(parseListing('src/\nREADME.md\nFound 2 files', 'glob')).toEqual([{ name: 'src', dir: true }, { name: 'README.md', dir: false }])
+  })
+
+  it('reports a failed listing', () => {
+    const failed = [user('x'), call('c1', 'bash', { command: 'ls -la' }), result('c1', 'Error: permission denied', true)]
+    expect(demoReply(request(failed)).text).toContain('Listing the directory failed: Error: permission denied')
+  })
+})
+
+describe('boot', () => {
+  const deployments: Deployment[] = []
+  afterAll(async () => { for (const deployment of deployments) await deployment.dispose() })
+
+  it('boots the layers and recompose() applies an edited layer to the running deployment', async () => {
+    const folder = dir({
+      'greet.mjs': "export const name = 'greet'\nexport const inject = ['systemPrompt']\nexport function apply(ctx, config) { ctx.systemPrompt.section({ name: 'greet', order: 200, text: config.text + ' ' + ctx.baseUrl }) }\n",
+      'loom.yml': '[]\n',
+    })
+    const deployment = await boot({ cwd: folder, bundles: ['minimal'], log: () => {} })
+    deployments.push(deployment)
+    const system = async () => (await deployment.root.get('systemPrompt')!.assemble()).sections.map((s: { name: string }) => s.name)
+    expect(await system()).not.toContain('greet')
+
+    writeFileSync(join(folder, 'loom.yml'), "- insert:\n    - id: greet\n      name: ./greet.mjs\n      config: { text: Hello. }\n")
+    await deployment.recompose()
+    expect(await system()).toContain('greet')
+    expect(deployment.composition.rows.at(-1)).toMatchObject({ id: 'greet', config: { text: 'Hello.' } })
+    // A plugin's relative paths resolve against the project folder.
+    const greet = (await deployment.root.get('systemPrompt')!.assemble()).sections.find((s: { name: string }) => s.name === 'greet')
+    expect(greet?.text).toBe(`Hello. ${pathToFileURL(folder).href}/`)
+
+    // A layer that does not parse changes nothing.
+    writeFileSync(join(folder, 'loom.yml'), '- id: [\n')
+    await expect(deployment.recompose()).rejects.toThrow(/malformed YAML in .*loom\.yml at line 2/)
+    expect(await system()).toContain('greet')
+
+    writeFileSync(join(folder, 'loom.yml'), '[]\n')
+    await deployment.recompose()
+    expect(await system()).not.toContain('greet')
+    expect(await deployment.problems()).toEqual([])
+  })
+
+  it('the rows that boot are the rows `loom config` prints', async () => {
+    const folder = dir({})
+    const deployment = await boot({ cwd: folder, log: () => {} })
+    deployments.push(deployment)
+    const mounted = [...deployment.root.loader.entries()].filter(entry => entry.id.startsWith('deployment:'))
+    const strip = (row: object) => JSON.parse(JSON.stringify(row))
+    expect(mounted.map(entry => strip(entry.options))).toEqual(compose({ cwd: folder, warn: () => {} }).rows.map(strip))
+  })
+
+  it('a failed boot throws a BootError and unloads what started', async () => {
+    const folder = dir({ 'loom.yml': "- id: agents\n  config: { maxParallelToolCalls: 0 }\n- insert:\n    - id: ghost\n      name: '@loom/ghost'\n" })
+    const error = await boot({ cwd: folder, bundles: ['minimal'], log: () => {} }).catch(e => e)
+    expect(error).toBeInstanceOf(BootError)
+    expect(error.problems).toEqual([
+      expect.stringMatching(/^row "agents" \(@loom\/agent-loop\): invalid config: \$\.maxParallelToolCalls expected/),
+      'row "ghost" (@loom/ghost): cannot load module "@loom/ghost": no such package or file',
+      expect.stringMatching(/^row "runner" \(@loom\/cli\/runner\) did not start: it needs the service "agents", which no running row provides \(a failed row above/),
+    ])
+  })
+})

@@ -1,0 +1,99 @@
+// Startup and config errors fail loud before any model call: one clear message
+// naming the file, row, module or key, a non-zero exit, and no session written.
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { loom, project, sessionFiles, type Run } from './helpers.ts'
+
+async function fails(files: Record<string, string>, args: string[] = ['run', 'what is in this directory?']): Promise<Run & { cwd: string }> {
+  const { cwd, home } = project(files)
+  const run = await loom(args, { cwd, home })
+  expect(run.code, run.stderr).not.toBe(0)
+  expect(run.stdout).toBe('')
+  // Nothing reached a model: no session was written.
+  expect(sessionFiles(home)).toEqual([])
+  return { ...run, cwd }
+}
+
+describe('startup errors', () => {
+  it('an unknown plugin names the row and the module', async () => {
+    const run = await fails({ 'loom.yml': '- insert:\n    - id: extra\n      name: \'@loom/does-not-exist\'\n' })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('loom: the deployment failed to start:')
+    expect(run.stderr).toContain('row "extra" (@loom/does-not-exist): cannot load module "@loom/does-not-exist": no such package or file')
+  })
+
+  it('a missing plugin file names the row and the resolved path', async () => {
+    const run = await fails({ 'loom.yml': '- insert:\n    - id: mine\n      name: ./plugins/mine.ts\n' })
+    expect(run.stderr).toContain(`row "mine" (${join(run.cwd, 'plugins/mine.ts')}): cannot load module`)
+  })
+
+  it('an invalid config value names the row and the key path', async () => {
+    const run = await fails({ 'loom.yml': '- id: agents\n  config:\n    maxParallelToolCalls: 0\n' })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(/row "agents" \(@loom\/agent-loop\): invalid config: \$\.maxParallelToolCalls expected .*0/)
+  })
+
+  it('a wrong type deep in a config names its key path', async () => {
+    const run = await fails({ 'loom.yml': '- id: shell\n  config:\n    timeoutMs: soon\n' })
+    expect(run.stderr).toMatch(/row "shell" \(@loom\/tool-shell\): invalid config: \$\.timeoutMs expected number but got soon/)
+  })
+
+  it('a plugin whose apply throws names the row and the error', async () => {
+    const run = await fails({
+      'boom.mjs': "export const name = 'boom'\nexport function apply() { throw new Error('kaboom: the boom plugin needs a fuse') }\n",
+      'loom.yml': '- insert:\n    - id: boom\n      name: ./boom.mjs\n',
+    })
+    expect(run.stderr).toContain(`row "boom" (${join(run.cwd, 'boom.mjs')}): failed to start: kaboom: the boom plugin needs a fuse`)
+  })
+
+  it('a missing required service names the rows that wait and the services', async () => {
+    const run = await fails({ 'loom.yml': '- id: llm\n  disabled: true\n' })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('row "agents" (@loom/agent-loop) did not start: it needs the service "llm", which no running row provides')
+    expect(run.stderr).toContain('row "scripted" (@loom/cli/demo-model) did not start: it needs the service "llm"')
+  })
+
+  it('malformed YAML in loom.yml names the file and the line', async () => {
+    const run = await fails({ 'loom.yml': '- id: shell\n  config: { timeoutMs: 5\n- id: fs\n' })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(new RegExp(`loom: malformed YAML in ${join(run.cwd, 'loom.yml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} at line 3, column \\d+: `))
+  })
+
+  it('malformed YAML in a --patch file names that file', async () => {
+    const run = await fails({ 'extra.yml': '- id: fs\n   disabled: true\n' }, ['--patch', 'extra.yml', 'run', 'hi'])
+    expect(run.stderr).toContain(`malformed YAML in ${join(run.cwd, 'extra.yml')} at line 2`)
+  })
+
+  it('an empty layer, a row without a name, a misspelt key are refused with the file', async () => {
+    const empty = await fails({ 'loom.yml': '# nothing here yet\n' })
+    expect(empty.stderr).toContain('loom.yml is empty: a layer is a YAML list of patches; write [] for a layer that changes nothing')
+    const nameless = await fails({ 'loom.yml': '- insert:\n    - id: x\n' })
+    expect(nameless.stderr).toContain('loom.yml: patch 1, row 1 ("x") needs a name')
+    const typo = await fails({ 'loom.yml': '- id: shell\n  disable: true\n' })
+    expect(typo.stderr).toContain('loom.yml: patch 1 has unknown key "disable"')
+  })
+
+  it('a prompt that does not assemble fails before any model call, naming the variable and the section', async () => {
+    const persona = "- id: prompt\n  config:\n    persona: 'Model: {{modle}}'\n"
+    const run = await fails({ 'loom.yml': persona })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(/loom: the prompt does not assemble: unknown prompt variable "\{\{modle\}\}" in section "deployment:persona"; registered variables: .*cwd.*model/)
+    const prompt = await fails({ 'loom.yml': persona }, ['prompt'])
+    expect(prompt.stderr).toContain('unknown prompt variable "{{modle}}" in section "deployment:persona"')
+  })
+
+  it('an unknown bundle lists the shipped ones', async () => {
+    const run = await fails({}, ['--bundle', 'nope', 'run', 'hi'])
+    expect(run.stderr).toContain('unknown bundle "nope": the CLI ships default, minimal')
+  })
+
+  it('usage errors exit 2', async () => {
+    const { cwd, home } = project()
+    const unknown = await loom(['frobnicate'], { cwd, home })
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toContain('unknown command "frobnicate"')
+    const flag = await loom(['run', '--fast', 'hi'], { cwd, home })
+    expect(flag.code).toBe(2)
+    expect(flag.stderr).toContain("Unknown option '--fast'")
+  })
+})

@@ -1,0 +1,102 @@
+// Runs `loom` the way a user does: a subprocess of this Node with tsx, in a
+// temporary project folder, with its own LOOM_HOME and no API keys.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { afterAll } from 'vitest'
+
+export const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
+export const BIN = fileURLToPath(new URL('../bin/loom.js', import.meta.url))
+export const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+
+const KEYS = ['DEEPSEEK_API_KEY', 'DEEPSEEK_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'OPENAI_MODEL', 'NO_COLOR', 'FORCE_COLOR']
+
+export interface Run { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
+
+export interface LoomOptions {
+  cwd: string
+  home: string
+  env?: Record<string, string>
+  /** Called with the child once it runs (to send a signal). */
+  onSpawn?: (child: ChildProcess, output: { stdout: () => string }) => void
+}
+
+export function cleanEnv(home: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, LOOM_HOME: home, ...extra }
+  for (const key of KEYS) if (!(key in extra)) delete env[key]
+  return env
+}
+
+/** `loom ...args` as a subprocess. */
+export function loom(args: string[], options: LoomOptions): Promise<Run> {
+  return spawnRun(process.execPath, ['--import', TSX, MAIN, ...args], options)
+}
+
+export function spawnRun(command: string, args: string[], options: LoomOptions): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: options.cwd, env: cleanEnv(options.home, options.env), stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (data: string) => { stdout += data })
+    child.stderr.setEncoding('utf8').on('data', (data: string) => { stderr += data })
+    const timer = setTimeout(() => child.kill('SIGKILL'), 45_000)
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+    options.onSpawn?.(child, { stdout: () => stdout })
+  })
+}
+
+const folders: string[] = []
+afterAll(() => {
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
+})
+
+/** A fresh project folder with these files, and a fresh LOOM_HOME (removed after the test file). */
+export function project(files: Record<string, string> = {}): { cwd: string; home: string } {
+  const base = mkdtempSync(join(tmpdir(), 'loom-cli-test-'))
+  folders.push(base)
+  const cwd = join(base, 'project')
+  const home = join(base, 'home')
+  mkdirSync(cwd)
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(cwd, path)), { recursive: true })
+    writeFileSync(join(cwd, path), text)
+  }
+  return { cwd, home }
+}
+
+/** Every session.jsonl under `home`. */
+export function sessionFiles(home: string): string[] {
+  const root = join(home, 'sessions')
+  const files: string[] = []
+  const walk = (dir: string) => {
+    let entries
+    try { entries = readdirSync(dir, { withFileTypes: true }) } catch { return }
+    for (const entry of entries) {
+      if (entry.isDirectory()) walk(join(dir, entry.name))
+      else if (entry.name === 'session.jsonl') files.push(join(dir, entry.name))
+    }
+  }
+  walk(root)
+  return files
+}
+
+/** The plain (unpacked) event lines of a log; packed chunk rows are skipped. */
+export function events(file: string): { type: string; seq: number; data: any }[] {
+  return readFileSync(file, 'utf8').split('\n').slice(1).filter(Boolean).flatMap(line => {
+    try {
+      const value = JSON.parse(line)
+      return typeof value.type === 'string' ? [value] : []
+    } catch {
+      return []
+    }
+  })
+}
+
+export const ESC = '\x1b'

@@ -1,0 +1,146 @@
+// `loom sessions list|show|resume|verify|repair` on a real session directory:
+// sessions written by `loom run`, then torn, left open and corrupted by hand.
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { DEMO_LABEL } from '../src/demo-model.ts'
+import { events, loom, project, sessionFiles } from './helpers.ts'
+
+describe('loom sessions', () => {
+  const { cwd, home } = project({ 'README.md': '# Sessions sample\n\nA folder whose sessions the tests inspect, repair and resume.\n' })
+  const at = { cwd, home }
+  let id = ''
+  let file = ''
+
+  beforeAll(async () => {
+    const run = await loom(['run', '--json', 'what is in this directory?'], at)
+    expect(run.code).toBe(0)
+    id = JSON.parse(run.stdout).sessionId
+    file = sessionFiles(home)[0]
+  })
+
+  it('list shows id, created, cwd and turns', async () => {
+    const run = await loom(['sessions', 'list'], at)
+    expect(run.code).toBe(0)
+    const [head, row] = run.stdout.trim().split('\n')
+    expect(head).toMatch(/^ID\s+CREATED\s+TURNS\s+LAST\s+CWD$/)
+    expect(row).toMatch(new RegExp(`^${id}\\s+\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC\\s+1\\s+completed\\s+${cwd}$`))
+    const json = JSON.parse((await loom(['sessions', 'list', '--json'], at)).stdout)
+    expect(json).toEqual([{ id, createdAt: expect.any(Number), cwd, turns: 1, events: expect.any(Number), lastStatus: 'completed' }])
+  })
+
+  it('show prints the transcript: header, user text, tool calls with results, the answer, the end', async () => {
+    const run = await loom(['sessions', 'show', id], at)
+    expect(run.code).toBe(0)
+    const text = run.stdout
+    for (const piece of [
+      `session ${id}`,
+      `  cwd      ${cwd}`,
+      '── turn 1 ',
+      'user: what is in this directory?',
+      '[runtime context]',
+      `Working directory: ${cwd}`,
+      '[request header, initial] scripted/loom-demo · system ',
+      'tools: bash, edit, glob, grep',
+      'assistant: Let me look at the current directory.',
+      '→ bash: ls -la',
+      '  ✓ bash',
+      '    │ total ',
+      '→ read: README.md',
+      '    │      1\t# Sessions sample',
+      `assistant: ${DEMO_LABEL}`,
+      'turn 1 ended: completed',
+    ]) expect(text, piece).toContain(piece)
+    expect(text.indexOf('→ bash')).toBeLessThan(text.indexOf('→ read'))
+  })
+
+  it('resume continues the session with a new task, printed like run', async () => {
+    const run = await loom(['sessions', 'resume', id, 'and what about the README?'], at)
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain('→ bash: ls -la')
+    expect(run.stdout).toContain(DEMO_LABEL)
+    expect(run.stderr).toContain(`session ${id} · scripted/loom-demo`)
+    expect(sessionFiles(home)).toEqual([file])
+    const shown = (await loom(['sessions', 'show', id], at)).stdout
+    expect(shown).toContain('── resumed ──')
+    expect(shown).toContain('[request header, resume]')
+    expect(shown).toContain('user: and what about the README?')
+    expect(shown).toContain('turn 2 ended: completed')
+    const turns = events(file).filter(event => event.type === 'turn/end').map(event => event.data.turn)
+    expect(turns).toEqual([1, 2])
+  })
+
+  it('verify: clean exits 0; a torn tail exits 1; repair cuts it', async () => {
+    const clean = await loom(['sessions', 'verify', id], at)
+    expect(clean.code).toBe(0)
+    expect(clean.stdout).toContain(`session ${id}: clean`)
+
+    const before = readFileSync(file, 'utf8')
+    const partial = '{"type":"turn/start","seq":99'
+    appendFileSync(file, partial)
+    const torn = await loom(['sessions', 'verify', id, '--json'], at)
+    expect(torn.code).toBe(1)
+    expect(JSON.parse(torn.stdout)).toMatchObject({ id, clean: false, tornBytes: partial.length, openTurn: null, corruption: null })
+    // verify writes nothing.
+    expect(readFileSync(file, 'utf8')).toBe(before + partial)
+
+    const repaired = await loom(['sessions', 'repair', id], at)
+    expect(repaired.code).toBe(0)
+    expect(repaired.stdout).toContain(`repaired session ${id}: cut a torn tail of ${partial.length} bytes`)
+    expect(repaired.stdout).toContain('the log is clean now')
+    expect(readFileSync(file, 'utf8')).toBe(before)
+    const again = await loom(['sessions', 'repair', id], at)
+    expect(again.stdout).toContain('is clean: nothing to repair')
+  })
+
+  it('verify reports an open turn (a crash mid tool call); repair closes it with explicit results', async () => {
+    const last = events(file).at(-1)!.seq
+    const now = Date.now()
+    const lines = [
+      { type: 'turn/start', seq: last + 1, time: now, data: { turn: 3 } },
+      { type: 'step/start', seq: last + 2, time: now, data: { turn: 3, step: 1 } },
+      {
+        type: 'assistant/message', seq: last + 3, time: now, surfaceOp: 'append',
+        data: { turn: 3, step: 1, message: { id: 'm-crash', role: 'assistant', source: { kind: 'model', provider: 'scripted', model: 'loom-demo' }, content: [{ type: 'tool-call', id: 'c-crash', name: 'bash', arguments: '{"command":"make"}' }] } },
+      },
+      { type: 'tool/call', seq: last + 4, time: now, data: { turn: 3, step: 1, callId: 'c-crash', name: 'bash', arguments: '{"command":"make"}' } },
+    ]
+    appendFileSync(file, lines.map(line => JSON.stringify(line) + '\n').join(''))
+    const open = await loom(['sessions', 'verify', id], at)
+    expect(open.code).toBe(1)
+    expect(open.stdout).toContain(`session ${id}: NOT clean`)
+    expect(open.stdout).toContain('turn 3 is open; repair appends error result for tool call c-crash (TOOL_OUTCOME_UNKNOWN), step/end, turn/end (interrupted)')
+
+    const repaired = await loom(['sessions', 'repair', id, '--json'], at)
+    expect(repaired.code).toBe(0)
+    expect(JSON.parse(repaired.stdout)).toMatchObject({ before: { clean: false, openTurn: { turn: 3 } }, after: { clean: true } })
+    const shown = (await loom(['sessions', 'show', id], at)).stdout
+    expect(shown).toContain('→ bash: make')
+    expect(shown).toContain('  ✗ bash (TOOL_OUTCOME_UNKNOWN)')
+    expect(shown).toContain('turn 3 ended: interrupted')
+    expect((await loom(['sessions', 'verify', id], at)).code).toBe(0)
+  })
+
+  it('corruption before a committed turn end: verify and repair exit 1 and leave the file alone', async () => {
+    const { cwd: other, home: otherHome } = project()
+    const run = await loom(['run', '--json', 'list it'], { cwd: other, home: otherHome })
+    const broken = JSON.parse(run.stdout).sessionId
+    const path = sessionFiles(otherHome)[0]
+    const lines = readFileSync(path, 'utf8').split('\n')
+    lines[3] = '{"this is": not json'
+    writeFileSync(path, lines.join('\n'))
+    const damaged = readFileSync(path, 'utf8')
+    const verify = await loom(['sessions', 'verify', broken], { cwd: other, home: otherHome })
+    expect(verify.code).toBe(1)
+    expect(verify.stdout).toContain('corrupt  corrupt session log: unparsable committed event at line 4')
+    const repair = await loom(['sessions', 'repair', broken], { cwd: other, home: otherHome })
+    expect(repair.code).toBe(1)
+    expect(repair.stdout).toContain(`session ${broken} cannot be repaired: corrupt session log`)
+    expect(readFileSync(path, 'utf8')).toBe(damaged)
+  })
+
+  it('an unknown id fails with the root it looked in', async () => {
+    const run = await loom(['sessions', 'show', 'no-such-session'], at)
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('session "no-such-session" not found in')
+  })
+})
