@@ -5,11 +5,10 @@
 import { Context, type Plugin } from '@deepseek-ai/cordis'
 import Include from '@deepseek-ai/cordis-plugin-include'
 import Loader, { Group, type Entry } from '@deepseek-ai/cordis-plugin-loader'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { compose, type ComposeOptions, type Composition } from './compose.ts'
+import { CLI_ROOT, compose, type ComposeOptions, type Composition } from './compose.ts'
 import { BootError } from './errors.ts'
 
 /** The loader entry id of the include that mounts the composed rows. */
@@ -36,7 +35,8 @@ export interface Deployment {
   /**
    * Re-reads every layer and applies the new rows to the running deployment as
    * one update of the include (rows that did not change keep running). A layer
-   * that does not parse throws a ConfigError and changes nothing.
+   * that does not parse throws a ConfigError and changes nothing; a row that does
+   * not start rolls the whole update back and throws a BootError.
    */
   recompose(): Promise<Composition>
   /** What is wrong with the running rows now: one line per row (empty when all run). */
@@ -68,6 +68,8 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   let booting = true
   root.logger.exporter({
     colors: 0,
+    // Cordis ranks WARN (2) above INFO (1): without this, warnings are filtered out.
+    levels: { default: 3 },
     export: (message) => {
       const text = `[${message.name}] ${String(Logger.format(message))}`
       if (message.type === 'error') {
@@ -95,7 +97,12 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   // The include needs a real root file; it stays `[]` and every row comes in
   // through `patches`, so the loader's write-back can never bake rows into a
   // file someone edits.
-  const bootDir = mkdtempSync(join(tmpdir(), 'loom-boot-'))
+  // Inside the CLI's folder: with Node's internal module loader (which hot
+  // reload uses) package names resolve from the root file's folder, and from
+  // here they resolve exactly as they do for the CLI itself.
+  const bootParent = join(CLI_ROOT, '.boot')
+  mkdirSync(bootParent, { recursive: true })
+  const bootDir = mkdtempSync(join(bootParent, 'deployment-'))
   const rootFile = join(bootDir, 'deployment.yml')
   writeFileSync(rootFile, '[]\n')
   const removeBootDir = () => rmSync(bootDir, { recursive: true, force: true })
@@ -142,8 +149,18 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     bootDir,
     async recompose() {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
-      await root.loader.update(DEPLOYMENT_ENTRY, { config: includeConfig(next.rows) } as never)
-      await root.loader.await()
+      const apply = async (rows: Composition['rows']) => {
+        await root.loader.update(DEPLOYMENT_ENTRY, { config: includeConfig(rows) } as never)
+        await root.loader.await()
+      }
+      await apply(next.rows)
+      // One transaction: if a row of the new composition does not start, the
+      // previous rows come back and nothing of the edit stays applied.
+      const found = await rowProblems(root)
+      if (found.length) {
+        await apply(composition.rows)
+        throw new BootError(found.map(problem => problem.text), 'the edited deployment did not start, so the previous one runs again')
+      }
       composition = next
       return next
     },

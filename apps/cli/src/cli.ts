@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util'
 import { boot, type Deployment } from './boot.ts'
 import { CLI_ROOT, compose, dumpRows, type Composition } from './compose.ts'
 import { formatTime } from './describe.ts'
+import { dev } from './dev.ts'
 import { BootError, ConfigError, UsageError } from './errors.ts'
 import type { PromptReport, Runner, VerifyReport } from './runner.ts'
 import { processIo, styler, type Io } from './term.ts'
@@ -13,6 +14,7 @@ export const USAGE = `Usage: loom <command> [options]
 Commands:
   run "<task>"                 one headless turn of an agent in the current directory
   prompt                       the request the deployment would send next (no model call)
+  dev                          the deployment with hot reload: edit a plugin or loom.yml while it runs
   config                       the deployment's rows, composed from its layers, as they boot
   sessions list                stored sessions: id, created, cwd, turns
   sessions show ID             a session log as a readable transcript
@@ -122,6 +124,10 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
       expectArgs(command, rest, 0)
       printConfig(compose({ ...layers, warn: text => io.stderr.write(`loom: warning: ${text}\n`) }), parsed.json, io)
       return 0
+    }
+    if (command === 'dev') {
+      expectArgs(command, rest, 0)
+      return await dev({ ...layers, provider: parsed.provider, model: parsed.model, io })
     }
     const plan = plan_(command, rest)
     deployment = await boot({ ...layers, log: (level, text) => io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n') })
