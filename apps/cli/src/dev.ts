@@ -53,7 +53,9 @@ export async function dev(options: DevOptions): Promise<number> {
     cwd,
     bundles: options.bundles,
     patches: options.patches,
-    plugins: [{ plugin: Timer }, { plugin: Hmr, config: { root: ['.'] } }],
+    // awaitWriteFinish: an editor's save can arrive as a truncation and a write;
+    // reloading between the two would import an empty or half-written file.
+    plugins: [{ plugin: Timer }, { plugin: Hmr, config: { root: ['.'], awaitWriteFinish: { stabilityThreshold: 50, pollInterval: 10 } } }],
     log: (level, text) => warn(level === 'info' ? text : `${level === 'warn' ? 'warning' : level}: ${text}`),
   })
   const root = deployment.root
