@@ -3,6 +3,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { Message } from '@loom/llm'
 import type { AssembleContext } from '@loom/system-prompt'
+import { agentCwd } from '@loom/agent-loop'
 import { FileCache } from './files.ts'
 import { matchEntries, parseIndex } from './select.ts'
 
@@ -36,11 +37,6 @@ const bytes = (text: string) => Buffer.byteLength(text, 'utf8')
 function list(items: readonly string[]): string {
   const shown = items.slice(0, MAX_LISTED)
   return shown.join(', ') + (items.length > shown.length ? ` and ${items.length - shown.length} more` : '')
-}
-
-function cwdOf(agent: unknown): string | undefined {
-  const cwd = (agent as { session?: { header?: { cwd?: unknown } } } | undefined)?.session?.header?.cwd
-  return typeof cwd === 'string' ? cwd : undefined
 }
 
 /** The text blocks of a user-sourced message, or `undefined` for any other message. */
@@ -93,7 +89,7 @@ export function apply(ctx: Context, config: Config) {
   const claimed = new WeakMap<object, string>()
 
   const locate = (context: AssembleContext) => {
-    const cwd = cwdOf(context.agent) ?? process.cwd()
+    const cwd = agentCwd(context.agent) ?? process.cwd()
     const root = resolve(cwd, config.root ?? '.')
     const path = resolve(root, file)
     const rel = relative(root, path)

@@ -3,6 +3,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { AssembleContext } from '@loom/system-prompt'
 import { defineTool } from '@loom/tools'
+import { agentCwd } from '@loom/agent-loop'
 import { displayPath, resolveDirs, SkillScanner, type Skill } from './scan.ts'
 
 export const name = '@loom/skills'
@@ -32,17 +33,12 @@ export function renderCatalog(skills: readonly Skill[]): string {
   return `${CATALOG_INTRO}\n\n${skills.map(skill => `- ${skill.name}: ${skill.description}`).join('\n')}`
 }
 
-function cwdOf(agent: unknown): string | undefined {
-  const cwd = (agent as { session?: { header?: { cwd?: unknown } } } | undefined)?.session?.header?.cwd
-  return typeof cwd === 'string' ? cwd : undefined
-}
-
 /** A `skills:catalog` section listing `<dir>/*\/SKILL.md` and a `load_skill` tool that returns a skill's body. */
 export function apply(ctx: Context, config: Config) {
   const dirs = config.skillsDir ?? ['.loom/skills']
   const logger = ctx.logger('skills')
   const scanner = new SkillScanner(config.maxSkillBytes ?? 262144, message => logger.warn(message))
-  const rootOf = (agent: unknown) => resolve(config.root !== undefined ? resolve(cwdOf(agent) ?? process.cwd(), config.root) : cwdOf(agent) ?? process.cwd())
+  const rootOf = (agent: unknown) => resolve(config.root !== undefined ? resolve(agentCwd(agent) ?? process.cwd(), config.root) : agentCwd(agent) ?? process.cwd())
   const scan = (agent: unknown) => {
     const root = rootOf(agent)
     const searched = resolveDirs(root, dirs)

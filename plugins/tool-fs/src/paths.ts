@@ -1,6 +1,7 @@
 import { lstat, readlink, realpath } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
+import { agentCwd } from '@loom/agent-loop'
 
 /** A path the model gave, checked against the workspace. */
 export interface WorkspacePath {
@@ -33,8 +34,8 @@ export function workspaceRootOf(configRoot: string | undefined, exec?: { readonl
     if (configRoot.startsWith('~/')) return join(homedir(), configRoot.slice(2))
     return resolve(configRoot)
   }
-  const cwd = (exec?.agent as { session?: { header?: { cwd?: unknown } } } | undefined)?.session?.header?.cwd
-  return typeof cwd === 'string' && isAbsolute(cwd) ? cwd : process.cwd()
+  const cwd = agentCwd(exec?.agent)
+  return cwd !== undefined && isAbsolute(cwd) ? cwd : process.cwd()
 }
 
 /** Whether `path` is `root` or lies below it (both absolute and normalized). */
