@@ -2,6 +2,7 @@
 // Figures, not thresholds: nothing here fails on a slow machine.
 import { benchBoot, benchReload } from '../apps/cli/bench/boot.ts'
 import { benchStep } from '../packages/agent-loop/bench/step.ts'
+import { benchCacheEconomics } from '../packages/agent-loop/bench/cache-economics.ts'
 import { benchDerive } from '../packages/session/bench/derive.ts'
 import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
 import { benchAppend, benchLoad } from '../plugins/session-jsonl/bench/persistence.ts'
@@ -29,3 +30,5 @@ for (const figure of steps.slice(1)) {
 const boots = await benchBoot()
 boots.forEach(print)
 print(await benchReload())
+
+;(await benchCacheEconomics()).forEach(print)

@@ -6,7 +6,8 @@ import { CLI_ROOT, compose, dumpRows, type Composition } from './compose.ts'
 import { formatTime } from './describe.ts'
 import { dev } from './dev.ts'
 import { BootError, ConfigError, UsageError } from './errors.ts'
-import type { PromptReport, Runner, VerifyReport } from './runner.ts'
+import { DEFAULT_CACHE_PRICES, type CachePrices } from '@loom/session'
+import type { PromptReport, Runner, StatsReport, VerifyReport } from './runner.ts'
 import { processIo, styler, type Io } from './term.ts'
 
 export const USAGE = `Usage: loom <command> [options]
@@ -21,6 +22,8 @@ Commands:
   sessions resume ID "<task>"  a new turn on a stored session (output as for run)
   sessions verify ID           check a log: torn tail, open turn, corruption (exit 1 if not clean)
   sessions repair ID           repair a log on disk and say what was done
+  sessions stats ID            prefix reuse between consecutive requests, and their estimated input cost
+  sessions compact ID          summarize the older part of a session now (exit 1 if the summary is refused)
 
 Options:
   --json                 machine-readable output (run, prompt, config, sessions)
@@ -28,6 +31,9 @@ Options:
   --model <id>           model id (run, resume, prompt)
   --bundle <name>        bundle layer(s), in order (default: default; the CLI also ships minimal)
   --patch <file>         a patch layer applied after loom.yml; repeatable, in order
+  --hit-price <P>        sessions stats: price per million cache-hit input tokens (default 0.07)
+  --miss-price <P>       sessions stats: price per million cache-miss input tokens (default 0.27)
+  --output-price <P>     sessions stats: price per million output tokens (default 1.10)
   -h, --help             this help
   -v, --version          versions of loom and Node
 
@@ -47,6 +53,8 @@ export interface Parsed {
   patches: string[]
   help: boolean
   version: boolean
+  /** `sessions stats` prices per million tokens, as typed (checked by the command). */
+  prices: { hit?: string; miss?: string; output?: string }
 }
 
 export function parse(argv: readonly string[]): Parsed {
@@ -67,6 +75,9 @@ export function parse(argv: readonly string[]): Parsed {
         patch: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
+        'hit-price': { type: 'string' },
+        'miss-price': { type: 'string' },
+        'output-price': { type: 'string' },
       },
     }))
   } catch (error) {
@@ -81,6 +92,7 @@ export function parse(argv: readonly string[]): Parsed {
     patches: (values.patch as string[] | undefined) ?? [],
     help: values.help === true,
     version: values.version === true,
+    prices: { hit: values['hit-price'] as string | undefined, miss: values['miss-price'] as string | undefined, output: values['output-price'] as string | undefined },
   }
 }
 
@@ -240,9 +252,70 @@ function planSessions(rest: string[]): Plan {
         }
         return after.clean ? 0 : 1
       }
+    case 'stats':
+      needId()
+      expectArgs('sessions stats', more, 0)
+      return async (runner, parsed, io) => {
+        const stats = await runner.statsSession(id, statsPrices(parsed.prices))
+        io.stdout.write(parsed.json ? JSON.stringify(stats, null, 2) + '\n' : describeStats(stats))
+        return 0
+      }
+    case 'compact':
+      needId()
+      expectArgs('sessions compact', more, 0)
+      return async (runner, parsed, io) => {
+        const report = await runner.compactSession(id, parsed)
+        if (parsed.json) {
+          io.stdout.write(JSON.stringify(report, null, 2) + '\n')
+        } else {
+          const tokens = `~${report.tokensBefore} → ~${report.tokensAfter} estimated tokens`
+          const pruned = report.pruned ? `, ${report.pruned} tool results pruned` : ''
+          io.stdout.write(report.status === 'compacted'
+            ? `compacted session ${id}: ${report.summarized} messages summarized${pruned}; ${tokens}\n`
+            : `session ${id} was not summarized (${report.status}: ${report.reason})${pruned}; ${tokens}\n`)
+        }
+        return report.status === 'refused' || report.status === 'failed' ? 1 : 0
+      }
     default:
-      throw new UsageError(sub ? `unknown sessions command "${sub}" (list, show, resume, verify, repair)` : 'sessions: missing the command (list, show, resume, verify, repair)')
+      throw new UsageError(sub ? `unknown sessions command "${sub}" (list, show, resume, verify, repair, stats, compact)` : 'sessions: missing the command (list, show, resume, verify, repair, stats, compact)')
   }
+}
+
+/** The `--*-price` flags over the defaults; a price must be a finite number >= 0. */
+function statsPrices(typed: Parsed['prices']): CachePrices {
+  const prices = { ...DEFAULT_CACHE_PRICES }
+  for (const key of ['hit', 'miss', 'output'] as const) {
+    const raw = typed[key]
+    if (raw === undefined) continue
+    const value = Number(raw)
+    if (raw.trim() === '' || !Number.isFinite(value) || value < 0) throw new UsageError(`--${key}-price: expected a price per million tokens (a number >= 0), got "${raw}"`)
+    prices[key] = value
+  }
+  return prices
+}
+
+function describeStats(stats: StatsReport): string {
+  const { requests, totals, prices } = stats
+  const percent = (share: number | null) => share === null ? '-' : `${(Math.floor(share * 1000) / 10).toFixed(1)}%`
+  const money = (value: number) => `$${value.toFixed(6)}`
+  const head = ['#', 'TURN', 'STEP', 'CHARS', 'REUSE', 'HIT TOK', 'MISS TOK', 'OUT TOK', 'INPUT COST']
+  const rows = requests.map(r => [String(r.index + 1), String(r.turn ?? '-'), String(r.step ?? '-'), String(r.chars), percent(r.reuse), String(r.hitTokens), String(r.missTokens), String(r.outputTokens), money(r.inputCost)])
+  const total = ['total', '', '', String(totals.chars), percent(totals.meanReuse), String(totals.hitTokens), String(totals.missTokens), String(totals.outputTokens), money(totals.inputCost)]
+  const widths = head.map((h, i) => Math.max(h.length, ...[...rows, total].map(r => r[i].length)))
+  const fmt = (r: string[]) => r.map((c, i) => i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i])).join('  ')
+  const lines = [
+    `session ${stats.id}: ${totals.requests} request${totals.requests === 1 ? '' : 's'}`,
+    `  prices per million tokens: cache hit ${prices.hit}, cache miss ${prices.miss}, output ${prices.output}; tokens ~ characters / 4 of the serialized request`,
+    `  REUSE: share of the previous request's serialization (tools, system, messages) reused unchanged as this one's prefix`,
+    '',
+    fmt(head),
+    ...rows.map(fmt),
+    fmt(total),
+    '',
+    `prefix reuse: mean ${percent(totals.meanReuse)}, min ${percent(totals.minReuse)}`,
+    `input cost: ${money(totals.inputCost)} (${money(totals.uncachedInputCost)} with no cache); output cost: ${money(totals.outputCost)}`,
+  ]
+  return lines.join('\n') + '\n'
 }
 
 function describeVerify(report: VerifyReport): string {
@@ -287,5 +360,18 @@ function printPrompt(report: PromptReport, json: boolean, io: Io) {
     text += `${i + 1}. ${out.bold(tool.name)}  ${out.dim(`← ${tool.owner}`)}\n   ${tool.description}\n`
   })
   text += '\n' + rule('runtime-context snapshot (user message)') + (report.runtimeContext || '(none)') + '\n'
+  const { rows, totals } = report.manifest
+  const table = (head: string[], body: string[][], right: number[]) => {
+    const widths = head.map((h, i) => Math.max(h.length, ...body.map(r => r[i].length)))
+    const fmt = (r: string[]) => r.map((c, i) => right.includes(i) ? c.padStart(widths[i]) : i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')
+    return [out.bold(fmt(head)), ...body.map(fmt)].join('\n') + '\n'
+  }
+  text += '\n' + rule(`manifest (${rows.length} rows, ~${totals.tokens} tokens estimated)`)
+  text += table(
+    ['KIND', 'NAME', 'OWNER', 'ORDER', 'STABILITY', 'CHARS', 'TOKENS', 'SHA256'],
+    rows.map(r => [r.kind, r.name, r.owner, String(r.order), r.stability ?? '-', String(r.chars), String(r.tokens), r.sha256.slice(0, 12)]),
+    [3, 5, 6],
+  )
+  text += '\n' + table(['OWNER', 'ROWS', 'CHARS', 'TOKENS'], totals.byOwner.map(t => [t.owner, String(t.rows), String(t.chars), String(t.tokens)]), [1, 2, 3])
   io.stdout.write(text)
 }

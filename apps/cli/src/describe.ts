@@ -1,7 +1,7 @@
 // Readable summaries of what happened in a session: one-line tool calls and
 // results for the live stream, and the whole transcript for `loom sessions show`.
 import type { AssistantMessage, ContentBlock, LlmCallConfig, ToolResultMessage, ToolSchema, UserMessage } from '@loom/llm'
-import type { RequestHeader, SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
+import type { RequestHeader, RequestHeaderChanges, SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
 import { clip } from './term.ts'
 
 /** The text of content blocks (tool results nest theirs). */
@@ -106,6 +106,20 @@ export function headerChange(before: RequestHeader | undefined, after: RequestHe
   return changes.join('; ') || 'no visible change'
 }
 
+/**
+ * The attribution of a `change` header in words: `request header changed (section
+ * "greeter:one" of plugin "greeter" changed; first difference at byte 1234)`.
+ */
+export function describeHeaderChanges(changes: RequestHeaderChanges): string {
+  const parts = [
+    ...changes.sections.map(entry => `section "${entry.name}" of plugin "${entry.owner}" ${entry.change}`),
+    ...changes.tools.map(entry => `tool "${entry.name}" of plugin "${entry.owner}" ${entry.change}`),
+    ...(changes.config.length ? [`config ${changes.config.map(key => `"${key}"`).join(', ')} changed`] : []),
+    ...(changes.firstDifference !== undefined ? [`first difference at byte ${changes.firstDifference}`] : []),
+  ]
+  return `request header changed (${parts.join('; ') || 'no attribution'})`
+}
+
 export interface TranscriptOptions {
   /** Lines of each tool result to show (default 8). */
   resultLines?: number
@@ -143,8 +157,9 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
         break
       }
       case 'request/header': {
-        const { header, reason } = event.data as SessionEventMap['request/header']
+        const { header, reason, changes } = event.data as SessionEventMap['request/header']
         out.push(`[request header, ${reason}] ${headerChange(reason === 'change' ? header_ : undefined, header)}`)
+        if (reason === 'change' && changes) out.push(`  ${describeHeaderChanges(changes)}`)
         header_ = header
         break
       }

@@ -5,14 +5,17 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { Agent } from '@loom/agent-loop'
+import { buildManifest, type Manifest } from '@loom/agent-loop'
 import { userText, type AssistantMessage, type TokenUsage, type ToolResultMessage } from '@loom/llm'
 import type { SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
+import { DEFAULT_CACHE_PRICES, reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics } from '@loom/session'
 import { joinContextSections, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
 import { assistantText, describeCall, describeReason, describeResult, parseArguments, resultOf, transcript } from './describe.ts'
 import { PromptError, UsageError } from './errors.ts'
 import { processIo, Spinner, styler, type Io } from './term.ts'
 import type {} from '@loom/session-jsonl'
+import type { Compaction, CompactionStatus } from '@loom/compaction'
 
 export const name = '@loom/cli/runner'
 
@@ -71,6 +74,8 @@ export interface PromptReport {
   runtimeContext: string
   sections: { name: string; order: number; owner: string; stability: string }[]
   contexts: { name: string; order: number; owner: string; text: string }[]
+  /** One row per section, runtime context and tool (a new agent has no history), with totals by owner. */
+  manifest: Manifest
 }
 
 export interface SessionSummary {
@@ -80,6 +85,24 @@ export interface SessionSummary {
   turns: number
   events: number
   lastStatus: string | null
+}
+
+/** What `loom sessions stats --json` prints: prefix reuse and estimated cost of every request of a stored session. */
+export interface StatsReport extends SessionEconomics {
+  id: string
+}
+
+/** What `loom sessions compact --json` prints; tokens are the fixed heuristic's estimate of header + history. */
+export interface CompactReport {
+  id: string
+  status: CompactionStatus
+  tokensBefore: number
+  tokensAfter: number
+  /** Tool results pruned. */
+  pruned: number
+  /** History messages the summary replaced (0 when nothing was summarized). */
+  summarized: number
+  reason: string | null
 }
 
 export interface VerifyReport {
@@ -294,6 +317,7 @@ export class Runner extends Service {
         runtimeContext: joinContextSections(rendered),
         sections: assembly.sections.map(({ name, order, owner, stability }) => ({ name, order, owner, stability })),
         contexts: assembly.contexts.map(({ name, order, owner }) => ({ name, order, owner, text: texts.get(name) ?? '' })),
+        manifest: buildManifest({ assembly }),
       }
     } finally {
       await agent.dispose()
@@ -330,6 +354,16 @@ export class Runner extends Service {
     return { text: transcript(meta, events), meta, events }
   }
 
+  /**
+   * Every request of a stored session, rebuilt from its log: the share of the
+   * previous request's serialization each one reuses as its prefix, and its
+   * estimated cost at these prices (per million tokens).
+   */
+  async statsSession(id: string, prices: CachePrices = DEFAULT_CACHE_PRICES): Promise<StatsReport> {
+    const { events } = await this.persistence().inspect(id)
+    return { id, ...requestEconomics(reconstructRequests(events), prices) }
+  }
+
   /** Checks a stored log without writing: a torn tail, an open turn, corruption. */
   async verifySession(id: string): Promise<VerifyReport> {
     const persistence = this.persistence()
@@ -353,6 +387,38 @@ export class Runner extends Service {
     if (before.corruption) return { before, after: before }
     await this.persistence().load(id)
     return { before, after: await this.verifySession(id) }
+  }
+
+  /** `loom sessions compact ID`: resumes the session's agent and compacts it now (needs @loom/compaction). */
+  async compactSession(id: string, flags: RouteFlags = {}): Promise<CompactReport> {
+    const compaction = this.home.get('compaction') as Compaction | undefined
+    if (!compaction) {
+      throw new UsageError('this deployment has no compaction: add the row `- id: compaction\n    name: \'@loom/compaction\'` to use `loom sessions compact`')
+    }
+    const persistence = this.persistence()
+    let options: RouteFlags = {}
+    if (flags.provider !== undefined || flags.model !== undefined) {
+      options = await this.route(flags)
+    } else {
+      const last = lastRoute((await persistence.inspect(id)).events)
+      if (!last || !this.home.llm.listProviders().some(provider => provider.id === last.provider)) options = await this.route()
+    }
+    const agent = await this.home.agents.resume(id, options)
+    try {
+      const result = await compaction.compactNow(agent)
+      await this.home.sessions.flush(agent.session)
+      return {
+        id,
+        status: result.status,
+        tokensBefore: result.tokensBefore,
+        tokensAfter: result.tokensAfter,
+        pruned: result.prune.pruned.length,
+        summarized: result.status === 'compacted' ? result.shadowedSeqs!.length : 0,
+        reason: result.reason ?? null,
+      }
+    } finally {
+      await agent.dispose()
+    }
   }
 }
 

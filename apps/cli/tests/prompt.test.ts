@@ -37,7 +37,7 @@ describe('loom prompt', () => {
     expect(run.stdout).toContain('── route: scripted/loom-demo')
     expect(run.stdout).toContain('── system ')
     expect(run.stdout).toMatch(/── tools, in request order \(\d+\) /)
-    expect(run.stdout).toMatch(/\n1\. bash {2}← @loom\/tools\n {3}Runs a shell command/)
+    expect(run.stdout).toMatch(/\n1\. bash {2}← @loom\/tool-shell\n {3}Runs a shell command/)
     expect(run.stdout).toContain(`Working directory: ${cwd}`)
     expect(run.stdout).not.toContain(ESC)
   })

@@ -16,10 +16,19 @@ import {
   type UserMessage,
 } from '@loom/llm'
 import { createScope, type Scope } from '@loom/scope'
-import { canonicalHeader, headerEquals, type AgentCancelCause, type Session, type TurnEndReason } from '@loom/session'
+import {
+  canonicalHeader,
+  headerEquals,
+  type AgentCancelCause,
+  type RequestSources,
+  type Session,
+  type SessionEvent,
+  type TurnEndReason,
+} from '@loom/session'
 import { joinContextSections, renderContextSections, renderPrompt, type PromptAssembly } from '@loom/system-prompt'
 import { runToolCalls } from '@loom/tools'
 import { Inbox, type InboxTarget } from './inbox.ts'
+import { headerChanges, promptSources } from './provenance.ts'
 import { RuntimeContextProjection } from './runtime-context.ts'
 import type { AgentLoop } from './service.ts'
 
@@ -28,6 +37,11 @@ export interface AgentOptions {
   model?: string
   /** Output cap for every request; otherwise the adapter's default. */
   maxTokens?: number
+  /**
+   * Freeze the system text and tools at the session's first request (a resumed
+   * session: at its latest logged header); plugins loaded later reach new sessions only.
+   */
+  pinPrompt?: boolean
 }
 
 export type AgentStatus = 'idle' | 'running'
@@ -55,6 +69,8 @@ export class Agent {
   #activity: Promise<void> | undefined
   readonly #projection: RuntimeContextProjection
   #headerLogged = false
+  /** The pinned system text and tools (`pinPrompt`), set at the first request. */
+  #pinned: PromptSelection | undefined
   #disposal: Promise<void> | undefined
 
   /** The agent's scope: registrations through it apply to this agent only and die with it. */
@@ -284,11 +300,10 @@ export class Agent {
   /** One model call and the tools it asked for; `null` when the model is owed another request. */
   async #step(assembly: PromptAssembly, turn: number, step: number, signal: AbortSignal): Promise<StepEnd> {
     signal.throwIfAborted()
-    const system = renderPrompt(assembly)
-    const tools = assembly.tools.map(({ name, description, parameters }): ToolSchema => ({ name, description, parameters }))
+    const { system, tools, sources } = this.#pinned ?? this.#selectPrompt(assembly)
     for (;;) {
       const boundary = this.session.deriveMessages()
-      const { request, prepared } = await this.#buildRequest(turn, step, tools, system, boundary, signal)
+      const { request, prepared } = await this.#buildRequest(turn, step, tools, system, sources, boundary, signal)
       const stream = prepared ? prepared.stream(request) : this.loop.llm.stream(request)
       signal.throwIfAborted()
       const assembler = new BlockAssembler()
@@ -336,7 +351,29 @@ export class Agent {
     }
   }
 
-  async #buildRequest(turn: number, step: number, tools: ToolSchema[], system: string, messages: GenerateOptions['messages'], signal: AbortSignal) {
+  /**
+   * The system text and tools of this step, from the assembly; with `pinPrompt`
+   * the first selection (or the session's latest logged header) is kept for good.
+   */
+  #selectPrompt(assembly: PromptAssembly): PromptSelection {
+    if (this.options.pinPrompt) {
+      const last = this.session.requestHeader()
+      if (last) {
+        const event = lastHeaderEvent(this.session)
+        const sources = event?.data.sources
+        return this.#pinned = { system: last.system ?? '', tools: last.tools ?? [], sources: () => sources }
+      }
+    }
+    const system = renderPrompt(assembly)
+    const tools = assembly.tools.map(({ name, description, parameters }): ToolSchema => ({ name, description, parameters }))
+    let sources: RequestSources | undefined
+    const selection: PromptSelection = { system, tools, sources: () => (sources ??= promptSources(assembly)) }
+    if (this.options.pinPrompt) this.#pinned = selection
+    return selection
+  }
+
+  async #buildRequest(turn: number, step: number, tools: ToolSchema[], system: string, sources: () => RequestSources | undefined,
+    messages: GenerateOptions['messages'], signal: AbortSignal) {
     const proposed = await this.loop.waterfall<LlmCallConfig>(this, 'agent/request', { agent: this, turn, step, signal },
       async () => deepFreeze(structuredClone(this.#seedConfig())))
     signal.throwIfAborted()
@@ -357,11 +394,23 @@ export class Agent {
     const header = canonicalHeader({ config, adapterDefaults: prepared?.adapterDefaults, system, tools })
     if (!this.#headerLogged) {
       // Every new loop instance anchors its first request, even when nothing changed.
-      this.session.append('request/header', { header, reason: this.session.requestHeader() === undefined ? 'initial' : 'resume' })
+      const provenance = sources()
+      this.session.append('request/header', {
+        header,
+        reason: this.session.requestHeader() === undefined ? 'initial' : 'resume',
+        ...(provenance && { sources: provenance }),
+      })
       this.#headerLogged = true
     } else {
       const baseline = this.session.requestHeader()
-      if (!baseline || !headerEquals(baseline, header)) this.session.append('request/header', { header, reason: 'change' })
+      if (!baseline || !headerEquals(baseline, header)) {
+        // Provenance is metadata: the comparison above ignores it; `changes` attributes the break.
+        const provenance = sources()
+        const changes = baseline
+          ? headerChanges({ header: baseline, sources: lastHeaderEvent(this.session)?.data.sources }, { header, sources: provenance })
+          : undefined
+        this.session.append('request/header', { header, reason: 'change', ...(provenance && { sources: provenance }), ...(changes && { changes }) })
+      }
     }
     const contextWindow = prepared?.context?.contextWindow
     const last = this.session.requestContext()
@@ -439,6 +488,21 @@ export class Agent {
   #reportError(turn: number, step: number, error: unknown) {
     this.loop.emit(this, 'agent/error', { agent: this, turn, step, error })
   }
+}
+
+/** The system text and tools a request carries, and their provenance (computed when a header is logged). */
+interface PromptSelection {
+  system: string
+  tools: ToolSchema[]
+  sources: () => RequestSources | undefined
+}
+
+function lastHeaderEvent(session: Session): SessionEvent<'request/header'> | undefined {
+  const events = session.events
+  for (let i = events.length - 1; i >= 0; i--) {
+    if (events[i].type === 'request/header') return events[i] as SessionEvent<'request/header'>
+  }
+  return undefined
 }
 
 /** `''` is no arguments; text that is not JSON is passed on as is (the tool reports it). */

@@ -84,7 +84,8 @@ export class AgentLoop extends Service {
   /**
    * Continues a stored session: the log is repaired if a crash left it open, and
    * turns, inbox and runtime context carry on from it. The route defaults to the
-   * one the session last used.
+   * one the session last used. With `pinPrompt`, the agent keeps the system text
+   * and tools of the session's latest logged header.
    */
   async resume(id: string, options: AgentOptions = {}): Promise<Agent> {
     // Optional: resume needs a backend, nothing else does.

@@ -1,4 +1,5 @@
 // The two canonical logs of the spec (section 2.10), event for event.
+import { createHash } from 'node:crypto'
 import { defineTool } from '@loom/tools'
 import { userText } from '@loom/llm'
 import { describe, expect, it } from 'vitest'
@@ -27,7 +28,15 @@ describe('canonical logs', () => {
     expect(events[3].data).toEqual({ turn: 1, step: 1 })
     expect(events[4].data).toEqual(message)
     expect(events[4].surfaceOp).toBe('append')
-    expect(events[5].data).toEqual({ header: { config: { provider: 'mock', model: 'mock' }, system: IDENTITY }, reason: 'initial' })
+    expect(events[5].data).toEqual({
+      header: { config: { provider: 'mock', model: 'mock' }, system: IDENTITY },
+      reason: 'initial',
+      sources: {
+        sections: [{ name: 'harness:identity', owner: '@loom/system-prompt', sha256: createHash('sha256').update(IDENTITY).digest('hex') }],
+        tools: [],
+        plugins: [{ name: '@loom/system-prompt', version: '0.1.0', digest: expect.stringMatching(/^[0-9a-f]{64}$/) }],
+      },
+    })
     expect(events[6].data).toEqual({ provider: 'mock', model: 'mock' })
     expect(events.slice(7, 13).map(e => (e.data as any).chunk.type))
       .toEqual(['block-start', 'text-delta', 'text-delta', 'block-end', 'usage', 'finish'])

@@ -105,7 +105,11 @@ describe('5.2 prompt, header and request', () => {
     const [request] = h.adapter.requests
     expect('system' in request).toBe(false)
     expect('tools' in request).toBe(false)
-    expect(headers(h.events())).toEqual([{ header: { config: { provider: 'mock', model: 'mock' } }, reason: 'initial' }])
+    expect(headers(h.events())).toEqual([{
+      header: { config: { provider: 'mock', model: 'mock' } },
+      reason: 'initial',
+      sources: { sections: [], tools: [], plugins: [] },
+    }])
   })
 
   it('orders tools canonically by name whatever the registration order (39)', async () => {

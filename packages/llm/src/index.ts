@@ -20,3 +20,4 @@ export {
 
 export { Llm as default } from './service.ts'
 export { jsonSnapshot, NonJsonError, type JsonValue } from './json.ts'
+export { BLOCK_OVERHEAD, CHARS_PER_TOKEN, estimateBlock, estimateHeader, estimateMessage, estimateSystemTokens, estimateText, estimateToolsTokens, ROLE_OVERHEAD, type EstimatedHeader } from './tokens.ts'

@@ -44,6 +44,35 @@ export interface RequestHeader {
 
 export type RequestHeaderReason = 'initial' | 'resume' | 'change'
 
+/** One section or tool of a header: its name, the plugin that owns it, the sha256 (hex) of its rendered text / JSON schema. */
+export interface RequestSourceEntry { name: string; owner: string; sha256: string }
+
+/** A plugin that contributed to a header: its package version when found, and a digest of everything it contributed. */
+export interface RequestSourcePlugin { name: string; version?: string; digest: string }
+
+/** Provenance of a header (metadata: never part of the header comparison). */
+export interface RequestSources {
+  sections: RequestSourceEntry[]
+  tools: RequestSourceEntry[]
+  plugins: RequestSourcePlugin[]
+}
+
+export interface RequestSourceChange { name: string; owner: string; change: 'added' | 'removed' | 'changed' }
+
+/** What a `change` header changed relative to the previous header. */
+export interface RequestHeaderChanges {
+  sections: RequestSourceChange[]
+  tools: RequestSourceChange[]
+  /** Config keys that differ (`adapterDefaults.<key>` for adapter-filled ones). */
+  config: string[]
+  /**
+   * UTF-8 byte offset of the first difference between the previous and the new
+   * serialized prefix `JSON.stringify({ tools, system })` of the two headers (absent
+   * fields omitted); absent when the prefix did not change.
+   */
+  firstDifference?: number
+}
+
 export interface RequestContext { provider: string; model: string; contextWindow?: number }
 
 export interface SessionEventMap {
@@ -56,7 +85,7 @@ export interface SessionEventMap {
   'assistant/message': { turn: number; step: number; message: AssistantMessage; usage?: TokenUsage; interrupted?: true }
   'tool/call': { turn: number; step: number; callId: CallId; name: string; arguments: string }
   'tool/result': { turn: number; step: number; message: ToolResultMessage; error?: { name: string; code: string }; meta?: JsonValue }
-  'request/header': { header: RequestHeader; reason: RequestHeaderReason }
+  'request/header': { header: RequestHeader; reason: RequestHeaderReason; sources?: RequestSources; changes?: RequestHeaderChanges }
   'request/context': RequestContext
   'compaction/start': { compactionId: string; turn: number | null }
   'compaction/summary': {

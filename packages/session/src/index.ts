@@ -6,6 +6,7 @@ export { interruptedTurnClosers, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEX
 export { callConfigEquals, canonicalHeader, foldRequestHeader, headerEquals } from './header.ts'
 export { jsonSnapshot, NonJsonError } from '@loom/llm'
 export { Session } from './session.ts'
+export * from './requests.ts'
 export { SessionForkError, SessionStore, type PrepareOptions, type SessionForkErrorCode, type SessionMeta } from './store.ts'
 export {
   checkSurfaceMarkers,

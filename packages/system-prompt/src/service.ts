@@ -7,6 +7,7 @@ import {
   scopeTarget,
   type Scoped,
 } from '@loom/scope'
+import { applyBudget, checkBudget } from './budget.ts'
 import { cloneParameters } from './clone.ts'
 import { referencedVariables, VARIABLE_NAME } from './render.ts'
 import { compareCodeUnits, orderTools, validateToolOrder } from './tool-order.ts'
@@ -162,6 +163,7 @@ export class SystemPrompt extends Service {
 
   context(context: PromptContext): () => void {
     assertFiniteOrder('context', context)
+    checkBudget(context.name, context.budget)
     const entry = { value: context, owner: this.caller }
     return this.layers.effect(this.ctx, layer => layer.contexts.insert(context.name, entry), { label: 'systemPrompt.context' })
   }
@@ -218,8 +220,9 @@ export class SystemPrompt extends Service {
     const knownNames = new Set<string>()
     for (const { value: provider, owner } of providers) {
       const result = provider(context)
-      for (const { name, description, parameters } of result.schemas) {
-        collected.push({ name, description, parameters: cloneParameters(parameters, name, owner), owner })
+      for (const { name, description, parameters, owner: schemaOwner } of result.schemas) {
+        const toolOwner = schemaOwner ?? owner
+        collected.push({ name, description, parameters: cloneParameters(parameters, name, toolOwner), owner: toolOwner })
       }
       for (const name of result.knownNames ?? result.schemas.map(schema => schema.name)) knownNames.add(name)
     }
@@ -246,7 +249,7 @@ export class SystemPrompt extends Service {
       this.warnTies('context', active)
       contexts = active.map(({ value, owner }): AssembledContext => ({
         name: value.name,
-        text: resolveText(value.text, context),
+        text: value.budget ? applyBudget(resolveText(value.text, context), value.name, value.budget.maxChars) : resolveText(value.text, context),
         order: value.order,
         stability: value.stability ?? 'step',
         owner,

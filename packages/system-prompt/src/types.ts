@@ -40,6 +40,14 @@ export interface PromptContext {
   readonly stability?: Stability
   /** Text used verbatim, never interpolated (paths, branch names, file content). */
   readonly literal?: boolean
+  /** A longer text is cut at a line boundary and ends with a notice the model sees. */
+  readonly budget?: ContextBudget
+}
+
+/** The most a runtime context may contribute. */
+export interface ContextBudget {
+  /** Characters (UTF-16 code units) of the resolved text, the omission notice included; a positive integer. */
+  readonly maxChars: number
 }
 
 export interface ToolSchema {
@@ -49,7 +57,8 @@ export interface ToolSchema {
 }
 
 export interface ToolProviderResult {
-  readonly schemas: readonly ToolSchema[]
+  /** `owner`: the plugin a schema comes from, when the provider serves several (default: the provider's own plugin). */
+  readonly schemas: readonly (ToolSchema & { owner?: string })[]
   /** Names valid in `toolOrder` for this provider; replaces the schema names when given. */
   readonly knownNames?: readonly string[]
 }

@@ -210,3 +210,11 @@ describe('(e) literal text', () => {
     await expect(h.asm().then(renderPrompt)).rejects.toThrow(/malformed prompt variable reference "\{\{ secrets\.TOKEN \}\}" in section "file"/)
   })
 })
+
+describe('(f) tool owners from a provider that serves several plugins', () => {
+  it('a schema that names its owner is attributed to it; others to the provider', async () => {
+    const h = await root()
+    h.sp.tools(() => ({ schemas: [{ ...schema('a'), owner: 'plugin-a' }, schema('b')] }))
+    expect((await h.asm()).tools.map(t => [t.name, t.owner])).toEqual([['a', 'plugin-a'], ['b', 'host']])
+  })
+})

@@ -182,7 +182,10 @@ export class ToolRuntime extends Service {
   /** The system-prompt provider: restricted schemas, every visible name as known. */
   private provide(scope: ScopeKey | undefined) {
     const visible = this.visible(scope)
-    return { schemas: this.allowedOf(visible, scope), knownNames: [...visible.keys()] }
+    // Each schema names the plugin that registered its tool, so manifests and
+    // cache-break reports attribute tools to their plugins, not to this runtime.
+    const schemas = this.allowedOf(visible, scope).map(schema => ({ ...schema, owner: visible.get(schema.name)!.owner }))
+    return { schemas, knownNames: [...visible.keys()] }
   }
 
   /** Global then the scope's chain, nearest winning by name. */

@@ -8,12 +8,12 @@ import { host, OBJECT, simple, text } from './helpers.ts'
 const names = (schemas: { name: string }[]) => schemas.map(schema => schema.name)
 
 describe('registration', () => {
-  it('a global tool is listed, assembled (owned by @loom/tools) and runs', async () => {
+  it('a global tool is listed, assembled (owned by the plugin that registered it) and runs', async () => {
     const h = await host()
     h.ctx.tools.register(simple('bash', 'ran'))
     expect(h.tools.schemas()).toEqual([{ name: 'bash', description: 'the bash tool', parameters: OBJECT }])
     const assembly = await h.ctx.systemPrompt.assemble()
-    expect(assembly.tools).toEqual([{ name: 'bash', description: 'the bash tool', parameters: OBJECT, owner: '@loom/tools' }])
+    expect(assembly.tools).toEqual([{ name: 'bash', description: 'the bash tool', parameters: OBJECT, owner: 'host' }])
     expect(text(await h.run('bash'))).toBe('ran')
   })
 
@@ -262,7 +262,7 @@ describe('the assembly', () => {
     const backward = await build(['plugin-b', 'plugin-a'])
     expect(forward).toEqual(backward)
     expect(forward.tools.map(t => t.name)).toEqual(['alpha', 'beta', 'omega', 'zeta'])
-    expect(new Set(forward.tools.map(t => t.owner))).toEqual(new Set(['@loom/tools']))
+    expect(forward.tools.map(t => [t.name, t.owner])).toEqual([['alpha', 'plugin-b'], ['beta', 'plugin-a'], ['omega', 'plugin-b'], ['zeta', 'plugin-a']])
   })
 
   it('assembled parameters are copies', async () => {

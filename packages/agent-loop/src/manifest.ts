@@ -1,0 +1,163 @@
+import { createHash } from 'node:crypto'
+import { estimateMessage, estimateText, type ContentBlock, type Message } from '@loom/llm'
+import { interpolate, renderContextSnapshot, type PromptAssembly, type Stability } from '@loom/system-prompt'
+import { RUNTIME_CONTEXT_OWNER } from './runtime-context.ts'
+
+export type ManifestKind = 'section' | 'context' | 'tool' | 'message'
+
+/** One contribution to a request. */
+export interface ManifestRow {
+  kind: ManifestKind
+  /** Section, context or tool name; for a message `<role>#<index>` (`runtime-context#0`, `tool-result#3`). */
+  name: string
+  /**
+   * The plugin that registered a section, context or tool. For a message, its
+   * source: `user`, `model:<provider>`, `tool:<callId>` or the plugin's name.
+   */
+  owner: string
+  /** Registered order (sections, contexts); position in the request (tools, messages). */
+  order: number
+  /** Stability class of a section or context; `null` for tools and messages. */
+  stability: Stability | null
+  /** Characters the estimate is based on: rendered text, schema JSON, message content. */
+  chars: number
+  /** Estimated tokens (the fixed heuristic of `@loom/llm`). */
+  tokens: number
+  /** sha256 (hex) of the rendered text, the schema JSON or the message JSON. */
+  sha256: string
+  /**
+   * `false` for context rows when `messages` already holds the runtime-context
+   * snapshot that carries them (they are then counted in that message's row).
+   */
+  counted: boolean
+}
+
+export interface ManifestTotal {
+  owner: string
+  rows: number
+  chars: number
+  tokens: number
+}
+
+export interface Manifest {
+  rows: ManifestRow[]
+  totals: {
+    chars: number
+    tokens: number
+    /** Counted rows grouped by owner, most tokens first (ties by owner name). */
+    byOwner: ManifestTotal[]
+  }
+}
+
+export interface ManifestInput {
+  assembly: PromptAssembly
+  /** The history the request carries (default none). */
+  messages?: readonly Message[]
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
+
+/** The characters the estimate of a block is based on. */
+function blockChars(block: ContentBlock): number {
+  switch (block.type) {
+    case 'text':
+    case 'reasoning':
+      return block.text.length
+    case 'tool-call':
+      return block.name.length + block.arguments.length
+    case 'tool-result':
+      return block.content.reduce((sum, nested) => sum + blockChars(nested), 0)
+    default:
+      return JSON.stringify(block).length
+  }
+}
+
+function isRuntimeContext(message: Message): boolean {
+  return message.source.kind === 'plugin' && message.source.plugin === RUNTIME_CONTEXT_OWNER && message.role === 'user'
+}
+
+function messageName(message: Message, index: number): string {
+  if (isRuntimeContext(message)) return `runtime-context#${index}`
+  if (message.source.kind === 'tool') return `tool-result#${index}`
+  return `${message.role}#${index}`
+}
+
+function messageOwner(message: Message): string {
+  const source = message.source
+  switch (source.kind) {
+    case 'user': return 'user'
+    case 'model': return `model:${source.provider}`
+    case 'tool': return `tool:${source.callId}`
+    case 'plugin': return source.plugin
+    default: return 'unknown'
+  }
+}
+
+function textOf(message: Message): string | undefined {
+  return message.content.length === 1 && message.content[0].type === 'text' ? message.content[0].text : undefined
+}
+
+/**
+ * The manifest of a request: one row per system section, runtime context, tool
+ * schema and history message, each with its owner, size, estimated tokens and
+ * digest, plus totals by owner. Section and context texts are interpolated as the
+ * model reads them (an unknown variable throws, as rendering would).
+ */
+export function buildManifest({ assembly, messages = [] }: ManifestInput): Manifest {
+  const rows: ManifestRow[] = []
+
+  for (const section of assembly.sections) {
+    const text = section.literal ? section.text : interpolate(section.text, assembly.variables, 'section', section.name)
+    rows.push({
+      kind: 'section', name: section.name, owner: section.owner, order: section.order, stability: section.stability,
+      chars: text.length, tokens: estimateText(text), sha256: sha256(text), counted: true,
+    })
+  }
+
+  // Contexts reach the model inside a runtime-context snapshot message. When the
+  // latest one in the history already says exactly this, the rows only attribute it.
+  const snapshot = renderContextSnapshot(assembly)
+  const latest = [...messages].reverse().find(isRuntimeContext)
+  const carried = snapshot !== '' && latest !== undefined && textOf(latest) === snapshot
+  for (const context of assembly.contexts) {
+    const text = context.literal ? context.text : interpolate(context.text, assembly.variables, 'context', context.name)
+    rows.push({
+      kind: 'context', name: context.name, owner: context.owner, order: context.order, stability: context.stability,
+      chars: text.length, tokens: estimateText(text), sha256: sha256(text), counted: !carried,
+    })
+  }
+
+  assembly.tools.forEach(({ name, description, parameters, owner }, index) => {
+    const json = JSON.stringify({ name, description, parameters })
+    rows.push({
+      kind: 'tool', name, owner, order: index, stability: null,
+      chars: json.length, tokens: estimateText(json), sha256: sha256(json), counted: true,
+    })
+  })
+
+  messages.forEach((message, index) => {
+    rows.push({
+      kind: 'message', name: messageName(message, index), owner: messageOwner(message), order: index, stability: null,
+      chars: message.content.reduce((sum, block) => sum + blockChars(block), 0),
+      tokens: estimateMessage(message),
+      sha256: sha256(JSON.stringify(message)),
+      counted: true,
+    })
+  })
+
+  const byOwner = new Map<string, ManifestTotal>()
+  let chars = 0
+  let tokens = 0
+  for (const row of rows) {
+    if (!row.counted) continue
+    chars += row.chars
+    tokens += row.tokens
+    const total = byOwner.get(row.owner) ?? { owner: row.owner, rows: 0, chars: 0, tokens: 0 }
+    total.rows++
+    total.chars += row.chars
+    total.tokens += row.tokens
+    byOwner.set(row.owner, total)
+  }
+  const owners = [...byOwner.values()].sort((a, b) => b.tokens - a.tokens || (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0))
+  return { rows, totals: { chars, tokens, byOwner: owners } }
+}

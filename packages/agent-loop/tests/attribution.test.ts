@@ -1,0 +1,254 @@
+// Provenance in every request header, attribution of header changes to the
+// sections, tools and config keys that broke the cached prefix, and pinned prompts.
+import { createHash } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Context } from '@deepseek-ai/cordis'
+import type { GenerateOptions, LlmCallConfig } from '@loom/llm'
+import type { SessionEvent, SessionEventMap } from '@loom/session'
+import { defineTool } from '@loom/tools'
+import { afterEach, describe, expect, it } from 'vitest'
+import { harness, IDENTITY, MockAdapter, textResponse } from './harness.ts'
+import { host, ofType, turn } from './request-support.ts'
+
+type HeaderData = SessionEventMap['request/header']
+
+const sha = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex')
+const headers = (events: readonly SessionEvent[]) => ofType<HeaderData>(events, 'request/header')
+const prefix = (request: GenerateOptions) => JSON.stringify({ tools: request.tools, system: request.system })
+
+/** The byte offset where two texts' UTF-8 encodings first differ, computed the slow, obvious way. */
+function firstDiff(a: string, b: string): number {
+  const x = [...Buffer.from(a)]
+  const y = [...Buffer.from(b)]
+  let i = 0
+  while (i < x.length && i < y.length && x[i] === y[i]) i++
+  return i
+}
+
+const PARAMETERS = { type: 'object', properties: { text: { type: 'string' } } }
+function tool(name: string) {
+  return defineTool({ name, description: `The ${name} tool.`, parameters: PARAMETERS, execute: () => `${name} done` })
+}
+const toolSha = (name: string) => sha(JSON.stringify({ name, description: `The ${name} tool.`, parameters: PARAMETERS }))
+
+/** A plugin named `greeter` with two sections; `one` is its first section's text. */
+function greeter(one: string) {
+  return {
+    name: 'greeter',
+    inject: ['systemPrompt'],
+    apply(ctx: Context) {
+      ctx.systemPrompt.section({ name: 'greeter:one', order: 200, text: one })
+      ctx.systemPrompt.section({ name: 'greeter:two', order: 201, text: 'Keep greetings short.' })
+    },
+  }
+}
+
+function onRequest(ctx: Context, edit: (config: LlmCallConfig, payload: { turn: number }) => LlmCallConfig) {
+  ctx.on('agent/request' as any, async (payload: { turn: number }, next: () => Promise<LlmCallConfig>) => edit(await next(), payload))
+}
+
+const tmpDirs: string[] = []
+afterEach(() => {
+  for (const dir of tmpDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+describe('provenance in request headers', () => {
+  it('the initial header lists every section and tool with its owner and digest, and each plugin with its version', async () => {
+    const h = await harness({ script: [textResponse('ok')], setup: ctx => { ctx.tools.register(tool('echo')) } })
+    await h.root.plugin(greeter('Greet the user.'))
+    await turn(h.agent, 'hi')
+
+    const [initial] = headers(h.events())
+    expect(initial.reason).toBe('initial')
+    const sections = [
+      { name: 'harness:identity', owner: '@loom/system-prompt', sha256: sha(IDENTITY) },
+      { name: 'greeter:one', owner: 'greeter', sha256: sha('Greet the user.') },
+      { name: 'greeter:two', owner: 'greeter', sha256: sha('Keep greetings short.') },
+    ]
+    // A tool is owned by the plugin that registered it (here the harness's host plugin).
+    const tools = [{ name: 'echo', owner: 'test-host', sha256: toolSha('echo') }]
+    expect(initial.sources).toEqual({
+      sections,
+      tools,
+      plugins: [
+        // First-party plugins are packages: their version is found. `greeter` and `test-host` are no packages.
+        { name: '@loom/system-prompt', version: '0.1.0', digest: sha(JSON.stringify({ sections: [['harness:identity', sha(IDENTITY)]], tools: [] })) },
+        { name: 'greeter', digest: sha(JSON.stringify({ sections: [['greeter:one', sections[1].sha256], ['greeter:two', sections[2].sha256]], tools: [] })) },
+        { name: 'test-host', digest: sha(JSON.stringify({ sections: [], tools: [['echo', toolSha('echo')]] })) },
+      ],
+    })
+    // The tool digest is over the exact schema the request carried.
+    const [request] = h.adapter.requests
+    expect(sha(JSON.stringify(request.tools![0]))).toBe(tools[0].sha256)
+    expect(initial.changes).toBeUndefined()
+  })
+
+  it('provenance is metadata: an unchanged prompt logs no new header', async () => {
+    const h = await harness({ script: [textResponse('one'), textResponse('two')] })
+    await turn(h.agent, 'first')
+    await turn(h.agent, 'second')
+    expect(headers(h.events()).map(e => e.reason)).toEqual(['initial'])
+  })
+})
+
+describe('cache-break attribution', () => {
+  it('a hot reload that edits one section is attributed to that section and plugin, with the first differing byte', async () => {
+    const h = await harness({ script: [textResponse('one'), textResponse('two')], setup: ctx => { ctx.tools.register(tool('echo')) } })
+    const fiber = await h.root.plugin(greeter('Greet the user.'))
+    await turn(h.agent, 'first')
+    // A simulated hot reload: the old version's fiber is gone before the new one activates.
+    await fiber.dispose()
+    await h.root.plugin(greeter('Greet the user by name.'))
+    await turn(h.agent, 'second')
+
+    const [initial, change] = headers(h.events())
+    expect(change.reason).toBe('change')
+    const [before, after] = h.adapter.requests
+    expect(after.system).not.toBe(before.system)
+    const offset = firstDiff(prefix(before), prefix(after))
+    expect(change.changes).toEqual({
+      sections: [{ name: 'greeter:one', owner: 'greeter', change: 'changed' }],
+      tools: [],
+      config: [],
+      firstDifference: offset,
+    })
+    // The offset points into the serialized system text, at the edited section.
+    const bytes = Buffer.from(prefix(after))
+    expect(bytes.subarray(0, offset).toString()).toContain('Greet the user')
+    expect(bytes.subarray(offset).toString().startsWith(' by name.')).toBe(true)
+    // Only the greeter's digest moved.
+    const digests = (data: HeaderData) => Object.fromEntries(data.sources!.plugins.map(p => [p.name, p.digest]))
+    const changed = Object.keys(digests(change)).filter(name => digests(change)[name] !== digests(initial)[name])
+    expect(changed).toEqual(['greeter'])
+    expect(change.sources!.sections.find(s => s.name === 'greeter:one')!.sha256).toBe(sha('Greet the user by name.'))
+  })
+
+  it('a tool added by another plugin is attributed as added', async () => {
+    const h = await harness({ script: [textResponse('one'), textResponse('two')], setup: ctx => { ctx.tools.register(tool('echo')) } })
+    await turn(h.agent, 'first')
+    await h.root.plugin({ name: 'extra', inject: ['tools'], apply(ctx: Context) { ctx.tools.register(tool('zap')) } })
+    await turn(h.agent, 'second')
+
+    const [, change] = headers(h.events())
+    const [before, after] = h.adapter.requests
+    expect(after.tools!.map(t => t.name)).toEqual(['echo', 'zap'])
+    expect(change.changes).toEqual({
+      sections: [],
+      tools: [{ name: 'zap', owner: 'extra', change: 'added' }],
+      config: [],
+      firstDifference: firstDiff(prefix(before), prefix(after)),
+    })
+    expect(change.sources!.tools.map(t => t.name)).toEqual(['echo', 'zap'])
+  })
+
+  it('removing a plugin attributes its sections as removed', async () => {
+    const h = await harness({ script: [textResponse('one'), textResponse('two')] })
+    const fiber = await h.root.plugin(greeter('Greet the user.'))
+    await turn(h.agent, 'first')
+    await fiber.dispose()
+    await turn(h.agent, 'second')
+    const [, change] = headers(h.events())
+    expect(change.changes!.sections).toEqual([
+      { name: 'greeter:one', owner: 'greeter', change: 'removed' },
+      { name: 'greeter:two', owner: 'greeter', change: 'removed' },
+    ])
+    // The identity stays a prefix of the system text: the difference starts right after it.
+    const [before, after] = h.adapter.requests
+    expect(change.changes!.firstDifference).toBe(firstDiff(prefix(before), prefix(after)))
+    expect(change.sources!.plugins.map(p => p.name)).toEqual(['@loom/system-prompt'])
+  })
+
+  it('a route switch lists the config key and no prefix difference', async () => {
+    const h = await harness({ script: [textResponse('one'), textResponse('two')] })
+    onRequest(h.agent.ctx, (config, { turn }) => turn === 2 ? { ...config, model: 'mock-2' } : config)
+    await turn(h.agent, 'first')
+    await turn(h.agent, 'second')
+    const [, change] = headers(h.events())
+    expect(change.reason).toBe('change')
+    expect(change.changes).toEqual({ sections: [], tools: [], config: ['model'] })
+    expect(change.sources).toEqual(headers(h.events())[0].sources)
+  })
+})
+
+describe('pinned prompts', () => {
+  const late = {
+    name: 'late',
+    inject: ['systemPrompt', 'tools'],
+    apply(ctx: Context) {
+      ctx.systemPrompt.section({ name: 'late:rule', order: 210, text: 'A rule loaded later.' })
+      ctx.tools.register(tool('late_tool'))
+    },
+  }
+
+  it('a pinned agent keeps its first system text and tools; a new agent sees the new plugin', async () => {
+    const h = await harness({
+      script: [textResponse('one'), textResponse('two'), textResponse('three'), textResponse('fresh')],
+      agent: { provider: 'mock', model: 'mock', pinPrompt: true },
+      setup: ctx => { ctx.tools.register(tool('echo')) },
+    })
+    await h.root.plugin(greeter('Greet the user.'))
+    await turn(h.agent, 'first')
+    await h.root.plugin(late)
+    await turn(h.agent, 'second')
+
+    const [first, second] = h.adapter.requests
+    expect(second.system).toBe(first.system)
+    expect(second.system).not.toContain('A rule loaded later.')
+    expect(second.tools!.map(t => t.name)).toEqual(['echo'])
+    expect(headers(h.events()).map(e => e.reason)).toEqual(['initial'])
+
+    // A config change still logs, attributed to the config only, with the pinned sources.
+    onRequest(h.agent.ctx, config => ({ ...config, model: 'mock-2' }))
+    await turn(h.agent, 'third')
+    const logged = headers(h.events())
+    expect(logged.map(e => e.reason)).toEqual(['initial', 'change'])
+    expect(logged[1].changes).toEqual({ sections: [], tools: [], config: ['model'] })
+    expect(logged[1].sources).toEqual(logged[0].sources)
+    expect(h.adapter.requests[2].system).toBe(first.system)
+
+    // A new agent gets the late plugin's section and tool.
+    const fresh = h.ctx.agents.create('a2', { provider: 'mock', model: 'mock' })
+    await turn(fresh, 'hello')
+    const request = h.adapter.requests[3]
+    expect(request.system).toContain('A rule loaded later.')
+    expect(request.tools!.map(t => t.name)).toEqual(['echo', 'late_tool'])
+  })
+
+  it('a resumed pinned agent keeps the header its log already holds', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'loom-pin-'))
+    tmpDirs.push(dir)
+    const gen1 = await host({ jsonl: dir, providers: { mock: new MockAdapter([textResponse('one')]) } })
+    await gen1.root.plugin(greeter('Greet the user.'))
+    const agent = gen1.ctx.agents.create('p1', { provider: 'mock', model: 'mock' })
+    await turn(agent, 'first')
+    await gen1.ctx.sessions.flush(agent.session)
+    await agent.dispose()
+    const firstRequest = gen1.adapters.mock.requests[0]
+
+    // The next process runs other code: the greeter changed and a late plugin is loaded.
+    const gen2 = await host({ jsonl: dir, providers: { mock: new MockAdapter([textResponse('two'), textResponse('three')]) } })
+    await gen2.root.plugin(greeter('Greet the user by name.'))
+    await gen2.root.plugin(late)
+    const pinned = await gen2.ctx.agents.resume('p1', { pinPrompt: true })
+    await turn(pinned, 'second')
+    const resumedRequest = gen2.adapters.mock.requests[0]
+    expect(resumedRequest.system).toBe(firstRequest.system)
+    expect(resumedRequest.tools).toEqual(firstRequest.tools)
+    const logged = headers(pinned.session.events)
+    expect(logged.map(e => e.reason)).toEqual(['initial', 'resume'])
+    expect(logged[1].sources).toEqual(logged[0].sources)
+    await pinned.dispose()
+
+    // Without pinning, the same resume picks up the new code and its provenance shows the drift.
+    const unpinned = await gen2.ctx.agents.resume('p1')
+    await turn(unpinned, 'third')
+    const last = headers(unpinned.session.events).at(-1)!
+    expect(last.reason).toBe('resume')
+    expect(gen2.adapters.mock.requests[1].system).toContain('A rule loaded later.')
+    const greeterBefore = logged[0].sources!.plugins.find(p => p.name === 'greeter')!
+    const greeterAfter = last.sources!.plugins.find(p => p.name === 'greeter')!
+    expect(greeterAfter.digest).not.toBe(greeterBefore.digest)
+  })
+})

@@ -1,0 +1,95 @@
+import { createHash } from 'node:crypto'
+import { describe, expect, it } from 'vitest'
+import { buildManifest, RUNTIME_CONTEXT_OWNER } from '@loom/agent-loop'
+import { createAssistantMessage, createToolResultMessage, createUserMessage, userText } from '@loom/llm'
+import { renderContextSnapshot, type PromptAssembly } from '@loom/system-prompt'
+
+const sha = (text: string) => createHash('sha256').update(text).digest('hex')
+
+function assembly(): PromptAssembly {
+  return {
+    sections: [
+      { name: 'harness:identity', text: 'You are Loom.', order: -100, stability: 'static', owner: '@loom/system-prompt' },
+      { name: 'deployment:persona', text: 'Work in {{cwd}}.', order: 0, stability: 'static', owner: '@loom/system-prompt' },
+      { name: 'notes', text: 'Keep {{cwd}} literal.', order: 200, stability: 'session', owner: 'notes-plugin', literal: true },
+    ],
+    contexts: [
+      { name: 'runtime:time', text: 'Current time: 12:00', order: 10, stability: 'step', owner: '@loom/context-time' },
+    ],
+    tools: [
+      { name: 'read', description: 'Read a file.', parameters: { type: 'object' }, owner: '@loom/tool-fs' },
+    ],
+    variables: { cwd: '/srv/app' },
+    variableInfo: { cwd: { owner: '@loom/agent-loop', stability: 'session' } },
+  }
+}
+
+describe('buildManifest', () => {
+  it('has one row per section, context and tool with owner, size, tokens and digest', () => {
+    const manifest = buildManifest({ assembly: assembly() })
+    expect(manifest.rows.map(row => [row.kind, row.name, row.owner, row.order, row.stability])).toEqual([
+      ['section', 'harness:identity', '@loom/system-prompt', -100, 'static'],
+      ['section', 'deployment:persona', '@loom/system-prompt', 0, 'static'],
+      ['section', 'notes', 'notes-plugin', 200, 'session'],
+      ['context', 'runtime:time', '@loom/context-time', 10, 'step'],
+      ['tool', 'read', '@loom/tool-fs', 0, null],
+    ])
+    const persona = manifest.rows[1]
+    expect(persona).toMatchObject({ chars: 'Work in /srv/app.'.length, tokens: 5, sha256: sha('Work in /srv/app.'), counted: true })
+    expect(manifest.rows[2]).toMatchObject({ chars: 'Keep {{cwd}} literal.'.length, sha256: sha('Keep {{cwd}} literal.') })
+    const json = JSON.stringify({ name: 'read', description: 'Read a file.', parameters: { type: 'object' } })
+    expect(manifest.rows[4]).toMatchObject({ chars: json.length, tokens: Math.ceil(json.length / 4), sha256: sha(json) })
+  })
+
+  it('totals by owner, most tokens first', () => {
+    const manifest = buildManifest({ assembly: assembly() })
+    const sum = manifest.rows.reduce((total, row) => total + row.tokens, 0)
+    expect(manifest.totals.tokens).toBe(sum)
+    expect(manifest.totals.byOwner.reduce((total, row) => total + row.tokens, 0)).toBe(sum)
+    const system = manifest.totals.byOwner.find(total => total.owner === '@loom/system-prompt')!
+    expect(system).toMatchObject({ rows: 2, chars: 'You are Loom.'.length + 'Work in /srv/app.'.length })
+    const tokens = manifest.totals.byOwner.map(total => total.tokens)
+    expect(tokens).toEqual([...tokens].sort((a, b) => b - a))
+  })
+
+  it('names and attributes history messages by their source', () => {
+    const call = createAssistantMessage({
+      content: [{ type: 'text', text: 'abcd' }, { type: 'tool-call', id: 'call-1', name: 'read', arguments: '{}' }],
+      source: { provider: 'deepseek', model: 'deepseek-chat' },
+    })
+    const result = createToolResultMessage({ callId: 'call-1', content: [{ type: 'text', text: 'file body' }] })
+    const note = createUserMessage({ content: [{ type: 'text', text: 'n' }], source: { kind: 'plugin', plugin: 'memory' } })
+    const messages = [userText('abcd'), call, result, note]
+    const rows = buildManifest({ assembly: assembly(), messages }).rows.filter(row => row.kind === 'message')
+    expect(rows.map(row => [row.name, row.owner, row.order])).toEqual([
+      ['user#0', 'user', 0],
+      ['assistant#1', 'model:deepseek', 1],
+      ['tool-result#2', 'tool:call-1', 2],
+      ['user#3', 'memory', 3],
+    ])
+    expect(rows[0]).toMatchObject({ chars: 4, tokens: 9, sha256: sha(JSON.stringify(messages[0])) })
+    expect(rows[1]).toMatchObject({ chars: 4 + 4 + 2, tokens: (1 + 4) + (1 + 1 + 4) + 4 })
+    expect(rows[2]).toMatchObject({ chars: 9, tokens: (3 + 4) + 4 + 4 })
+  })
+
+  it('does not count contexts twice when the history already carries their snapshot', () => {
+    const a = assembly()
+    const snapshot = createUserMessage({
+      content: [{ type: 'text', text: renderContextSnapshot(a) }],
+      source: { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER },
+    })
+    const carried = buildManifest({ assembly: a, messages: [snapshot] })
+    expect(carried.rows.find(row => row.kind === 'context')!.counted).toBe(false)
+    expect(carried.rows.at(-1)).toMatchObject({ name: 'runtime-context#0', owner: RUNTIME_CONTEXT_OWNER, counted: true })
+    expect(carried.totals.tokens).toBe(carried.rows.filter(row => row.counted).reduce((total, row) => total + row.tokens, 0))
+
+    const stale = createUserMessage({ content: [{ type: 'text', text: 'old snapshot' }], source: { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER } })
+    expect(buildManifest({ assembly: a, messages: [stale] }).rows.find(row => row.kind === 'context')!.counted).toBe(true)
+  })
+
+  it('fails like rendering on an unknown variable', () => {
+    const a = assembly()
+    a.sections[1].text = 'Work in {{nowhere}}.'
+    expect(() => buildManifest({ assembly: a })).toThrow(/unknown prompt variable "\{\{nowhere\}\}"/)
+  })
+})

@@ -1,0 +1,247 @@
+import type { Message, StreamChunk, TokenUsage, ToolSchema } from '@loom/llm'
+import type { RequestHeader, SessionEvent, SessionEventMap } from './events.ts'
+import { canonicalHeader } from './header.ts'
+import { Session } from './session.ts'
+import { Surface } from './surface.ts'
+
+/**
+ * Requests rebuilt from a session log. The agent loop guarantees that the log
+ * prefix up to a request's first `assistant/chunk` gives back that request: its
+ * messages are `Session.create(id, prefix).deriveMessages()` and its header is
+ * `foldRequestHeader(prefix)`. `reconstructRequests` applies that theorem to every
+ * request of a log in one pass.
+ */
+export interface ReconstructedRequest {
+  /** Turn and step of the first chunk (null when the chunk carries none). */
+  turn: number | null
+  step: number | null
+  /** Seq of the request's first `assistant/chunk`: the prefix is `events[0 .. seq)`. */
+  seq: number
+  /** Seq of its last chunk. */
+  endSeq: number
+  /** The history the model received. */
+  messages: Message[]
+  /** The header in force (config, system text, tools), canonical; undefined when none was logged. */
+  header: RequestHeader | undefined
+  /** Characters the model produced in answer (text, reasoning, tool names and arguments of the finished blocks). */
+  outputChars: number
+  /** Usage the provider reported for this request, if any. */
+  usage?: TokenUsage
+}
+
+const isTerminal = (chunk: StreamChunk) => chunk.type === 'finish'
+
+/**
+ * Every model request of `events`, in order. A request starts at an
+ * `assistant/chunk` that follows a non-chunk event, or that follows a `finish`
+ * chunk (the llm service ends every attempt, failed ones included, with exactly
+ * one `finish`, so a retry inside a step starts a new request even when nothing
+ * was logged in between). One pass: the surface and the header are folded as
+ * the events go by; each request gets its own copy of the message array.
+ */
+export function reconstructRequests(events: readonly SessionEvent[]): ReconstructedRequest[] {
+  const requests: ReconstructedRequest[] = []
+  const surface = new Surface()
+  const projector = Session.create('reconstruct')
+  let messages: Message[] = []
+  let header: RequestHeader | undefined
+  let current: ReconstructedRequest | undefined
+  let previousChunk: StreamChunk | undefined
+
+  for (const event of events) {
+    if (event.type === 'assistant/chunk') {
+      const { turn, step, chunk } = event.data as SessionEventMap['assistant/chunk']
+      if (!current || (previousChunk && isTerminal(previousChunk))) {
+        current = {
+          turn: turn ?? null,
+          step: step ?? null,
+          seq: event.seq,
+          endSeq: event.seq,
+          messages: messages.slice(),
+          header,
+          outputChars: 0,
+        }
+        requests.push(current)
+      }
+      current.endSeq = event.seq
+      if (chunk.type === 'block-end') current.outputChars += blockChars(chunk.block)
+      else if (chunk.type === 'usage') current.usage = chunk.usage
+      previousChunk = chunk
+      // Chunks are not model-visible: nothing else to fold.
+      continue
+    }
+    current = undefined
+    previousChunk = undefined
+    const replacement = surface.plan(event)()
+    if (replacement) {
+      messages = surface.nodes.map(seq => projector.deriveEventMessage(surface.eventAt(seq)!)).filter(m => m !== null)
+    } else if (event.surfaceOp === 'append') {
+      const message = projector.deriveEventMessage(event)
+      if (message) messages.push(message)
+    }
+    if (event.type === 'request/header') header = canonicalHeader((event as SessionEvent<'request/header'>).data.header)
+  }
+  return requests
+}
+
+function blockChars(block: { type: string; text?: string; name?: string; arguments?: string }): number {
+  if (block.type === 'tool-call') return (block.name?.length ?? 0) + (block.arguments?.length ?? 0)
+  return block.text?.length ?? 0
+}
+
+/** What a serialization needs: the messages and the header (or its system text and tools directly). */
+export interface SerializableRequest {
+  messages: readonly Message[]
+  header?: Pick<RequestHeader, 'system' | 'tools'>
+  system?: string
+  tools?: readonly ToolSchema[]
+}
+
+/**
+ * The request in the order a provider reads it (and caches it): tools, then the
+ * system text, then the messages. The text is JSON Lines: line 1 is the JSON of
+ * the tools array, line 2 the JSON of the system text, then one line per message,
+ * the JSON of `{ role, content }` (what a provider receives: message ids and
+ * sources are Loom's bookkeeping), each line ending with `\n`. A request that only appends messages to
+ * the previous one therefore extends its serialization, byte for byte (a single
+ * JSON object would close its arrays, so even a pure append would differ in the
+ * last two bytes). `header` wins over top-level `system`/`tools`; a missing
+ * system text serializes as `""`, missing tools as `[]`.
+ */
+export function serializeRequest(request: SerializableRequest): string {
+  const tools = request.header ? request.header.tools : request.tools
+  const system = request.header ? request.header.system : request.system
+  let text = JSON.stringify(tools ?? []) + '\n' + JSON.stringify(system ?? '') + '\n'
+  for (const message of request.messages) text += JSON.stringify({ role: message.role, content: message.content }) + '\n'
+  return text
+}
+
+/** Length of the common prefix of two strings. */
+export function commonPrefixLength(a: string, b: string): number {
+  const n = Math.min(a.length, b.length)
+  let i = 0
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++
+  return i
+}
+
+/**
+ * The share (0..1) of the earlier request's serialization that the later one
+ * reuses unchanged as its prefix. An empty earlier serialization counts as fully
+ * reused.
+ */
+export function prefixReuse(earlier: string | SerializableRequest, later: string | SerializableRequest): number {
+  const a = typeof earlier === 'string' ? earlier : serializeRequest(earlier)
+  const b = typeof later === 'string' ? later : serializeRequest(later)
+  return a.length === 0 ? 1 : commonPrefixLength(a, b) / a.length
+}
+
+/** Prices in currency units per million tokens. */
+export interface CachePrices {
+  /** Input tokens served from the provider's prompt cache. */
+  hit: number
+  /** Input tokens not in the cache. */
+  miss: number
+  /** Output tokens. */
+  output: number
+}
+
+/** DeepSeek-like list prices (USD per million tokens): cache hit 0.07, cache miss 0.27, output 1.10. */
+export const DEFAULT_CACHE_PRICES: Readonly<CachePrices> = Object.freeze({ hit: 0.07, miss: 0.27, output: 1.1 })
+
+/** The token estimate of these figures: one token per four characters of the serialization, rounded up. */
+const estimateTokens = (chars: number) => Math.ceil(chars / 4)
+
+export interface RequestEconomics {
+  index: number
+  turn: number | null
+  step: number | null
+  seq: number
+  chars: number
+  /** Characters of this request that repeat the previous request's serialization (its cached prefix). */
+  reusedChars: number
+  /** Share of the previous request's serialization reused as this one's prefix; null for the first. */
+  reuse: number | null
+  hitTokens: number
+  missTokens: number
+  outputTokens: number
+  /** Estimated cost of the input at the hit and miss prices, and of the output. */
+  inputCost: number
+  outputCost: number
+}
+
+export interface SessionEconomics {
+  prices: CachePrices
+  requests: RequestEconomics[]
+  totals: {
+    requests: number
+    chars: number
+    hitTokens: number
+    missTokens: number
+    outputTokens: number
+    inputCost: number
+    outputCost: number
+    /** Mean reuse over consecutive pairs (null with fewer than two requests), and the smallest. */
+    meanReuse: number | null
+    minReuse: number | null
+    /** What the input would cost with no cache at all (every token a miss). */
+    uncachedInputCost: number
+  }
+}
+
+/**
+ * Prefix reuse and estimated cost of a sequence of requests. Each request's
+ * input is split into the part that repeats the previous request's serialization
+ * (a cache hit) and the rest (a miss); tokens are `ceil(chars / 4)`. The
+ * first request is all miss. Output tokens are estimated from `outputChars`.
+ */
+export function requestEconomics(
+  requests: readonly (SerializableRequest & { turn?: number | null; step?: number | null; seq?: number; outputChars?: number })[],
+  prices: CachePrices = DEFAULT_CACHE_PRICES,
+): SessionEconomics {
+  const rows: RequestEconomics[] = []
+  let previous: string | undefined
+  for (const [index, request] of requests.entries()) {
+    const text = serializeRequest(request)
+    const reusedChars = previous === undefined ? 0 : commonPrefixLength(previous, text)
+    const reuse = previous === undefined ? null : previous.length === 0 ? 1 : reusedChars / previous.length
+    const hitTokens = Math.floor(reusedChars / 4)
+    const missTokens = Math.max(0, estimateTokens(text.length) - hitTokens)
+    const outputTokens = estimateTokens(request.outputChars ?? 0)
+    rows.push({
+      index,
+      turn: request.turn ?? null,
+      step: request.step ?? null,
+      seq: request.seq ?? index,
+      chars: text.length,
+      reusedChars,
+      reuse,
+      hitTokens,
+      missTokens,
+      outputTokens,
+      inputCost: (hitTokens * prices.hit + missTokens * prices.miss) / 1e6,
+      outputCost: (outputTokens * prices.output) / 1e6,
+    })
+    previous = text
+  }
+  const sum = (key: 'chars' | 'hitTokens' | 'missTokens' | 'outputTokens' | 'inputCost' | 'outputCost') =>
+    rows.reduce((total, row) => total + row[key], 0)
+  const reuses = rows.map(row => row.reuse).filter((r): r is number => r !== null)
+  const hitTokens = sum('hitTokens')
+  const missTokens = sum('missTokens')
+  return {
+    prices: { ...prices },
+    requests: rows,
+    totals: {
+      requests: rows.length,
+      chars: sum('chars'),
+      hitTokens,
+      missTokens,
+      outputTokens: sum('outputTokens'),
+      inputCost: sum('inputCost'),
+      outputCost: sum('outputCost'),
+      meanReuse: reuses.length ? reuses.reduce((a, b) => a + b, 0) / reuses.length : null,
+      minReuse: reuses.length ? Math.min(...reuses) : null,
+      uncachedInputCost: ((hitTokens + missTokens) * prices.miss) / 1e6,
+    },
+  }
+}

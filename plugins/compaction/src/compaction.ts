@@ -1,0 +1,272 @@
+// Summary compaction (agent-session-spec 4.4): when the projected prompt passes
+// a share of the context window, prune large tool results; if that is not
+// enough, summarize the older part of the history through one model call and
+// replace it on the surface with the summary. The log itself only grows.
+import type { Context, Logger } from '@deepseek-ai/cordis'
+import type { Agent } from '@loom/agent-loop'
+import {
+  BlockAssembler,
+  createUserMessage,
+  errorChain,
+  estimateHeader,
+  estimateMessage,
+  type ContentBlock,
+  type GenerateOptions,
+  type LlmCallConfig,
+  type Message,
+  type TokenUsage,
+  type UserMessage,
+} from '@loom/llm'
+import type { RequestHeader, Session } from '@loom/session'
+import { pruneSession, type PruneReport, type PrunerConfig } from './pruner.ts'
+import { chooseCut, surfaceNodes, type SurfaceNode } from './surface.ts'
+
+export const COMPACTION_PLUGIN = '@loom/compaction'
+
+/** The fixed sections every summary has, in order. */
+export const SUMMARY_SECTIONS = [
+  'Primary Request', 'Key Concepts', 'Files and Code', 'Errors and Fixes',
+  'Pending Jobs', 'Current Work', 'Next Step', 'Critical Context',
+] as const
+
+export const SUMMARY_INSTRUCTION = [
+  'The conversation above is about to be replaced by a summary, because the context window is filling up.',
+  'Write that summary now. It is all that will remain of the conversation above, so keep every fact, decision, file path, identifier, error and open task that the work still needs; drop chit-chat and anything superseded.',
+  'Do not call tools. Answer with Markdown and exactly these sections, in this order:',
+  '',
+  ...SUMMARY_SECTIONS.map(section => `## ${section}`),
+].join('\n')
+
+export const SUMMARY_PREAMBLE = 'This session was compacted: the earlier part of the conversation was replaced by the summary below. '
+  + 'Continue the work from it; the messages after it are the most recent part of the conversation, unchanged.'
+
+export interface CompactionConfig {
+  auto: boolean
+  thresholdRatio: number
+  retainRatio: number
+  retainTokens?: number
+  contextWindow?: number
+  maxTokens: number
+  summarizationProvider: string
+  summarizationModel: string
+  pruner: PrunerConfig
+}
+
+/** The estimated size of the next request: header, history and the input about to enter. */
+export interface Pressure {
+  tokens: number
+  headerTokens: number
+  surfaceTokens: number
+  pendingTokens: number
+  contextWindow: number | undefined
+  threshold: number | undefined
+}
+
+export type CompactionStatus = 'compacted' | 'pruned' | 'skipped' | 'refused' | 'failed'
+
+export interface CompactionResult {
+  status: CompactionStatus
+  /** Estimated request tokens before and after (header + history). */
+  tokensBefore: number
+  tokensAfter: number
+  prune: PruneReport
+  compactionId?: string
+  /** Why nothing was summarized, or what went wrong. */
+  reason?: string
+  shadowedSeqs?: number[]
+  shadowedTokenCount?: number
+  summaryTokenCount?: number
+  replacementSeq?: number
+}
+
+export class Compaction {
+  readonly config: Readonly<CompactionConfig>
+  private readonly home: Context
+  private readonly logger: Logger
+  /** The turn in which a session's last automatic summary was refused or failed: not retried in that turn. */
+  private readonly gaveUp = new WeakMap<Session, number>()
+
+  constructor(ctx: Context, config: CompactionConfig) {
+    this.home = ctx
+    this.config = config
+    this.logger = ctx.logger('compaction')
+  }
+
+  /** The context window for this agent: the route's, else the configured one. */
+  contextWindow(agent: Agent): number | undefined {
+    return agent.session.requestContext()?.contextWindow ?? this.config.contextWindow
+  }
+
+  /** The projected prompt of the agent's next request, with `pending` input about to enter. */
+  measure(agent: Agent, pending: readonly Message[] = []): Pressure {
+    const headerTokens = estimateHeader(agent.session.requestHeader())
+    let surfaceTokens = 0
+    for (const node of surfaceNodes(agent.session)) surfaceTokens += node.tokens
+    let pendingTokens = 0
+    for (const message of pending) pendingTokens += estimateMessage(message)
+    const contextWindow = this.contextWindow(agent)
+    return {
+      tokens: headerTokens + surfaceTokens + pendingTokens,
+      headerTokens,
+      surfaceTokens,
+      pendingTokens,
+      contextWindow,
+      threshold: contextWindow === undefined ? undefined : Math.floor(contextWindow * this.config.thresholdRatio),
+    }
+  }
+
+  /** The `agent/pre-step` check: prune, then summarize, while the projected prompt is over the threshold. */
+  async preStep(payload: { agent: Agent; messages: readonly UserMessage[]; turn: number; signal: AbortSignal }): Promise<void> {
+    const { agent, messages, turn, signal } = payload
+    const over = () => {
+      const pressure = this.measure(agent, messages)
+      return pressure.threshold !== undefined && pressure.tokens > pressure.threshold
+    }
+    if (!over()) return
+    try {
+      const prune = pruneSession(agent.session, this.config.pruner)
+      if (prune.pruned.length) this.logger.debug('agent %s: pruned %d tool results (%d chars)', agent.id, prune.pruned.length, prune.charsRemoved)
+      if (!over() || this.gaveUp.get(agent.session) === turn) return
+      const result = await this.summarize(agent, turn, signal, prune)
+      if (result.status === 'refused' || result.status === 'failed') {
+        this.gaveUp.set(agent.session, turn)
+        this.logger.warn('agent %s: compaction %s: %s', agent.id, result.status, result.reason)
+      }
+    } catch (error) {
+      if (signal.aborted) throw error
+      this.logger.warn('agent %s: compaction failed: %s', agent.id, errorChain(error))
+    }
+  }
+
+  /**
+   * Compacts now, between turns (`turn: null`): prunes, then summarizes whatever
+   * the retain share leaves. Refused while the agent runs a turn.
+   */
+  async compactNow(agent: Agent): Promise<CompactionResult> {
+    return agent.runMaintenance(async signal => {
+      const tokensBefore = this.measure(agent).tokens
+      const prune = pruneSession(agent.session, this.config.pruner)
+      const result = await this.summarize(agent, null, signal, prune)
+      return { ...result, tokensBefore }
+    })
+  }
+
+  /** One summary compaction of the agent's surface. */
+  async summarize(agent: Agent, turn: number | null, signal: AbortSignal, prune: PruneReport = { pruned: [], charsRemoved: 0 }): Promise<CompactionResult> {
+    const session = agent.session
+    const headerTokens = estimateHeader(session.requestHeader())
+    const nodes = surfaceNodes(session)
+    const surfaceTokens = nodes.reduce((sum, node) => sum + node.tokens, 0)
+    const tokensBefore = headerTokens + surfaceTokens
+    const base = { tokensBefore, tokensAfter: tokensBefore, prune }
+    const status = prune.pruned.length ? 'pruned' as const : 'skipped' as const
+
+    const retain = this.config.retainTokens ?? Math.ceil(surfaceTokens * this.config.retainRatio)
+    const cut = chooseCut(nodes, retain)
+    if (cut === undefined) return { ...base, status, reason: 'no balanced cut leaves the retained share' }
+    const shadowed = nodes.slice(0, cut)
+    if (shadowed.length === 1 && isSummary(shadowed[0].message)) return { ...base, status, reason: 'only the previous summary would be shadowed' }
+    const shadowedSeqs = shadowed.map(node => node.seq)
+    const shadowedTokenCount = shadowed.reduce((sum, node) => sum + node.tokens, 0)
+    const range = { start: shadowedSeqs[0], end: shadowedSeqs.at(-1)! }
+
+    const compactionId = crypto.randomUUID()
+    session.append('compaction/start', { compactionId, turn })
+    const end = (error?: string) => session.append('compaction/end', { compactionId, turn, ...(error !== undefined && { error }) })
+    let outcome: { summary: string; usage?: TokenUsage; provider: string; model: string }
+    try {
+      outcome = await this.callModel(agent, shadowed, signal)
+    } catch (error) {
+      end(`summary failed: ${errorChain(error)}`)
+      if (signal.aborted) throw error
+      return { ...base, status: 'failed', compactionId, reason: `summary failed: ${errorChain(error)}` }
+    }
+
+    const replacement = createUserMessage({
+      content: [{ type: 'text', text: `${SUMMARY_PREAMBLE}\n\n<compacted-summary>\n${outcome.summary}\n</compacted-summary>` }],
+      source: {
+        kind: 'plugin',
+        plugin: COMPACTION_PLUGIN,
+        form: 'notice',
+        summary: `summary of ${shadowed.length} earlier messages (about ${shadowedTokenCount} tokens)`,
+      },
+    })
+    const summaryTokenCount = estimateMessage(replacement)
+    if (summaryTokenCount >= shadowedTokenCount) {
+      const reason = `the summary (${summaryTokenCount} estimated tokens) is not shorter than what it replaces (${shadowedTokenCount})`
+      end(reason)
+      return { ...base, status: 'refused', compactionId, reason, shadowedSeqs, shadowedTokenCount, summaryTokenCount }
+    }
+
+    try {
+      session.append('compaction/summary', {
+        compactionId,
+        summary: [{ type: 'text', text: outcome.summary }] satisfies ContentBlock[],
+        shadowedRange: range,
+        shadowedSeqs,
+        shadowedTokenCount,
+        provider: outcome.provider,
+        model: outcome.model,
+        ...(outcome.usage && { usage: outcome.usage }),
+      })
+      const event = session.append('user/message', replacement, { surfaceOp: { op: 'replace', ...range }, sourceEventSeqs: shadowedSeqs })
+      end()
+      const tokensAfter = headerTokens + surfaceTokens - shadowedTokenCount + summaryTokenCount
+      return {
+        ...base, tokensAfter, status: 'compacted', compactionId, shadowedSeqs, shadowedTokenCount, summaryTokenCount, replacementSeq: event.seq,
+      }
+    } catch (error) {
+      end(`commit failed: ${errorChain(error)}`)
+      throw error
+    }
+  }
+
+  /** One direct model call: the same system and tools, the shadowed history, the instruction. */
+  private async callModel(agent: Agent, shadowed: readonly SurfaceNode[], signal: AbortSignal) {
+    const header = agent.session.requestHeader()
+    const config = this.route(agent, header)
+    const instruction = createUserMessage({
+      content: [{ type: 'text', text: SUMMARY_INSTRUCTION }],
+      source: { kind: 'plugin', plugin: COMPACTION_PLUGIN },
+    })
+    const request: GenerateOptions = {
+      ...config,
+      maxTokens: this.config.maxTokens,
+      messages: [...shadowed.flatMap(node => node.message ? [node.message] : []), instruction],
+      ...(header?.system !== undefined && { system: header.system }),
+      ...(header?.tools !== undefined && { tools: header.tools }),
+      sessionId: agent.session.id,
+      purpose: 'compaction',
+      signal,
+    }
+    const assembler = new BlockAssembler()
+    for await (const chunk of this.home.llm.stream(request)) {
+      signal.throwIfAborted()
+      assembler.push(chunk)
+    }
+    const finish = assembler.finish
+    if (finish.kind === 'error' || finish.kind === 'aborted') throw new Error(`${finish.failure.code}: ${finish.failure.message}`)
+    if (finish.kind === 'max-tokens') throw new Error(`the summary hit the output limit (${this.config.maxTokens} tokens)`)
+    const summary = assembler.blocks().flatMap(block => block.type === 'text' ? [block.text] : []).join('\n').trim()
+    if (!summary) throw new Error('the model returned no summary text')
+    return { summary, usage: assembler.usage, provider: config.provider, model: config.model }
+  }
+
+  /** The summary route: configured, else the last logged route, else the agent's. */
+  private route(agent: Agent, header: RequestHeader | undefined): LlmCallConfig {
+    const logged = header?.config
+    const provider = this.config.summarizationProvider || logged?.provider || agent.options.provider || ''
+    const model = this.config.summarizationModel || (provider === logged?.provider ? logged.model : undefined) || agent.options.model || ''
+    if (!provider || !model) throw new Error(`no route for the summary: agent "${agent.id}" has no provider/model and none is configured (summarizationProvider, summarizationModel)`)
+    if (logged && logged.provider === provider && logged.model === model) {
+      const { maxTokens: _, ...rest } = logged
+      if (header?.adapterDefaults?.reasoningEffort) delete rest.reasoningEffort
+      return rest
+    }
+    return { provider, model }
+  }
+}
+
+export function isSummary(message: Message | null): boolean {
+  return message?.source.kind === 'plugin' && message.source.plugin === COMPACTION_PLUGIN
+}

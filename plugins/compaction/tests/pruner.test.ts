@@ -1,0 +1,151 @@
+import { createAssistantMessage, createToolResultMessage, estimateMessage, userText, type ContentBlock, type ToolResultMessage } from '@loom/llm'
+import { Session, type SessionEventMap } from '@loom/session'
+import { createHost, type Host } from '@loom/testkit'
+import { afterEach, describe, expect, it } from 'vitest'
+import * as compaction from '../src/index.ts'
+import { measureContent, PRUNE_MARKER, PRUNE_MARKER_LENGTH, pruneContent, prunerConfig, pruneSession, ToolResultPruner } from '../src/index.ts'
+
+const text = (value: string): ContentBlock => ({ type: 'text', text: value })
+
+describe('pruneContent', () => {
+  it('keeps 4096 code points of head and 1024 of tail around the marker by default', () => {
+    expect(PRUNE_MARKER).toBe('\n\n[... tool result middle pruned ...]\n\n')
+    expect(PRUNE_MARKER_LENGTH).toBe(39)
+    const body = 'h'.repeat(4096) + 'm'.repeat(5000) + 't'.repeat(1024)
+    const pruned = pruneContent([text(body)])!
+    expect(pruned).toEqual([text('h'.repeat(4096) + PRUNE_MARKER + 't'.repeat(1024))])
+    expect(measureContent(pruned)).toBe(4096 + 39 + 1024)
+  })
+
+  it('leaves content at or under the threshold alone, and a second pass changes nothing', () => {
+    expect(pruneContent([text('x'.repeat(8192))])).toBeNull()
+    const once = pruneContent([text('x'.repeat(8193))])!
+    expect(measureContent(once)).toBe(5159)
+    expect(pruneContent(once)).toBeNull()
+  })
+
+  it('counts code points, not UTF-16 units', () => {
+    const config = prunerConfig({ thresholdChars: 50, headChars: 5, tailChars: 6 })
+    expect(measureContent([text('😀'.repeat(50))])).toBe(50)
+    expect(pruneContent([text('😀'.repeat(50))], config)).toBeNull()
+    const pruned = pruneContent([text('😀'.repeat(60))], config)!
+    expect(pruned).toEqual([text('😀'.repeat(5) + PRUNE_MARKER + '😀'.repeat(6))])
+  })
+
+  it('cuts across blocks in order: one marker, empty blocks dropped, other blocks kept in place', () => {
+    const config = prunerConfig({ thresholdChars: 50, headChars: 5, tailChars: 6 })
+    const reasoning: ContentBlock = { type: 'reasoning', text: 'not counted' }
+    const blocks = [text('0123456789'), reasoning, text('a'.repeat(31)), text('ABCDEFGHIJ')]
+    expect(measureContent(blocks)).toBe(51)
+    const pruned = pruneContent(blocks, config)!
+    expect(pruned).toEqual([text('01234' + PRUNE_MARKER), reasoning, text('EFGHIJ')])
+    expect(measureContent(pruned)).toBe(50)
+    expect(pruneContent(pruned, config)).toBeNull()
+    // A head or tail that ends exactly at a block boundary keeps that block whole.
+    expect(pruneContent([text('abcde'), text('x'.repeat(50)), text('uvwxyz')], config))
+      .toEqual([text('abcde'), text(PRUNE_MARKER), text('uvwxyz')])
+  })
+})
+
+describe('pruner config', () => {
+  it('is validated: integers, threshold > 0, head and tail >= 0, head + 39 + tail <= threshold, no unknown key', () => {
+    expect(prunerConfig()).toEqual({ thresholdChars: 8192, headChars: 4096, tailChars: 1024 })
+    expect(prunerConfig({ thresholdChars: 39, headChars: 0, tailChars: 0 })).toEqual({ thresholdChars: 39, headChars: 0, tailChars: 0 })
+    expect(() => prunerConfig({ headChars: 1.5 })).toThrow('"headChars" must be an integer')
+    expect(() => prunerConfig({ thresholdChars: 0, headChars: 0, tailChars: 0 })).toThrow('"thresholdChars" must be > 0')
+    expect(() => prunerConfig({ tailChars: -1 })).toThrow('"tailChars" must be >= 0')
+    expect(() => prunerConfig({ thresholdChars: 100, headChars: 31, tailChars: 31 })).toThrow('must not exceed thresholdChars (100)')
+    expect(() => prunerConfig({ thresholdChars: 100, headChars: 30, tailChars: 31 })).not.toThrow()
+    expect(() => new ToolResultPruner({ middleChars: 3 } as any)).toThrow('unknown key "middleChars"')
+  })
+})
+
+describe('pruneSession', () => {
+  function sessionWithResults(...bodies: string[]) {
+    const session = Session.create('s1')
+    session.append('user/message', userText('go'), { surfaceOp: 'append' })
+    const calls = bodies.map((_, i) => ({ type: 'tool-call' as const, id: `c${i}`, name: 'read', arguments: '{}' }))
+    session.append('assistant/message', {
+      turn: 1, step: 1, message: createAssistantMessage({ content: calls, source: { provider: 'p', model: 'm' } }),
+    }, { surfaceOp: 'append' })
+    const seqs = bodies.map((body, i) => {
+      const call = session.append('tool/call', { turn: 1, step: 1, callId: `c${i}`, name: 'read', arguments: '{}' })
+      return session.append('tool/result', {
+        turn: 1, step: 1, message: createToolResultMessage({ callId: `c${i}`, content: [text(body)] }), meta: { n: i },
+      }, { surfaceOp: 'append', sourceEventSeqs: [call.seq] }).seq
+    })
+    return { session, seqs }
+  }
+
+  it('appends compaction/prune, then the replacing tool/result with the same message id and only the content changed', () => {
+    const big = 'a'.repeat(9000)
+    const { session, seqs } = sessionWithResults('small', big)
+    const original = session.events[seqs[1]]
+    const originalMessage = (original.data as SessionEventMap['tool/result']).message
+    const from = session.seq
+
+    const report = pruneSession(session)
+    expect(report).toEqual({
+      pruned: [{ originalSeq: seqs[1], replacementSeq: from + 1, callId: 'c1', charsBefore: 9000, charsAfter: 5159 }],
+      charsRemoved: 9000 - 5159,
+    })
+    const [prune, replacement] = session.events.slice(from)
+    expect(session.events).toHaveLength(from + 2)
+    expect(prune.type).toBe('compaction/prune')
+    expect(prune.data).toEqual({
+      shadowedRange: { start: seqs[1], end: seqs[1] },
+      shadowedSeqs: [seqs[1]],
+      shadowedTokenCount: estimateMessage(originalMessage),
+    })
+    expect(replacement.type).toBe('tool/result')
+    expect(replacement.surfaceOp).toEqual({ op: 'replace', start: seqs[1], end: seqs[1] })
+    expect(replacement.sourceEventSeqs).toEqual([seqs[1]])
+    const data = replacement.data as SessionEventMap['tool/result']
+    expect(data).toEqual({
+      ...original.data,
+      message: { ...originalMessage, content: [{ ...originalMessage.content[0], content: [text('a'.repeat(4096) + PRUNE_MARKER + 'a'.repeat(1024))] }] },
+    })
+    expect(data.message.id).toBe(originalMessage.id)
+    // The original stays in the log; the history carries the pruned one in its place.
+    expect(session.events[seqs[1]]).toBe(original)
+    const history = session.deriveMessages()
+    expect(history).toHaveLength(4)
+    expect((history[3] as ToolResultMessage).content[0].content).toEqual(data.message.content[0].content)
+    expect(session.surface.nodes.at(-1)).toBe(replacement.seq)
+
+    // Idempotent: nothing left to prune.
+    expect(pruneSession(session)).toEqual({ pruned: [], charsRemoved: 0 })
+    expect(session.events).toHaveLength(from + 2)
+  })
+
+  it('prunes every large result on the surface, in surface order', () => {
+    const { session, seqs } = sessionWithResults('b'.repeat(9000), 'ok', 'c'.repeat(10000))
+    const report = pruneSession(session, prunerConfig({ thresholdChars: 100, headChars: 10, tailChars: 10 }))
+    expect(report.pruned.map(p => [p.originalSeq, p.callId, p.charsAfter])).toEqual([[seqs[0], 'c0', 59], [seqs[2], 'c2', 59]])
+    expect(report.charsRemoved).toBe(9000 - 59 + 10000 - 59)
+    expect(session.events.slice(-4).map(e => e.type)).toEqual(['compaction/prune', 'tool/result', 'compaction/prune', 'tool/result'])
+  })
+})
+
+describe('the plugin', () => {
+  let host: Host
+  afterEach(() => host?.dispose())
+
+  it('provides ctx.toolResultPruner with its config, and leaves nothing behind', async () => {
+    host = await createHost()
+    const mounted = await host.mount(compaction, { pruner: { thresholdChars: 100, headChars: 10, tailChars: 20 } })
+    const pruner = mounted.ctx.toolResultPruner
+    expect(pruner.config).toEqual({ thresholdChars: 100, headChars: 10, tailChars: 20 })
+    expect(pruner.pruneContent([text('x'.repeat(101))])).toEqual([text('x'.repeat(10) + PRUNE_MARKER + 'x'.repeat(20))])
+    expect(mounted.ctx.compaction.config.thresholdRatio).toBe(0.8)
+    expect(mounted.ctx.compaction.config.retainRatio).toBe(0.16)
+    await mounted.dispose()
+    await host.assertZeroResidue(mounted)
+  })
+
+  it('rejects a pruner config that cannot fit the marker', async () => {
+    host = await createHost()
+    await expect(host.mount(compaction, { pruner: { thresholdChars: 40, headChars: 1, tailChars: 1 } }))
+      .rejects.toThrow(/failed to start[\s\S]*must not exceed thresholdChars \(40\)/)
+  })
+})
