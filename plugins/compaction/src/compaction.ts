@@ -49,7 +49,21 @@ export interface CompactionConfig {
   maxTokens: number
   summarizationProvider: string
   summarizationModel: string
+  /** Recoveries from a context-overflow failure (`agent/request-error`) allowed per step. */
+  maxOverflowRetries: number
   pruner: PrunerConfig
+}
+
+/** The failure codes that mean the request did not fit the model's context window. */
+export const OVERFLOW_CODES: readonly string[] = Object.freeze(['CONTEXT_OVERFLOW', 'CONTEXT_WINDOW_EXCEEDED'])
+
+/** The `agent/request-error` payload, as far as compaction reads it. */
+export interface RequestErrorPayload {
+  agent: Agent
+  turn: number
+  step: number
+  failure: { code: string; message: string }
+  signal: AbortSignal
 }
 
 /** The estimated size of the next request: header, history and the input about to enter. */
@@ -85,6 +99,8 @@ export class Compaction {
   private readonly logger: Logger
   /** The turn in which a session's last automatic summary was refused or failed: not retried in that turn. */
   private readonly gaveUp = new WeakMap<Session, number>()
+  /** Overflow recoveries attempted in a session's current step. */
+  private readonly overflows = new WeakMap<Session, { turn: number; step: number; count: number }>()
 
   constructor(ctx: Context, config: CompactionConfig) {
     this.home = ctx
@@ -136,6 +152,35 @@ export class Compaction {
       if (signal.aborted) throw error
       this.logger.warn('agent %s: compaction failed: %s', agent.id, errorChain(error))
     }
+  }
+
+  /**
+   * The `agent/request-error` reaction to a context overflow: prunes, then
+   * summarizes, and answers `true` (retry the request) only if the surface
+   * changed (`replaceGeneration` advanced). At most `maxOverflowRetries`
+   * attempts per step; other failure codes are not touched (`false`).
+   */
+  async requestError(payload: RequestErrorPayload): Promise<boolean> {
+    const { agent, turn, step, failure, signal } = payload
+    if (!OVERFLOW_CODES.includes(failure.code)) return false
+    const session = agent.session
+    const last = this.overflows.get(session)
+    const count = last && last.turn === turn && last.step === step ? last.count : 0
+    if (count >= this.config.maxOverflowRetries) {
+      this.logger.warn('agent %s: context overflow in turn %d step %d: no recovery left (maxOverflowRetries %d)', agent.id, turn, step, this.config.maxOverflowRetries)
+      return false
+    }
+    this.overflows.set(session, { turn, step, count: count + 1 })
+    const before = session.surface.replaceGeneration
+    try {
+      const prune = pruneSession(session, this.config.pruner)
+      const result = await this.summarize(agent, turn, signal, prune)
+      if (result.status === 'refused' || result.status === 'failed') this.logger.warn('agent %s: compaction after a context overflow %s: %s', agent.id, result.status, result.reason)
+    } catch (error) {
+      if (signal.aborted) throw error
+      this.logger.warn('agent %s: compaction after a context overflow failed: %s', agent.id, errorChain(error))
+    }
+    return session.surface.replaceGeneration > before
   }
 
   /**

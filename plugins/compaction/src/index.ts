@@ -1,14 +1,15 @@
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import type { Agent, PreStepDecision } from '@loom/agent-loop'
+import type { Agent, PreStepDecision, RequestErrorAction } from '@loom/agent-loop'
 import type { UserMessage } from '@loom/llm'
-import { Compaction, type CompactionConfig } from './compaction.ts'
+import { Compaction, type CompactionConfig, type RequestErrorPayload } from './compaction.ts'
 import { PRUNER_DEFAULTS, prunerConfig, ToolResultPruner } from './pruner.ts'
 
 export {
   Compaction,
   COMPACTION_PLUGIN,
   isSummary,
+  OVERFLOW_CODES,
   SUMMARY_INSTRUCTION,
   SUMMARY_PREAMBLE,
   SUMMARY_SECTIONS,
@@ -16,6 +17,7 @@ export {
   type CompactionResult,
   type CompactionStatus,
   type Pressure,
+  type RequestErrorPayload,
 } from './compaction.ts'
 export {
   measureContent,
@@ -55,6 +57,7 @@ export const Config: Schema<Config> = Schema.object({
   maxTokens: Schema.natural().min(1).default(8192).description('Output cap of the summary call.'),
   summarizationProvider: Schema.string().default('').description('Provider of the summary call; empty: the route the session used last, else the agent\'s.'),
   summarizationModel: Schema.string().default('').description('Model of the summary call; empty: as for the provider.'),
+  maxOverflowRetries: Schema.natural().default(1).description('Compactions (then a retry of the request) after a context-overflow failure, per step; 0 turns the reaction off.'),
   pruner: Schema.object({
     thresholdChars: Schema.natural().min(1).default(PRUNER_DEFAULTS.thresholdChars).description('A tool result longer than this (code points of its text) is pruned.'),
     headChars: Schema.natural().default(PRUNER_DEFAULTS.headChars).description('Code points kept from the start of a pruned result.'),
@@ -63,8 +66,9 @@ export const Config: Schema<Config> = Schema.object({
 }) as Schema<Config>
 
 /**
- * Provides `ctx.toolResultPruner` and `ctx.compaction`, and (with `auto`) checks
- * the projected prompt of every agent before each step.
+ * Provides `ctx.toolResultPruner` and `ctx.compaction`; (with `auto`) checks
+ * the projected prompt of every agent before each step, and compacts then
+ * retries after a context-overflow failure (`agent/request-error`).
  */
 export function apply(ctx: Context, config: Config) {
   if (!(config.thresholdRatio > 0)) throw new Error(`@loom/compaction: thresholdRatio must be > 0, got ${config.thresholdRatio}`)
@@ -81,4 +85,8 @@ export function apply(ctx: Context, config: Config) {
       return next()
     })
   }
+  ctx.on('agent/request-error' as any, async (payload: RequestErrorPayload, next: () => Promise<RequestErrorAction>): Promise<RequestErrorAction> => {
+    if (await compaction.requestError(payload)) return { kind: 'retry' }
+    return next()
+  })
 }

@@ -238,6 +238,90 @@ describe('automatic compaction', () => {
   })
 })
 
+describe('context overflow', () => {
+  const overflow = { error: { code: 'CONTEXT_OVERFLOW', message: 'too long' } }
+  const reasons = (agent: Agent) => ofType(agent.session.events, 'turn/end').map(e => (e.data as SessionEventMap['turn/end']).reason)
+  const replaces = (agent: Agent) => agent.session.events.filter(e => typeof e.surfaceOp === 'object')
+  /** Turn 1 reads three blobs (no window: no automatic compaction); `rest` answers turn 2. */
+  async function withHistory(config: Record<string, unknown>, rest: ScriptResult[]) {
+    const { agent } = await setup(config)
+    const m = model([blobCall(1), blobCall(2), blobCall(3), 'Done.', ...rest])
+    await turn(agent, 'read the blobs')
+    expect(agent.session.events.filter(e => e.type.startsWith('compaction/'))).toHaveLength(0)
+    return { agent, m, from: agent.session.seq }
+  }
+
+  it('compacts after a CONTEXT_OVERFLOW failure and retries the request with the summary', async () => {
+    const { agent, m, from } = await withHistory({}, [overflow, 'Recovered.'])
+    await turn(agent, 'go on')
+    const events = agent.session.events.slice(from)
+    expect(events.filter(e => e.type.startsWith('compaction/')).map(e => e.type)).toEqual(['compaction/start', 'compaction/summary', 'compaction/end'])
+    const start = ofType(events, 'compaction/start')[0]
+    expect(start.data).toMatchObject({ turn: 2 })
+    // Inside the step whose request failed: after its step/start, before its step/end, one step only.
+    expect(ofType(events, 'step/start')).toHaveLength(1)
+    expect(ofType(events, 'step/start')[0].seq).toBeLessThan(start.seq)
+    expect(ofType(events, 'step/end')[0].seq).toBeGreaterThan(start.seq)
+    expect(m.summary).toHaveLength(1)
+
+    const replacement = replaces(agent).at(-1)!
+    const failed = m.loop.at(-2)!
+    const retried = m.loop.at(-1)!
+    expect(failed.messages.some(x => x.id === (replacement.data as UserMessage).id)).toBe(false)
+    expect(retried.messages[0].id).toBe((replacement.data as UserMessage).id)
+    expect((retried.messages[0].content[0] as { text: string }).text).toContain(`<compacted-summary>\n${SUMMARY}\n</compacted-summary>`)
+    expect(retried.messages.length).toBeLessThan(failed.messages.length)
+    expect(retried.messages.at(-1)!.content).toEqual(failed.messages.at(-1)!.content)
+    expectPaired(retried.messages)
+    expect(reasons(agent)).toEqual([{ kind: 'completed' }, { kind: 'completed' }])
+    expect(agent.session.deriveMessages().at(-1)!.content).toEqual([{ type: 'text', text: 'Recovered.' }])
+  })
+
+  it('accepts CONTEXT_WINDOW_EXCEEDED too', async () => {
+    const { agent, m } = await withHistory({}, [{ error: { code: 'CONTEXT_WINDOW_EXCEEDED', message: 'too long' } }, 'Recovered.'])
+    await turn(agent, 'go on')
+    expect(m.summary).toHaveLength(1)
+    expect(reasons(agent).at(-1)).toEqual({ kind: 'completed' })
+  })
+
+  it('leaves the failure terminal when nothing can be compacted', async () => {
+    const { agent } = await setup({})
+    const m = model([overflow, 'never sent'])
+    await turn(agent, 'hi')
+    expect(replaces(agent)).toHaveLength(0)
+    expect(ofType(agent.session.events, 'compaction/summary')).toHaveLength(0)
+    expect(m.loop).toHaveLength(1)
+    // The only shadowable message is the short prompt: its summary is refused, the surface is untouched.
+    for (const end of ofType(agent.session.events, 'compaction/end')) expect((end.data as SessionEventMap['compaction/end']).error).toMatch(/not shorter/)
+    expect(reasons(agent)).toEqual([{ kind: 'error', error: { code: 'CONTEXT_OVERFLOW', message: 'too long' } }])
+  })
+
+  it('recovers at most maxOverflowRetries times per step', async () => {
+    const { agent, m, from } = await withHistory({}, [overflow, overflow, 'never sent'])
+    await turn(agent, 'go on')
+    expect(ofType(agent.session.events.slice(from), 'compaction/start')).toHaveLength(1)
+    expect(m.summary).toHaveLength(1)
+    expect(m.loop).toHaveLength(4 + 2)
+    expect(reasons(agent).at(-1)).toEqual({ kind: 'error', error: { code: 'CONTEXT_OVERFLOW', message: 'too long' } })
+    await host.dispose()
+
+    const off = await withHistory({ maxOverflowRetries: 0 }, [overflow, 'never sent'])
+    await turn(off.agent, 'go on')
+    expect(off.agent.session.events.filter(e => e.type.startsWith('compaction/'))).toHaveLength(0)
+    expect(off.m.summary).toHaveLength(0)
+    expect(reasons(off.agent).at(-1)).toMatchObject({ kind: 'error' })
+  })
+
+  it('does not touch other failures', async () => {
+    const { agent, m, from } = await withHistory({}, [{ error: { code: 'RATE_LIMITED', message: 'slow down' } }, 'never sent'])
+    await turn(agent, 'go on')
+    expect(agent.session.events.slice(from).filter(e => e.type.startsWith('compaction/'))).toHaveLength(0)
+    expect(m.summary).toHaveLength(0)
+    expect(m.loop).toHaveLength(4 + 1)
+    expect(reasons(agent).at(-1)).toEqual({ kind: 'error', error: { code: 'RATE_LIMITED', message: 'slow down' } })
+  })
+})
+
 describe('compactNow', () => {
   it('compacts between turns with turn: null, and is refused while a turn runs', async () => {
     const { mounted, agent } = await setup({ auto: false })
