@@ -30,33 +30,8 @@ export class MockAdapter extends LlmAdapter {
   }
 }
 
-export function textResponse(text: string): StreamChunk[] {
-  return [
-    { type: 'block-start', index: 0, blockType: 'text' },
-    ...[...text].map((char): StreamChunk => ({ type: 'text-delta', index: 0, text: char })),
-    { type: 'block-end', index: 0, block: { type: 'text', text } },
-    { type: 'usage', usage: { inputTokens: 10, outputTokens: text.length } },
-    { type: 'finish', reason: { kind: 'stop' } },
-  ]
-}
-
-export function toolCallResponse(id: string, name: string, args: unknown, text?: string): StreamChunk[] {
-  const json = JSON.stringify(args)
-  const index = text === undefined ? 0 : 1
-  return [
-    ...(text === undefined ? [] : [
-      { type: 'block-start', index: 0, blockType: 'text' },
-      { type: 'text-delta', index: 0, text },
-      { type: 'block-end', index: 0, block: { type: 'text', text } },
-    ] as StreamChunk[]),
-    { type: 'block-start', index, blockType: 'tool-call' },
-    { type: 'tool-call-delta', index, id, name, argumentsDelta: json.slice(0, 5) },
-    { type: 'tool-call-delta', index, id, argumentsDelta: json.slice(5) },
-    { type: 'block-end', index, block: { type: 'tool-call', id, name, arguments: json } },
-    { type: 'usage', usage: { inputTokens: 10, outputTokens: 5 } },
-    { type: 'finish', reason: { kind: 'tool-calls' } },
-  ]
-}
+// The canonical chunk sequences of the spec (section 2.10) ship with the scripted adapter.
+export { textResponse, toolCallResponse } from '@loom/llm-scripted'
 
 /** A stream that delivers `chunks` and then waits until the request is aborted. */
 export function hanging(chunks: StreamChunk[]) {

@@ -1,7 +1,7 @@
 // Chunk sequences: the two canonical helpers other packages' tests use, and the
 // realistic streaming of a scripted reply.
 
-import type { ContentBlock, GenerateOptions, StreamChunk, TokenUsage } from '@loom/llm'
+import { estimateHeader, estimateMessage, estimateText, type ContentBlock, type GenerateOptions, type StreamChunk, type TokenUsage } from '@loom/llm'
 
 /**
  * `block-start`, one `text-delta` per character, `block-end`, usage
@@ -45,26 +45,10 @@ export function toolCallResponse(id: string, name: string, args: unknown, text?:
   return chunks
 }
 
-// The token meter's fixed heuristic (4 characters a token, 4 per block, role and system).
-const tokens = (text: string) => Math.ceil(text.length / 4)
-
-function blockTokens(block: ContentBlock): number {
-  switch (block.type) {
-    case 'text':
-    case 'reasoning': return tokens(block.text) + 4
-    case 'tool-call': return tokens(block.name) + tokens(block.arguments) + 4
-    case 'tool-result': return block.content.reduce((sum, inner) => sum + blockTokens(inner), 0) + 4
-    default: return 4 + tokens(JSON.stringify(block))
-  }
-}
-
-/** An estimate of the request's input tokens: system, tools and every message. */
+/** An estimate of the request's input tokens: system, tools and every message (the token meter's heuristic). */
 export function estimateInputTokens(request: Pick<GenerateOptions, 'messages' | 'system' | 'tools'>): number {
-  let total = request.system ? tokens(request.system) + 4 : 0
-  if (request.tools?.length) total += tokens(JSON.stringify(request.tools)) + 4
-  for (const message of request.messages ?? []) {
-    total += message.content.reduce((sum, block) => sum + blockTokens(block), 0) + 4
-  }
+  let total = estimateHeader(request)
+  for (const message of request.messages ?? []) total += estimateMessage(message)
   return total
 }
 
@@ -93,12 +77,12 @@ export function blockChunks(blocks: readonly ContentBlock[], request: Pick<Gener
     switch (block.type) {
       case 'text':
         for (const text of textPieces(block.text)) chunks.push({ type: 'text-delta', index, text })
-        output += tokens(block.text)
+        output += estimateText(block.text)
         break
       case 'reasoning':
         for (const text of textPieces(block.text)) chunks.push({ type: 'reasoning-delta', index, text })
-        output += tokens(block.text)
-        reasoning += tokens(block.text)
+        output += estimateText(block.text)
+        reasoning += estimateText(block.text)
         break
       case 'tool-call':
         slices(block.arguments, 12).forEach((argumentsDelta, i) => {
@@ -106,7 +90,7 @@ export function blockChunks(blocks: readonly ContentBlock[], request: Pick<Gener
             ? { type: 'tool-call-delta', index, id: block.id, name: block.name, argumentsDelta }
             : { type: 'tool-call-delta', index, id: block.id, argumentsDelta })
         })
-        output += tokens(block.name) + tokens(block.arguments)
+        output += estimateText(block.name) + estimateText(block.arguments)
         break
     }
     chunks.push({ type: 'block-end', index, block: structuredClone(block) })
