@@ -14,22 +14,16 @@ for (const stream of [process.stdout, process.stderr]) {
 // written); a second one, or one before the deployment is up, exits at once.
 let runner: Runner | undefined
 let interrupted = false
-process.on('SIGINT', () => {
-  if (runner && !interrupted) {
-    interrupted = true
-    runner.cancel()
-    return
-  }
-  process.exit(130)
-})
-process.on('SIGTERM', () => {
-  if (runner && !interrupted) {
-    interrupted = true
-    runner.cancel()
-    return
-  }
-  process.exit(143)
-})
+for (const [signal, exitCode] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  process.on(signal, () => {
+    if (runner && !interrupted) {
+      interrupted = true
+      runner.cancel()
+      return
+    }
+    process.exit(exitCode)
+  })
+}
 
 const code = await main(process.argv.slice(2), { onRunner: value => { runner = value } })
 process.exitCode = code
