@@ -390,7 +390,8 @@ export class Llm extends Service {
     // The common case touches nothing: no copy of a long history per call.
     let any = false
     for (const message of options.messages) {
-      if (message.source?.kind === 'model' && message.source.replayState !== undefined && foreign(message)) {
+      // `role` first: every message has it in the same place, so this stays cheap on long histories.
+      if (message.role === 'assistant' && message.source?.kind === 'model' && message.source.replayState !== undefined && foreign(message)) {
         any = true
         break
       }
