@@ -6,13 +6,14 @@ import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import type { ToolSchema } from '@loom/llm'
-import type {
-  RequestHeader,
-  RequestHeaderChanges,
-  RequestSourceChange,
-  RequestSourceEntry,
-  RequestSourcePlugin,
-  RequestSources,
+import {
+  serializeRequest,
+  type RequestHeader,
+  type RequestHeaderChanges,
+  type RequestSourceChange,
+  type RequestSourceEntry,
+  type RequestSourcePlugin,
+  type RequestSources,
 } from '@loom/session'
 import { interpolate, type PromptAssembly } from '@loom/system-prompt'
 
@@ -60,12 +61,13 @@ export function pluginSources(sections: readonly RequestSourceEntry[], tools: re
 }
 
 /**
- * The serialized prefix of a header as attribution measures it:
- * `JSON.stringify({ tools, system })` of the canonical header, tools before system
- * (the order providers cache them in); an absent (empty) field is omitted.
+ * The serialized prefix of a header: the start of the request serialization that
+ * prefix reuse measures (`serializeRequest` of @loom/session: tools, then system
+ * text, one JSON value per line), so a break's offset and the reuse figures of
+ * `loom sessions stats` speak of the same bytes.
  */
 export function serializedPrefix(header: RequestHeader): string {
-  return JSON.stringify({ tools: header.tools, system: header.system })
+  return serializeRequest({ header, messages: [] })
 }
 
 /** UTF-8 byte offset of the first difference of two texts; `undefined` when equal. */

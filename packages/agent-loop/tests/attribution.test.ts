@@ -16,7 +16,8 @@ type HeaderData = SessionEventMap['request/header']
 
 const sha = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex')
 const headers = (events: readonly SessionEvent[]) => ofType<HeaderData>(events, 'request/header')
-const prefix = (request: GenerateOptions) => JSON.stringify({ tools: request.tools, system: request.system })
+// Tools, then the system text, one JSON value per line: the serialization prefix reuse measures too.
+const prefix = (request: GenerateOptions) => `${JSON.stringify(request.tools ?? [])}\n${JSON.stringify(request.system ?? '')}\n`
 
 /** The byte offset where two texts' UTF-8 encodings first differ, computed the slow, obvious way. */
 function firstDiff(a: string, b: string): number {
