@@ -7,10 +7,13 @@ import {
   errorChain,
   LlmError,
   markAgentLoopRequest,
+  retryDelay,
   type GenerateOptions,
+  type LlmFailure,
   type LlmCallConfig,
   type PreparedLlmCall,
   type StreamChunk,
+  type TokenUsage,
   type ToolCallBlock,
   type ToolSchema,
   type UserMessage,
@@ -20,6 +23,7 @@ import {
   canonicalHeader,
   headerEquals,
   type AgentCancelCause,
+  type CachePrices,
   type RequestSources,
   type Session,
   type SessionEvent,
@@ -42,6 +46,22 @@ export interface AgentOptions {
    * session: at its latest logged header); plugins loaded later reach new sessions only.
    */
   pinPrompt?: boolean
+  /** The reasoning effort of every request (`off` turns thinking off); otherwise the model's default. */
+  reasoningEffort?: string
+  /** Budgets of one turn; `maxSteps` defaults to the loop's config. */
+  limits?: TurnLimits
+}
+
+/** Budgets of one turn: when one is reached, the turn ends with `{kind: 'limit'}` before the next model request. */
+export interface TurnLimits {
+  /** Model requests (steps) per turn; retries of a request do not count. */
+  maxSteps?: number
+  /** Input tokens (cache reads and writes included) the turn's requests may use, as the provider reported them. */
+  maxInputTokens?: number
+  /** US dollars the turn's requests may cost at `prices`. */
+  maxCostUsd?: number
+  /** Per million tokens; needed for `maxCostUsd`. */
+  prices?: CachePrices
 }
 
 export type AgentStatus = 'idle' | 'running'
@@ -228,9 +248,15 @@ export class Agent {
     phase.step = 0
     let turnEnds: TurnEndReason | null = null
     let target: InboxTarget = 'next-turn'
+    const spent: TurnSpending = { inputTokens: 0, costUsd: 0 }
     try {
       for (;;) {
         signal.throwIfAborted()
+        const limit = turnEnds === null && phase.step > 0 ? this.#limitReached(phase.step, spent) : undefined
+        if (limit) {
+          turnEnds = limit
+          break
+        }
         const step = phase.step + 1
         const decision = await this.#preStep(target, turn, step, signal)
         if (decision.kind === 'reject') {
@@ -247,7 +273,7 @@ export class Agent {
         phase.step = step
         try {
           for (const message of decision.messages) this.session.append('user/message', message, { surfaceOp: 'append' })
-          const stepEnd = await this.#step(decision.assembly, turn, step, signal)
+          const stepEnd = await this.#step(decision.assembly, turn, step, signal, spent)
           if (turnEnds?.kind !== 'max-tokens') turnEnds = stepEnd // max-tokens is sticky within a turn
         } finally {
           this.session.append('step/end', { turn, step })
@@ -297,10 +323,43 @@ export class Agent {
     return decision.kind === 'reject' ? decision : { kind: 'enter', messages: decision.messages, assembly }
   }
 
+  /** The budget of `limits` this turn has used up, if any. */
+  #limitReached(steps: number, spent: TurnSpending): TurnEndReason | undefined {
+    const limits = this.options.limits ?? {}
+    const maxSteps = limits.maxSteps ?? this.loop.config.maxSteps
+    if (steps >= maxSteps) return { kind: 'limit', limit: 'max-steps', used: steps, max: maxSteps }
+    if (limits.maxInputTokens !== undefined && spent.inputTokens >= limits.maxInputTokens) {
+      return { kind: 'limit', limit: 'max-input-tokens', used: spent.inputTokens, max: limits.maxInputTokens }
+    }
+    if (limits.maxCostUsd !== undefined && spent.costUsd >= limits.maxCostUsd) {
+      return { kind: 'limit', limit: 'max-cost-usd', used: Math.round(spent.costUsd * 1e6) / 1e6, max: limits.maxCostUsd }
+    }
+    return undefined
+  }
+
+  /**
+   * The default reaction to a failed request: retry by the route's policy
+   * (backoff, Retry-After, capped in count and total wait), logging the wait.
+   */
+  async #retryByPolicy(turn: number, step: number, failure: LlmFailure, retryPolicy: PreparedLlmCall['retryPolicy'] | undefined,
+    retries: { count: number; waitedMs: number }, signal: AbortSignal): Promise<RequestErrorAction> {
+    if (!retryPolicy) return undefined
+    const delayMs = retryDelay(retryPolicy, failure, retries.count, retries.waitedMs)
+    if (delayMs === undefined) return undefined
+    retries.count++
+    retries.waitedMs += delayMs
+    this.session.append('request/retry', {
+      turn, step, retry: retries.count, ...(retryPolicy.mode === 'normal' && { maxRetries: retryPolicy.maxRetries }), delayMs, failure,
+    })
+    await sleep(delayMs, signal)
+    return { kind: 'retry' }
+  }
+
   /** One model call and the tools it asked for; `null` when the model is owed another request. */
-  async #step(assembly: PromptAssembly, turn: number, step: number, signal: AbortSignal): Promise<StepEnd> {
+  async #step(assembly: PromptAssembly, turn: number, step: number, signal: AbortSignal, spent: TurnSpending): Promise<StepEnd> {
     signal.throwIfAborted()
     const { system, tools, sources } = this.#pinned ?? this.#selectPrompt(assembly)
+    const retries = { count: 0, waitedMs: 0 }
     for (;;) {
       const boundary = this.session.deriveMessages()
       const { request, prepared } = await this.#buildRequest(turn, step, tools, system, sources, boundary, signal)
@@ -329,7 +388,7 @@ export class Agent {
       if (finish.kind === 'error' || finish.kind === 'aborted') {
         const action = await this.loop.waterfall<RequestErrorAction>(this, 'agent/request-error', {
           agent: this, turn, step, provider: request.provider, failure: finish.failure, retryPolicy: prepared?.retryPolicy, signal,
-        }, async () => undefined)
+        }, () => this.#retryByPolicy(turn, step, finish.failure, prepared?.retryPolicy, retries, signal))
         signal.throwIfAborted() // a cancel wins over a retry
         if (action?.kind !== 'retry') throw new LlmError(finish.failure.message, finish.failure.code, finish.failure)
         continue // a new attempt in the same step; the failed chunks stay in the log, uncited
@@ -343,6 +402,7 @@ export class Agent {
       // Appended even when empty: it anchors the completion.
       this.session.append('assistant/message', { turn, step, message, ...(assembler.usage && { usage: assembler.usage }) },
         { surfaceOp: 'append', sourceEventSeqs: chunkSeqs })
+      spend(spent, assembler.usage, this.options.limits?.prices)
       if (finish.kind === 'max-tokens') return { kind: 'max-tokens' }
       const calls = message.content.filter((block): block is ToolCallBlock => block.type === 'tool-call')
       if (!calls.length) return { kind: 'completed' }
@@ -441,8 +501,8 @@ export class Agent {
     const persisted = this.session.requestHeader()
     if (!this.#headerLogged) {
       const route = { provider: this.options.provider ?? '', model: this.options.model ?? '' }
-      const effort = persisted && persisted.config.provider === route.provider && persisted.config.model === route.model
-        && persisted.adapterDefaults?.reasoningEffort !== true ? persisted.config.reasoningEffort : undefined
+      const effort = this.options.reasoningEffort ?? (persisted && persisted.config.provider === route.provider && persisted.config.model === route.model
+        && persisted.adapterDefaults?.reasoningEffort !== true ? persisted.config.reasoningEffort : undefined)
       return {
         ...route,
         ...(effort !== undefined && { reasoningEffort: effort }),
@@ -488,6 +548,34 @@ export class Agent {
   #reportError(turn: number, step: number, error: unknown) {
     this.loop.emit(this, 'agent/error', { agent: this, turn, step, error })
   }
+}
+
+/** What the requests of one turn have used so far. */
+interface TurnSpending { inputTokens: number; costUsd: number }
+
+/** Adds one response's reported usage; cache writes are priced as misses. */
+function spend(spent: TurnSpending, usage: TokenUsage | undefined, prices: CachePrices | undefined): void {
+  if (!usage) return
+  const hit = usage.cacheReadTokens ?? 0
+  const miss = usage.inputTokens + (usage.cacheWriteTokens ?? 0)
+  spent.inputTokens += hit + miss
+  if (prices) spent.costUsd += (hit * prices.hit + miss * prices.miss + usage.outputTokens * prices.output) / 1e6
+}
+
+/** Waits `ms`, or rejects with the signal's reason when it aborts first. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason)
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal.reason)
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
 }
 
 /** The system text and tools a request carries, and their provenance (computed when a header is logged). */

@@ -1,7 +1,7 @@
 import { AgentLoop } from './service.ts'
 
 export default AgentLoop
-export { Agent, type AgentOptions, type AgentStatus, type CancelOptions, type PreStepDecision, type RequestErrorAction } from './agent.ts'
+export { Agent, type AgentOptions, type TurnLimits, type AgentStatus, type CancelOptions, type PreStepDecision, type RequestErrorAction } from './agent.ts'
 export { Inbox, type InboxNotify, type InboxTarget } from './inbox.ts'
 export { CLEARED_RUNTIME_CONTEXT, RUNTIME_CONTEXT_OWNER, RuntimeContextProjection } from './runtime-context.ts'
 export { AgentLoop, type AgentLoopConfig, type CreateAgentOptions } from './service.ts'

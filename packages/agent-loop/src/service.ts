@@ -13,6 +13,8 @@ export const name = '@loom/agent-loop'
 export interface AgentLoopConfig {
   /** Concurrency-safe tool calls of one step that may run at once. */
   maxParallelToolCalls: number
+  /** Model requests per turn unless an agent's `limits.maxSteps` says otherwise. */
+  maxSteps: number
 }
 
 export interface CreateAgentOptions extends AgentOptions {
@@ -41,8 +43,9 @@ type Handle = { agent: Agent; detachSession: () => void; leave?: () => void }
  */
 export class AgentLoop extends Service {
   static readonly inject = ['systemPrompt', 'sessions', 'llm', 'tools']
-  static readonly Config: Schema<AgentLoopConfig> = Schema.object({
+  static readonly Config: Schema<Partial<AgentLoopConfig>, AgentLoopConfig> = Schema.object({
     maxParallelToolCalls: Schema.natural().min(1).default(10).description('Concurrency-safe tool calls of one step that may run at once.'),
+    maxSteps: Schema.natural().min(1).default(50).description('Model requests per turn; the turn ends with reason `limit` when it is reached.'),
   })
 
   readonly config: AgentLoopConfig
@@ -55,8 +58,10 @@ export class AgentLoop extends Service {
     if (!Number.isInteger(maxParallelToolCalls) || maxParallelToolCalls < 1) {
       throw new Error(`maxParallelToolCalls must be a positive integer, got ${maxParallelToolCalls}`)
     }
+    const maxSteps = config.maxSteps ?? 50
+    if (!Number.isInteger(maxSteps) || maxSteps < 1) throw new Error(`maxSteps must be a positive integer, got ${maxSteps}`)
     super(ctx, 'agents')
-    this.config = { maxParallelToolCalls }
+    this.config = { maxParallelToolCalls, maxSteps }
     this.home = ctx
     const agentOf = (c: AssembleContext) => c.agent instanceof Agent ? c.agent : undefined
     ctx.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)

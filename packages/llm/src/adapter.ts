@@ -1,4 +1,4 @@
-import type { LlmCallConfig, Message, SessionId, StreamChunk, ToolSchema } from './types.ts'
+import type { LlmCallConfig, LlmFailure, Message, SessionId, StreamChunk, ToolSchema } from './types.ts'
 
 /** One model call: the call config plus everything the model sees. */
 export interface GenerateOptions extends LlmCallConfig {
@@ -11,9 +11,17 @@ export interface GenerateOptions extends LlmCallConfig {
   purpose?: 'compaction' | 'session-title'
 }
 
+/**
+ * How the agent loop retries a failed request of a route: `normal` retries the
+ * listed codes up to `maxRetries` times, `always` retries every failure but an
+ * abort without a count. Backoff doubles from `initialDelayMs` up to
+ * `maxDelayMs` with ±`jitterRatio`; a provider's Retry-After wins when it is at
+ * most `maxRetryAfterMs` (else the failure is final); the waits of one request
+ * add up to at most `maxTotalWaitMs`.
+ */
 export type ResolvedRetryPolicy =
-  | { mode: 'normal'; maxRetries: number; retryableCodes: readonly string[]; initialDelayMs: number; maxDelayMs: number; jitterRatio: number }
-  | { mode: 'always'; initialDelayMs: number; maxDelayMs: number; jitterRatio: number }
+  | { mode: 'normal'; maxRetries: number; retryableCodes: readonly string[]; initialDelayMs: number; maxDelayMs: number; jitterRatio: number; maxRetryAfterMs?: number; maxTotalWaitMs?: number }
+  | { mode: 'always'; initialDelayMs: number; maxDelayMs: number; jitterRatio: number; maxRetryAfterMs?: number; maxTotalWaitMs?: number }
 
 export const DEFAULT_RETRY_POLICY: ResolvedRetryPolicy = Object.freeze({
   mode: 'normal',
@@ -23,6 +31,27 @@ export const DEFAULT_RETRY_POLICY: ResolvedRetryPolicy = Object.freeze({
   maxDelayMs: 10_000,
   jitterRatio: 0.1,
 })
+
+const DEFAULT_MAX_RETRY_AFTER_MS = 60_000
+const DEFAULT_MAX_TOTAL_WAIT_MS = 120_000
+
+/**
+ * The wait before retry number `retry + 1` of a request that has already waited
+ * `waitedMs`, or `undefined` when the failure is final under `policy`.
+ */
+export function retryDelay(policy: ResolvedRetryPolicy, failure: LlmFailure, retry: number, waitedMs: number, random = Math.random): number | undefined {
+  if (failure.code === 'ABORTED') return undefined
+  if (policy.mode === 'normal' && (retry >= policy.maxRetries || !policy.retryableCodes.includes(failure.code))) return undefined
+  let delay: number
+  if (failure.providerRetryAfterMs !== undefined) {
+    if (failure.providerRetryAfterMs > (policy.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS)) return undefined
+    delay = failure.providerRetryAfterMs
+  } else {
+    const base = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** retry)
+    delay = Math.max(0, Math.round(base * (1 + policy.jitterRatio * (2 * random() - 1))))
+  }
+  return waitedMs + delay > (policy.maxTotalWaitMs ?? DEFAULT_MAX_TOTAL_WAIT_MS) ? undefined : delay
+}
 
 export interface LlmModelInfo {
   provider: string

@@ -8,7 +8,7 @@ export {
   userText,
 } from './messages.ts'
 export { errorChain, HarnessError, LLM_ERROR_CODES, LlmError, toFailure, type LlmErrorCode, type LlmErrorDetails } from './errors.ts'
-export { DEFAULT_RETRY_POLICY, LlmAdapter, type GenerateOptions, type LlmModelInfo, type ResolvedRetryPolicy } from './adapter.ts'
+export { DEFAULT_RETRY_POLICY, LlmAdapter, retryDelay, type GenerateOptions, type LlmModelInfo, type ResolvedRetryPolicy } from './adapter.ts'
 export { BlockAssembler } from './assembler.ts'
 export {
   isAgentLoopRequest,
@@ -21,3 +21,5 @@ export {
 export { Llm as default } from './service.ts'
 export { jsonSnapshot, NonJsonError, type JsonValue } from './json.ts'
 export { BLOCK_OVERHEAD, CHARS_PER_TOKEN, estimateBlock, estimateHeader, estimateMessage, estimateSystemTokens, estimateText, estimateToolsTokens, ROLE_OVERHEAD, type EstimatedHeader } from './tokens.ts'
+export { SseLimitError, SseParser, type SseEvent } from './sse.ts'
+export { abortedError, fetchEventStream, parseRetryAfter, requestIdOf, type EventStreamLimits, type EventStreamRequest } from './http.ts'

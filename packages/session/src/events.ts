@@ -33,6 +33,10 @@ export type TurnEndReason =
   | { kind: 'interrupted' }
   | { kind: 'aborted'; reason: AgentCancelCause }
   | { kind: 'error'; error: LlmFailure }
+  | { kind: 'limit'; limit: RunLimit; used: number; max: number }
+
+/** A per-turn budget of the agent loop; `used` and `max` are steps, input tokens or US dollars. */
+export type RunLimit = 'max-steps' | 'max-input-tokens' | 'max-cost-usd'
 
 /** What the model was sent, apart from the history: logged only when it changes. */
 export interface RequestHeader {
@@ -87,6 +91,8 @@ export interface SessionEventMap {
   'tool/result': { turn: number; step: number; message: ToolResultMessage; error?: { name: string; code: string }; meta?: JsonValue }
   'request/header': { header: RequestHeader; reason: RequestHeaderReason; sources?: RequestSources; changes?: RequestHeaderChanges }
   'request/context': RequestContext
+  /** A failed request is retried after `delayMs` (the failed attempt's chunks stay uncited); `retry` counts from 1. */
+  'request/retry': { turn: number; step: number; retry: number; maxRetries?: number; delayMs: number; failure: LlmFailure }
   'compaction/start': { compactionId: string; turn: number | null }
   'compaction/summary': {
     compactionId: string
@@ -116,7 +122,7 @@ export type SessionEventType = keyof SessionEventMap
 /** The event types this build understands; a stored log with any other type is refused unless marked ignorable. */
 export const KNOWN_SESSION_EVENT_TYPES: ReadonlySet<string> = new Set<SessionEventType>([
   'turn/start', 'turn/end', 'step/start', 'step/end', 'user/message', 'assistant/chunk', 'assistant/message',
-  'tool/call', 'tool/result', 'request/header', 'request/context',
+  'tool/call', 'tool/result', 'request/header', 'request/context', 'request/retry',
   'compaction/start', 'compaction/summary', 'compaction/end', 'compaction/prune', 'session/end-seed',
   'agent/inbox/spliced',
 ])

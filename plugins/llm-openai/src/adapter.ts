@@ -1,16 +1,21 @@
 import {
-  errorChain,
+  abortedError,
+  fetchEventStream,
   LlmAdapter,
   LlmError,
+  parseRetryAfter,
+  requestIdOf,
   type ContentBlock,
   type GenerateOptions,
   type LlmModelInfo,
   type Message,
+  type ResolvedRetryPolicy,
+  type SseEvent,
   type StreamChunk,
   type TokenUsage,
   type ToolSchema,
 } from '@loom/llm'
-import { SseParser, type SseEvent } from './sse.ts'
+import { redactCredential } from './redact.ts'
 
 /** Sent as `User-Agent: loom/<VERSION>`; kept equal to package.json by a test. */
 export const VERSION = '0.1.0'
@@ -22,8 +27,6 @@ export interface RetryOptions {
   maxDelayMs?: number
   /** Uniform jitter of ±ratio around the delay. Default 0.1. */
   jitterRatio?: number
-  /** A Retry-After longer than this is not waited for: the error is thrown instead. Default 60 000. */
-  maxRetryAfterMs?: number
 }
 
 export interface OpenAICompatibleOptions {
@@ -41,15 +44,26 @@ export interface OpenAICompatibleOptions {
   models?: readonly string[]
   /** Context window reported by `resolveModel()` / `listModels()`. */
   contextWindow?: number
-  /** Retries after 429, 5xx and pre-output network failures. Default 3. */
+  /** Retries the agent loop makes after 429, 5xx, 408, overload, stalls and resets (the route's retry policy). Default 5. */
   maxRetries?: number
+  retry?: RetryOptions
   /** Longest wait for the next bytes (response headers or stream data). Default 300 000. */
   idleTimeoutMs?: number
   /** Wall-clock limit for one attempt, headers to last byte. Default none. */
   requestTimeoutMs?: number
-  retry?: RetryOptions
+  /** Most bytes of one streamed answer. Default 32 MiB. */
+  maxResponseBytes?: number
   /** DeepSeek-style `thinking: {type}` sent with every request (a call's `reasoningEffort: 'off'` overrides it). */
   thinking?: 'enabled' | 'disabled'
+  /** The reasoning efforts the models offer (`off` turns thinking off); empty: the models do not reason. */
+  reasoningEfforts?: readonly string[]
+  /** The effort used when a call names none. */
+  reasoningEffort?: string
+  /**
+   * Which past reasoning is sent back as `reasoning_content`: that of assistant
+   * messages that called tools (DeepSeek's thinking-mode rule), or none.
+   */
+  reasoningHistory?: 'tool-calls' | 'none'
   /** Extra request headers. */
   headers?: Readonly<Record<string, string>>
   /** Where `*Env` variables are read from, at call time. Default `process.env`. */
@@ -59,26 +73,40 @@ export interface OpenAICompatibleOptions {
 const DEFAULTS = {
   defaultBaseUrl: 'https://api.deepseek.com',
   contextWindow: 128_000,
-  maxRetries: 3,
+  maxRetries: 5,
   idleTimeoutMs: 300_000,
+  maxResponseBytes: 32 * 1024 * 1024,
   initialDelayMs: 500,
   maxDelayMs: 10_000,
   jitterRatio: 0.1,
-  maxRetryAfterMs: 60_000,
 }
 
-const RETRYABLE = new Set(['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'NETWORK'])
+const RETRYABLE_CODES = Object.freeze(['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK'])
 const CONTEXT_RE = /context[ _-]?length|context[ _-]?window|maximum context|too many tokens|prompt is too long|input is too long|reduce the length/i
 const QUOTA_RE = /quota|insufficient[ _-]?(balance|funds|credits?)|billing|credit balance|payment required/i
 
 /**
  * An adapter for the OpenAI chat-completions protocol (`POST <base>/chat/completions`
  * with `stream: true`), as spoken by DeepSeek, OpenAI and most self-hosted servers.
- * Credentials and base URL are resolved on every call.
+ * Credentials and base URL are resolved on every call. One `stream()` is one HTTP
+ * attempt: the agent loop retries by the policy `providerRetryPolicy` returns, so a
+ * failed attempt's partial output never reaches the history.
  */
 export class OpenAICompatibleAdapter extends LlmAdapter {
   constructor(readonly options: OpenAICompatibleOptions = {}) {
     super()
+  }
+
+  override providerRetryPolicy(_provider: string): ResolvedRetryPolicy {
+    const retry = this.options.retry ?? {}
+    return {
+      mode: 'normal',
+      maxRetries: this.options.maxRetries ?? DEFAULTS.maxRetries,
+      retryableCodes: RETRYABLE_CODES,
+      initialDelayMs: retry.initialDelayMs ?? DEFAULTS.initialDelayMs,
+      maxDelayMs: retry.maxDelayMs ?? DEFAULTS.maxDelayMs,
+      jitterRatio: retry.jitterRatio ?? DEFAULTS.jitterRatio,
+    }
   }
 
   override async listModels(provider: string): Promise<readonly LlmModelInfo[]> {
@@ -90,20 +118,39 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
   }
 
   private modelInfo(provider: string, id: string): LlmModelInfo {
-    return { provider, id, name: id, context: { contextWindow: this.options.contextWindow ?? DEFAULTS.contextWindow } }
+    const efforts = this.options.reasoningEfforts ?? []
+    return {
+      provider,
+      id,
+      name: id,
+      context: { contextWindow: this.options.contextWindow ?? DEFAULTS.contextWindow },
+      ...(efforts.length && {
+        reasoning: {
+          efforts: efforts.map(effort => ({ id: effort, name: effort })),
+          ...(this.options.reasoningEffort !== undefined && { defaultEffort: this.options.reasoningEffort }),
+        },
+      }),
+    }
+  }
+
+  /** The credential of this call, and the text that names where it comes from. */
+  private credential(provider: string): { apiKey: string; source: string } {
+    const env = (this.options.env ?? (() => process.env))()
+    const apiKey = this.options.apiKey?.trim() || (this.options.apiKeyEnv ? env[this.options.apiKeyEnv]?.trim() : undefined)
+    const source = this.options.apiKey?.trim() ? 'the apiKey option' : this.options.apiKeyEnv ?? 'the apiKey option'
+    if (!apiKey) {
+      const where = this.options.apiKeyEnv ? `set the ${this.options.apiKeyEnv} environment variable or the apiKey option` : 'set the apiKey option'
+      throw new LlmError(`no API key for provider "${provider}": ${where}`, 'MISSING_CREDENTIAL')
+    }
+    return { apiKey, source }
   }
 
   /** The request one call sends; throws MISSING_CREDENTIAL / BAD_REQUEST for bad configuration. */
   buildRequest(options: GenerateOptions): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
     const env = (this.options.env ?? (() => process.env))()
-    const pick = (value: string | undefined, envName: string | undefined) =>
-      value?.trim() || (envName ? env[envName]?.trim() : undefined) || undefined
-    const apiKey = pick(this.options.apiKey, this.options.apiKeyEnv)
-    if (!apiKey) {
-      const where = this.options.apiKeyEnv ? `set the ${this.options.apiKeyEnv} environment variable or the apiKey option` : 'set the apiKey option'
-      throw new LlmError(`no API key for provider "${options.provider}": ${where}`, 'MISSING_CREDENTIAL')
-    }
-    const baseUrl = pick(this.options.baseUrl, this.options.baseUrlEnv) ?? this.options.defaultBaseUrl ?? DEFAULTS.defaultBaseUrl
+    const { apiKey } = this.credential(options.provider)
+    const fromEnv = this.options.baseUrlEnv ? env[this.options.baseUrlEnv]?.trim() : undefined
+    const baseUrl = this.options.baseUrl?.trim() || fromEnv || this.options.defaultBaseUrl || DEFAULTS.defaultBaseUrl
     let url: string
     try {
       url = new URL(`${baseUrl.replace(/\/+$/, '')}/chat/completions`).href
@@ -117,132 +164,50 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
       authorization: `Bearer ${apiKey}`,
       'user-agent': `loom/${VERSION}`,
     }
-    return { url, headers, body: buildBody(options, this.options.thinking) }
+    return { url, headers, body: buildBody(options, this.options.thinking, this.options.reasoningHistory ?? 'tool-calls') }
   }
 
   async *stream(options: GenerateOptions): AsyncGenerator<StreamChunk, void, undefined> {
-    const signal = options.signal
+    const { signal, provider } = options
     if (signal?.aborted) throw abortedError(signal)
     const request = this.buildRequest(options)
-    const init = { method: 'POST', headers: request.headers, body: JSON.stringify(request.body) }
-    const maxRetries = this.options.maxRetries ?? DEFAULTS.maxRetries
-    for (let retry = 0; ; retry++) {
-      let yielded = false
-      try {
-        for await (const chunk of this.attempt(request.url, init, options.provider, signal)) {
-          yielded = true
-          yield chunk
-        }
-        return
-      } catch (error) {
-        const failure = asLlmError(error)
-        if (yielded || !RETRYABLE.has(failure.code) || signal?.aborted) throw failure
-        const delay = this.backoff(retry, failure.failure.providerRetryAfterMs)
-        if (retry >= maxRetries || delay === undefined) {
-          throw retry === 0 ? failure : withMessage(failure, `${failure.message} (gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'})`)
-        }
-        await sleep(delay, signal)
-      }
-    }
-  }
-
-  /** Delay before retry number `retry + 1`, or `undefined` when Retry-After asks for too long. */
-  private backoff(retry: number, retryAfterMs: number | undefined): number | undefined {
-    const retryOptions = this.options.retry ?? {}
-    if (retryAfterMs !== undefined) {
-      return retryAfterMs > (retryOptions.maxRetryAfterMs ?? DEFAULTS.maxRetryAfterMs) ? undefined : retryAfterMs
-    }
-    const initial = retryOptions.initialDelayMs ?? DEFAULTS.initialDelayMs
-    const max = retryOptions.maxDelayMs ?? DEFAULTS.maxDelayMs
-    const jitter = retryOptions.jitterRatio ?? DEFAULTS.jitterRatio
-    const base = Math.min(max, initial * 2 ** retry)
-    return Math.max(0, base * (1 + jitter * (2 * Math.random() - 1)))
-  }
-
-  /** One HTTP request: yields the mapped chunks, ending with `finish`, or throws an LlmError. */
-  private async *attempt(url: string, init: RequestInit, provider: string, signal: AbortSignal | undefined): AsyncGenerator<StreamChunk, void, undefined> {
-    const controller = new AbortController()
-    const onAbort = () => controller.abort(signal?.reason)
-    signal?.addEventListener('abort', onAbort, { once: true })
-    const idleTimeoutMs = this.options.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs
-    const requestTimeoutMs = this.options.requestTimeoutMs
-    let timedOut: 'idle' | 'request' | undefined
-    let idleTimer: ReturnType<typeof setTimeout> | undefined
-    const requestTimer = requestTimeoutMs
-      ? setTimeout(() => { timedOut ??= 'request'; controller.abort() }, requestTimeoutMs)
-      : undefined
-    /** Runs one network wait under the idle timer (not the time the consumer holds a chunk). */
-    const waitNetwork = async <T>(promise: () => Promise<T>): Promise<T> => {
-      idleTimer = setTimeout(() => { timedOut ??= 'idle'; controller.abort() }, idleTimeoutMs)
-      try {
-        return await promise()
-      } catch (error) {
-        if (signal?.aborted) throw abortedError(signal)
-        if (timedOut === 'idle') throw new LlmError(`${provider}: no data from the provider for ${idleTimeoutMs} ms`, 'TIMEOUT', { cause: error })
-        if (timedOut === 'request') throw new LlmError(`${provider}: the request took longer than ${requestTimeoutMs} ms`, 'TIMEOUT', { cause: error })
-        if (error instanceof LlmError) throw error
-        throw new LlmError(`${provider}: connection failed: ${errorChain(error)}`, 'NETWORK', { cause: error })
-      } finally {
-        clearTimeout(idleTimer)
-      }
-    }
+    const { apiKey, source } = this.credential(provider)
+    const events = fetchEventStream({
+      provider,
+      url: request.url,
+      headers: request.headers,
+      body: JSON.stringify(request.body),
+      signal,
+      idleTimeoutMs: this.options.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      maxResponseBytes: this.options.maxResponseBytes ?? DEFAULTS.maxResponseBytes,
+      httpError: (status, text, headers) => httpError(provider, status, text, headers, source),
+      redact: text => redactCredential(text, apiKey),
+    })
+    const mapper = new ChunkMapper(provider)
     try {
-      const response = await waitNetwork(() => fetch(url, { ...init, signal: controller.signal }))
-      if (!response.ok) {
-        const text = await waitNetwork(() => response.text())
-        throw httpError(provider, response.status, text, response.headers)
-      }
-      const contentType = response.headers.get('content-type') ?? ''
-      if (!/^\s*text\/event-stream\b/i.test(contentType)) {
-        throw new LlmError(`${provider}: expected an event stream, got content type "${contentType || 'none'}"`, 'PROTOCOL', {
-          status: response.status,
-          ...requestIdOf(response.headers),
-        })
-      }
-      if (!response.body) throw new LlmError(`${provider}: the response has no body`, 'EMPTY_RESPONSE', { status: response.status })
-      const reader = response.body.getReader()
-      const decoder = new TextDecoder()
-      const parser = new SseParser()
-      const mapper = new ChunkMapper(provider)
-      reading: for (;;) {
-        let result: Awaited<ReturnType<typeof reader.read>>
-        try {
-          result = await waitNetwork(() => reader.read())
-        } catch (error) {
-          // The answer was complete; a failure while waiting for usage or [DONE] loses nothing.
-          if (mapper.finishReason !== undefined && !signal?.aborted) break
-          throw error
+      for await (const event of events) {
+        if (event.data.trim() === '[DONE]') {
+          mapper.done = true
+          break
         }
-        const events: SseEvent[] = result.done
-          ? [...parser.push(decoder.decode()), ...parser.end()]
-          : parser.push(decoder.decode(result.value, { stream: true }))
-        for (const event of events) {
-          if (event.data.trim() === '[DONE]') {
-            mapper.done = true
-            break reading
-          }
-          yield* mapper.handle(event)
-        }
-        if (result.done) break
+        yield* mapper.handle(event)
       }
-      yield* mapper.finish()
-    } finally {
-      clearTimeout(idleTimer)
-      clearTimeout(requestTimer)
-      signal?.removeEventListener('abort', onAbort)
-      // Releases the connection if the body was not read to the end (early return, [DONE] before EOF, errors).
-      controller.abort()
+    } catch (error) {
+      // The answer was complete; a failure while waiting for usage or [DONE] loses nothing.
+      if (mapper.finishReason === undefined || signal?.aborted) throw error
     }
+    yield* mapper.finish()
   }
 }
 
 // ---------------------------------------------------------------------------
 // Request
 
-function buildBody(options: GenerateOptions, thinking: 'enabled' | 'disabled' | undefined): Record<string, unknown> {
+function buildBody(options: GenerateOptions, thinking: 'enabled' | 'disabled' | undefined, reasoningHistory: 'tool-calls' | 'none'): Record<string, unknown> {
   const body: Record<string, unknown> = {
     model: options.model,
-    messages: mapMessages(options.messages, options.system),
+    messages: mapMessages(options.messages, options.system, reasoningHistory),
     stream: true,
     stream_options: { include_usage: true },
   }
@@ -264,19 +229,25 @@ function mapTool(tool: ToolSchema) {
 
 type WireMessage =
   | { role: 'system' | 'user'; content: string }
-  | { role: 'assistant'; content: string | null; tool_calls?: WireToolCall[] }
+  | { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: WireToolCall[] }
   | { role: 'tool'; tool_call_id: string; content: string }
 interface WireToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
 
-const textOf = (blocks: readonly ContentBlock[]) =>
-  blocks.flatMap(block => (block.type === 'text' ? [block.text] : [])).join('\n')
+const textOf = (blocks: readonly ContentBlock[], type: 'text' | 'reasoning' = 'text') =>
+  blocks.flatMap(block => (block.type === type ? [block.text] : [])).join(type === 'text' ? '\n' : '')
 
 /**
  * Loom messages → chat-completions messages. Tool results become `role: 'tool'`
  * messages (placed before any text of the same user message, so they directly
- * follow the assistant's `tool_calls`); reasoning blocks are not sent back.
+ * follow the assistant's `tool_calls`).
+ *
+ * Reasoning goes back by one rule that looks only at the message itself, so a
+ * past message serializes the same in every later request (prefix caches keep
+ * hitting): an assistant message that called tools and has reasoning blocks
+ * carries them as `reasoning_content` (DeepSeek's thinking mode answers 400
+ * without it); any other reasoning is dropped, as the API ignores it.
  */
-export function mapMessages(messages: readonly Message[], system?: string): WireMessage[] {
+export function mapMessages(messages: readonly Message[], system?: string, reasoningHistory: 'tool-calls' | 'none' = 'tool-calls'): WireMessage[] {
   const wire: WireMessage[] = []
   if (system) wire.push({ role: 'system', content: system })
   for (const message of messages) {
@@ -289,8 +260,12 @@ export function mapMessages(messages: readonly Message[], system?: string): Wire
         block.type === 'tool-call'
           ? [{ id: block.id, type: 'function' as const, function: { name: block.name, arguments: block.arguments || '{}' } }]
           : [])
-      if (calls.length) wire.push({ role: 'assistant', content: text || null, tool_calls: calls })
-      else if (text) wire.push({ role: 'assistant', content: text })
+      if (!calls.length) {
+        if (text) wire.push({ role: 'assistant', content: text })
+        continue
+      }
+      const reasons = reasoningHistory === 'tool-calls' && message.content.some(block => block.type === 'reasoning')
+      wire.push({ role: 'assistant', content: text || null, ...(reasons && { reasoning_content: textOf(message.content, 'reasoning') }), tool_calls: calls })
     } else {
       for (const block of message.content) {
         if (block.type !== 'tool-result') continue
@@ -320,6 +295,9 @@ class ChunkMapper {
   private readonly tools = new Map<number, ToolBlock>()
   private lastToolKey: number | undefined
   private sawContent = false
+  /** The stream carried `reasoning_content` (thinking mode), even if empty. */
+  private thinking = false
+  private reasoned = false
 
   constructor(private readonly provider: string) {}
 
@@ -336,6 +314,7 @@ class ChunkMapper {
     const choice = Array.isArray(json.choices) ? json.choices.find(c => isObject(c) && (c.index ?? 0) === 0) ?? json.choices[0] : undefined
     if (!isObject(choice)) return
     const delta = isObject(choice.delta) ? choice.delta : {}
+    if (typeof delta.reasoning_content === 'string') this.thinking = true
     const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : ''
     if (reasoning) yield* this.text('reasoning', reasoning)
     if (typeof delta.content === 'string' && delta.content) yield* this.text('text', delta.content)
@@ -347,6 +326,7 @@ class ChunkMapper {
 
   private *text(kind: 'text' | 'reasoning', text: string): Generator<StreamChunk> {
     this.sawContent = true
+    if (kind === 'reasoning') this.reasoned = true
     if (this.current?.kind !== kind) {
       yield* this.close()
       this.current = { kind, index: this.nextIndex++, text: '' }
@@ -405,6 +385,13 @@ class ChunkMapper {
       if (!this.done) throw new LlmError(`${this.provider}: the stream ended before the response finished`, 'NETWORK')
     }
     yield* this.close()
+    if (this.thinking && !this.reasoned && this.tools.size) {
+      // Thinking mode with empty reasoning: the block still marks the message, so its
+      // (empty) reasoning_content goes back with its tool calls.
+      const index = this.nextIndex++
+      yield { type: 'block-start', index, blockType: 'reasoning' }
+      yield { type: 'block-end', index, block: { type: 'reasoning', text: '' } }
+    }
     if (this.usage) yield { type: 'usage', usage: this.usage }
     switch (this.finishReason) {
       case 'length':
@@ -447,20 +434,22 @@ export function mapUsage(usage: Record<string, unknown>): TokenUsage {
 // Errors
 
 /** An HTTP error answer → LlmError. */
-export function httpError(provider: string, status: number, bodyText: string, headers: Headers): LlmError {
+export function httpError(provider: string, status: number, bodyText: string, headers: Headers, credentialSource?: string): LlmError {
   const { message: detail, code: providerCode } = errorDetail(bodyText)
   const text = `${detail} ${providerCode}`
   let code: string
   if (status === 401 || status === 403) code = 'AUTH'
   else if (status === 402 || (status >= 400 && status < 500 && QUOTA_RE.test(text))) code = 'QUOTA'
   else if (status === 429) code = 'RATE_LIMIT'
+  else if (status === 408) code = 'TIMEOUT'
   else if (status === 413 || (status >= 400 && status < 500 && CONTEXT_RE.test(text))) code = 'CONTEXT_OVERFLOW'
   else if (status === 503 || status === 529) code = 'SERVICE_UNAVAILABLE'
   else if (status >= 500) code = 'SERVER'
   else code = 'BAD_REQUEST'
   const retryAfter = parseRetryAfter(headers)
   const validStatus = status >= 100 && status <= 599
-  return new LlmError(`${provider}: HTTP ${status}${detail ? `: ${detail}` : ''}`, code, {
+  const hint = code === 'AUTH' && credentialSource ? ` (route "${provider}": check ${credentialSource})` : ''
+  return new LlmError(`${provider}: HTTP ${status}${detail ? `: ${detail}` : ''}${hint}`, code, {
     ...(validStatus && { status }),
     ...(retryAfter !== undefined && { providerRetryAfterMs: retryAfter }),
     ...requestIdOf(headers),
@@ -492,59 +481,6 @@ function errorDetail(bodyText: string): { message: string; code: string } {
     // not JSON
   }
   return { message: truncate(bodyText.trim(), 500), code: '' }
-}
-
-/** `retry-after-ms`, else `Retry-After` (seconds or an HTTP date), as positive milliseconds. */
-export function parseRetryAfter(headers: Headers, now = Date.now()): number | undefined {
-  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '')
-  if (Number.isFinite(ms) && ms > 0) return Math.ceil(ms)
-  const raw = headers.get('retry-after')?.trim()
-  if (!raw) return undefined
-  if (/^\d+(\.\d+)?$/.test(raw)) {
-    const seconds = Number(raw)
-    return seconds > 0 ? Math.ceil(seconds * 1000) : undefined
-  }
-  const date = Date.parse(raw)
-  return Number.isFinite(date) && date > now ? date - now : undefined
-}
-
-function requestIdOf(headers: Headers): { requestId?: string } {
-  const id = headers.get('x-request-id') || headers.get('request-id') || undefined
-  return id ? { requestId: id } : {}
-}
-
-function abortedError(signal: AbortSignal): LlmError {
-  const reason: unknown = signal.reason
-  return new LlmError('the call was aborted', 'ABORTED', reason === undefined ? {} : { cause: reason })
-}
-
-function asLlmError(error: unknown): LlmError {
-  return error instanceof LlmError ? error : new LlmError(errorChain(error) || 'LLM adapter failed', 'UNKNOWN', { cause: error })
-}
-
-function withMessage(error: LlmError, message: string): LlmError {
-  const { status, providerRetryAfterMs, requestId } = error.failure
-  return new LlmError(message, error.code, {
-    ...(status !== undefined && { status }),
-    ...(providerRetryAfterMs !== undefined && { providerRetryAfterMs }),
-    ...(requestId !== undefined && { requestId }),
-    cause: error,
-  })
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(abortedError(signal))
-    const onAbort = () => {
-      clearTimeout(timer)
-      reject(abortedError(signal!))
-    }
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    signal?.addEventListener('abort', onAbort, { once: true })
-  })
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

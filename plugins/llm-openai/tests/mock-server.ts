@@ -31,8 +31,8 @@ export interface UsageScript {
 
 export type Behaviour =
   | BehaviourName
-  | { type: 'success'; text?: string; /** `null`: no reasoning. */ reasoning?: string | null; usage?: UsageScript | null; delayMs?: number; splitWrites?: boolean }
-  | { type: 'tool_call'; text?: string; calls?: { id: string; name: string; arguments: string }[]; delayMs?: number }
+  | { type: 'success'; text?: string; /** `null`: no reasoning. */ reasoning?: string | null; usage?: UsageScript | null; delayMs?: number; splitWrites?: boolean; /** The text in one delta. */ oneChunk?: boolean }
+  | { type: 'tool_call'; text?: string; /** Thinking mode: `reasoning_content` before the calls ('' streams empty ones). */ reasoning?: string; calls?: { id: string; name: string; arguments: string }[]; delayMs?: number; usage?: UsageScript }
   | { type: 'max_tokens'; text?: string }
   | { type: 'rate_limit'; retryAfter?: string | null; retryAfterMs?: number; message?: string }
   | { type: 'server_error' | 'service_unavailable' | 'auth_error' | 'context_overflow' | 'quota'; message?: string }
@@ -85,7 +85,17 @@ function usageJson(usage: UsageScript) {
   }
 }
 
-export async function startMockServer(script: Behaviour[] | ((request: RecordedRequest, index: number) => Behaviour)): Promise<MockServer> {
+export interface MockServerOptions {
+  /**
+   * Answer 400 as DeepSeek's thinking mode does when an assistant message that
+   * made tool calls comes back without its `reasoning_content`.
+   */
+  requireReasoningContent?: boolean
+}
+
+export const REASONING_REQUIRED = 'The reasoning_content in the thinking mode must be passed back to the API.'
+
+export async function startMockServer(script: Behaviour[] | ((request: RecordedRequest, index: number) => Behaviour), options: MockServerOptions = {}): Promise<MockServer> {
   const requests: RecordedRequest[] = []
   const sockets = new Set<Socket>()
   let next = 0
@@ -115,6 +125,10 @@ export async function startMockServer(script: Behaviour[] | ((request: RecordedR
       }
       if (behaviour === undefined) {
         return json(res, 400, { error: { message: 'mock server: script exhausted', type: 'invalid_request_error' } })
+      }
+      const messages: unknown[] = isObject(body) && Array.isArray(body.messages) ? body.messages : []
+      if (options.requireReasoningContent && messages.some(m => isObject(m) && m.role === 'assistant' && Array.isArray(m.tool_calls) && typeof m.reasoning_content !== 'string')) {
+        return json(res, 400, { error: { message: REASONING_REQUIRED, type: 'invalid_request_error', param: null, code: 'invalid_request_error' } })
       }
       const spec = typeof behaviour === 'string' ? { type: behaviour } as Exclude<Behaviour, string> : behaviour
       request.behaviour = spec.type
@@ -166,7 +180,7 @@ async function serve(spec: Exclude<Behaviour, string>, res: ServerResponse, mode
       if (spec.reasoning !== null) {
         for (const part of pieces(spec.reasoning ?? DEFAULT_REASONING)) await send(chunk({ reasoning_content: part, content: null }), options)
       }
-      for (const part of pieces(spec.text ?? DEFAULT_TEXT)) await send(chunk({ content: part }), options)
+      for (const part of spec.oneChunk ? [spec.text ?? DEFAULT_TEXT] : pieces(spec.text ?? DEFAULT_TEXT)) await send(chunk({ content: part }), options)
       await send(chunk({}, 'stop'), options)
       if (spec.usage !== null) await send(usageChunk(spec.usage ?? DEFAULT_USAGE), options)
       await send('[DONE]', options)
@@ -175,6 +189,9 @@ async function serve(spec: Exclude<Behaviour, string>, res: ServerResponse, mode
     case 'tool_call': {
       sse()
       await send(chunk({ role: 'assistant', content: '' }))
+      if (spec.reasoning !== undefined) {
+        for (const part of spec.reasoning ? pieces(spec.reasoning) : ['', '']) await send(chunk({ reasoning_content: part, content: null }))
+      }
       if (spec.text) for (const part of pieces(spec.text)) await send(chunk({ content: part }), { delayMs: spec.delayMs })
       const calls = spec.calls ?? DEFAULT_CALLS
       for (const [index, call] of calls.entries()) {
@@ -184,7 +201,7 @@ async function serve(spec: Exclude<Behaviour, string>, res: ServerResponse, mode
         }
       }
       await send(chunk({}, 'tool_calls'))
-      await send(usageChunk({ prompt: 50, completion: 20 }))
+      await send(usageChunk(spec.usage ?? { prompt: 50, completion: 20 }))
       await send('[DONE]')
       return void res.end()
     }
