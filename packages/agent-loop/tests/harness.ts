@@ -59,7 +59,7 @@ export async function harness(options: {
   prompt?: SystemPromptConfig
   agent?: AgentOptions & { cwd?: string }
   id?: string
-  loop?: { maxParallelToolCalls?: number }
+  loop?: { maxParallelToolCalls?: number; maxSteps?: number }
   setup?: (ctx: Context) => void | Promise<void>
 } = {}): Promise<Harness> {
   const root = new Context()

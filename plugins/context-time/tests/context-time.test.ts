@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { userText } from '@loom/llm'
+import { defineTool } from '@loom/tools'
 import { createHost, type Host } from '@loom/testkit'
 import * as time from '../src/index.ts'
 import { formatTime, hostTimeZone } from '../src/index.ts'
@@ -67,22 +68,36 @@ describe('the plugin', () => {
       name: 'runtime:time',
       order: 10,
       stability: 'step',
-      text: 'Current time: 2026-03-04T06:06:07+01:00 (Europe/Berlin)',
-      rendered: 'Current time: 2026-03-04T06:06:07+01:00 (Europe/Berlin)',
+      text: 'Current time: 2026-03-04T06:06+01:00 (Europe/Berlin)',
+      rendered: 'Current time: 2026-03-04T06:06+01:00 (Europe/Berlin)',
     }])
   })
 
   it('reads the clock on every assembly', async () => {
-    const mounted = await host.mount(time, { timeZone: 'Asia/Kolkata' })
+    const mounted = await host.mount(time, { timeZone: 'Asia/Kolkata', precision: 'second' })
     expect((await mounted.delta()).contexts[0].text).toBe('Current time: 2026-03-04T10:36:07+05:30 (Asia/Kolkata)')
     vi.setSystemTime(new Date('2026-12-31T23:59:59Z'))
     expect((await mounted.delta()).contexts[0].text).toBe('Current time: 2027-01-01T05:29:59+05:30 (Asia/Kolkata)')
   })
 
+  it('to the minute by default: the text changes only when the minute ticks', async () => {
+    const mounted = await host.mount(time, { timeZone: 'UTC' })
+    expect((await mounted.delta()).contexts[0].text).toBe('Current time: 2026-03-04T05:06+00:00 (UTC)')
+    vi.setSystemTime(new Date('2026-03-04T05:06:59Z'))
+    expect((await mounted.delta()).contexts[0].text).toBe('Current time: 2026-03-04T05:06+00:00 (UTC)')
+    vi.setSystemTime(new Date('2026-03-04T05:07:00Z'))
+    expect((await mounted.delta()).contexts[0].text).toBe('Current time: 2026-03-04T05:07+00:00 (UTC)')
+  })
+
+  it('to the hour on request', async () => {
+    const mounted = await host.mount(time, { timeZone: 'Asia/Kathmandu', precision: 'hour' })
+    expect((await mounted.delta()).contexts[0].text).toBe('Current time: 2026-03-04T10:00+05:45 (Asia/Kathmandu)')
+  })
+
   it('defaults to the host time zone', async () => {
     const mounted = await host.mount(time)
     const zone = hostTimeZone()
-    expect((await mounted.delta()).contexts[0].text).toBe(`Current time: ${formatTime(new Date(), zone)} (${zone})`)
+    expect((await mounted.delta()).contexts[0].text).toBe(`Current time: ${formatTime(new Date(), zone, 'minute')} (${zone})`)
   })
 
   it('rejects an unknown time zone, naming the config key', async () => {
@@ -91,7 +106,7 @@ describe('the plugin', () => {
   })
 
   it('reaches the model as a user-role snapshot, never in the system text, and a new time is a new snapshot', async () => {
-    await host.mount(time, { timeZone: 'UTC' })
+    await host.mount(time, { timeZone: 'UTC', precision: 'second' })
     const script = host.scriptedModel(['first', 'second'])
     const run = await host.run('hello')
     vi.setSystemTime(new Date('2026-03-04T05:07:00Z'))
@@ -106,6 +121,27 @@ describe('the plugin', () => {
     expect(texts(second)).toContain('Current time: 2026-03-04T05:07:00+00:00 (UTC)')
     // The second request extends the first: the earlier messages are untouched.
     expect(texts(second).startsWith(texts(first).slice(0, -1))).toBe(true)
+  })
+
+  it.each([
+    ['minute', 1],
+    ['second', 2],
+  ] as const)('a tool loop whose steps are 30 s apart logs %s-precision snapshots: %i', async (precision, expected) => {
+    await host.mount(time, { timeZone: 'UTC', precision })
+    // A tool that takes 30 seconds of clock time.
+    await host.mount({
+      name: 'slow-tool',
+      inject: ['tools'],
+      apply: (ctx: any) => ctx.tools.register(defineTool({
+        name: 'slow', description: 'Takes 30 s.', parameters: { type: 'object', properties: {} },
+        execute: () => { vi.setSystemTime(Date.now() + 30_000); return 'ok' },
+      })),
+    })
+    host.scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'done'])
+    const run = await host.run('hello')
+    expect(run.requests).toHaveLength(2)
+    const snapshots = run.agent.session.events.filter(event => event.type === 'user/message' && (event.data as any).source.form === 'snapshot')
+    expect(snapshots).toHaveLength(expected)
   })
 
   it('leaves nothing after dispose', async () => {
