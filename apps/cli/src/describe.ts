@@ -65,8 +65,24 @@ export function describeReason(reason: TurnEndReason): string {
   switch (reason.kind) {
     case 'error': return `error: ${reason.error.code}: ${reason.error.message}`
     case 'aborted': return `aborted (${reason.reason.kind === 'hook' ? `hook: ${reason.reason.reason}` : reason.reason.kind})`
+    case 'limit': return `stopped at the ${describeLimit(reason)}`
     default: return reason.kind
   }
+}
+
+/** `limit of 50 steps per turn (50 used)`, `limit of $0.50 per turn ($0.52 used)`. */
+function describeLimit(reason: Extract<TurnEndReason, { kind: 'limit' }>): string {
+  switch (reason.limit) {
+    case 'max-steps': return `limit of ${reason.max} model requests per turn (--max-steps)`
+    case 'max-input-tokens': return `limit of ${reason.max} input tokens per turn (${reason.used} used; --max-input-tokens)`
+    case 'max-cost-usd': return `limit of $${reason.max} per turn ($${reason.used.toFixed(4)} used; --max-cost)`
+  }
+}
+
+/** `retrying in 2 s: deepseek: HTTP 429: … (retry 1 of 5)` */
+export function describeRetry(retry: SessionEventMap['request/retry']): string {
+  const wait = retry.delayMs >= 1000 ? `${(retry.delayMs / 1000).toFixed(retry.delayMs % 1000 ? 1 : 0)} s` : `${retry.delayMs} ms`
+  return `retrying in ${wait}: ${retry.failure.message} (retry ${retry.retry}${retry.maxRetries !== undefined ? ` of ${retry.maxRetries}` : ''})`
 }
 
 function oneLine(text: string): string {
@@ -175,8 +191,13 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
         else out.push(`user: ${text}`)
         break
       }
+      case 'request/retry':
+        out.push(`[retry] ${describeRetry(event.data as SessionEventMap['request/retry'])}`)
+        break
       case 'assistant/message': {
         const { message, interrupted } = event.data as SessionEventMap['assistant/message']
+        const reasoning = message.content.flatMap(block => (block.type === 'reasoning' ? [block.text] : [])).join('\n')
+        if (reasoning.trim()) out.push('reasoning:', indent(reasoning, '    ┊ '))
         const text = assistantText(message)
         if (text.trim()) out.push(`assistant${interrupted ? ' (interrupted)' : ''}: ${text.replace(/\n/g, '\n  ')}`)
         else if (interrupted) out.push('assistant (interrupted)')

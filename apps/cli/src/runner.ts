@@ -8,10 +8,10 @@ import type { Agent } from '@loom/agent-loop'
 import { buildManifest, type Manifest } from '@loom/agent-loop'
 import { userText, type AssistantMessage, type TokenUsage, type ToolResultMessage } from '@loom/llm'
 import type { SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
-import { DEFAULT_CACHE_PRICES, reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics } from '@loom/session'
+import { DEFAULT_CACHE_PRICES, MODEL_PRICES, reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics } from '@loom/session'
 import { joinContextSections, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
-import { assistantText, describeCall, describeReason, describeResult, parseArguments, resultOf, transcript } from './describe.ts'
+import { assistantText, describeCall, describeReason, describeResult, describeRetry, parseArguments, resultOf, transcript } from './describe.ts'
 import { PromptError, UsageError } from './errors.ts'
 import { processIo, Spinner, styler, type Io } from './term.ts'
 import type {} from '@loom/session-jsonl'
@@ -26,13 +26,29 @@ export interface RunnerConfig {
   model?: string
   preference: string[]
   models: Record<string, string>
+  /** Per-turn budgets (flags win): model requests, input tokens, US dollars. */
+  limits: { maxSteps?: number; maxInputTokens?: number; maxCostUsd?: number }
+  /** USD per million tokens by model id, over the built-in list prices. */
+  prices: Record<string, CachePrices>
 }
+
+const Prices = Schema.object({
+  hit: Schema.number().min(0).required().description('Per million input tokens served from the prompt cache.'),
+  miss: Schema.number().min(0).required().description('Per million input tokens not in the cache.'),
+  output: Schema.number().min(0).required().description('Per million output tokens.'),
+})
 
 export const Config: Schema<RunnerConfig> = Schema.object({
   provider: Schema.string().description('The provider route to use (flag --provider wins). Default: the first of `preference` that the deployment serves.'),
   model: Schema.string().description('The model to use (flag --model wins). Default: `models[provider]`, else the first model the provider lists.'),
-  preference: Schema.array(Schema.string()).default(['deepseek', 'openai', 'scripted']).description('Provider routes in order of preference.'),
+  preference: Schema.array(Schema.string()).default(['deepseek', 'anthropic', 'openai', 'scripted']).description('Provider routes in order of preference.'),
   models: Schema.dict(Schema.string()).default({}).description('Default model per provider route.'),
+  limits: Schema.object({
+    maxSteps: Schema.natural().min(1).description('Model requests per turn (flag --max-steps); default: the agent loop\'s maxSteps (50).'),
+    maxInputTokens: Schema.natural().min(1).description('Input tokens per turn, as the provider reports them (flag --max-input-tokens).'),
+    maxCostUsd: Schema.number().min(0).description('US dollars per turn at the model\'s prices (flag --max-cost).'),
+  }).default({}).description('Per-turn budgets: the turn ends, with that reason in the log, before the request that would pass one.'),
+  prices: Schema.dict(Prices).default({}).description('USD per million tokens by model id (`deepseek-flash` and `deepseek-v4-pro` are built in at peak list prices), for costs and --max-cost.'),
 })
 
 export interface RouteFlags { provider?: string; model?: string }
@@ -41,6 +57,14 @@ export interface RunFlags extends RouteFlags {
   json?: boolean
   /** Working directory of the agent (default: process.cwd()). */
   cwd?: string
+  /** Print the model's reasoning as it streams, dimmed. */
+  showReasoning?: boolean
+  /** `off` sends reasoning effort `off`; `on` the route's default effort. */
+  thinking?: 'on' | 'off'
+  reasoningEffort?: string
+  maxSteps?: number
+  maxInputTokens?: number
+  maxCostUsd?: number
 }
 
 export interface ToolCallReport {
@@ -60,6 +84,10 @@ export interface RunReport {
   text: string
   toolCalls: ToolCallReport[]
   usage: Required<TokenUsage>
+  /** Cache reads over all input tokens, as the provider reported them; null without usage. */
+  cacheHitShare: number | null
+  /** Estimated US dollars at the model's prices (an upper bound where off-peak hours bill less). */
+  costUsd: number
   provider: string
   model: string
 }
@@ -176,7 +204,7 @@ export class Runner extends Service {
   async run(task: string, flags: RunFlags = {}, io: Io = processIo): Promise<number> {
     const route = await this.route(flags)
     const cwd = flags.cwd ?? process.cwd()
-    const agent = this.home.agents.create(newSessionId(), { ...route, cwd })
+    const agent = this.home.agents.create(newSessionId(), { ...route, cwd, ...this.agentOptions(route.model, flags) })
     return this.turn(agent, task, route, flags, io)
   }
 
@@ -193,9 +221,31 @@ export class Runner extends Service {
       // The route the session used, if this deployment still serves it; else the default route.
       if (!last || !available.includes(last.provider)) options = await this.route()
     }
-    const agent = await this.home.agents.resume(id, options)
+    const model = options.model ?? lastRoute((await persistence.inspect(id)).events)?.model ?? ''
+    const agent = await this.home.agents.resume(id, { ...options, ...this.agentOptions(model, flags) })
     const route = { provider: agent.options.provider ?? '', model: agent.options.model ?? '' }
     return this.turn(agent, task, route, flags, io)
+  }
+
+  /** USD per million tokens for `model`: the config's, else the built-in list prices, else deepseek-flash's. */
+  prices(model: string): CachePrices {
+    return this.config.prices[model] ?? MODEL_PRICES[model] ?? DEFAULT_CACHE_PRICES
+  }
+
+  /** The reasoning effort and the per-turn limits of a run: flags over config. */
+  private agentOptions(model: string, flags: RunFlags) {
+    if (flags.thinking === 'off' && flags.reasoningEffort !== undefined && flags.reasoningEffort !== 'off') {
+      throw new UsageError(`--thinking off contradicts --reasoning-effort ${flags.reasoningEffort}`)
+    }
+    const reasoningEffort = flags.thinking === 'off' ? 'off' : flags.reasoningEffort
+    const configured = this.config.limits
+    const limits = {
+      maxSteps: flags.maxSteps ?? configured.maxSteps,
+      maxInputTokens: flags.maxInputTokens ?? configured.maxInputTokens,
+      maxCostUsd: flags.maxCostUsd ?? configured.maxCostUsd,
+      prices: this.prices(model),
+    }
+    return { ...(reasoningEffort !== undefined && { reasoningEffort }), limits }
   }
 
   private async turn(agent: Agent, task: string, route: { provider: string; model: string }, flags: RunFlags, io: Io): Promise<number> {
@@ -206,6 +256,8 @@ export class Runner extends Service {
     const spinner = new Spinner(io.stderr, !json && Boolean(io.stderr.isTTY))
     let atLineStart = true
     let streamedText = false
+    /** What the last streamed delta was: reasoning is set apart from the answer by a line break. */
+    let streaming: 'text' | 'reasoning' | undefined
     const write = (text: string) => {
       if (!text) return
       spinner.stop()
@@ -213,6 +265,7 @@ export class Runner extends Service {
       atLineStart = text.endsWith('\n')
     }
     const line = (text: string) => write((atLineStart ? '' : '\n') + text + '\n')
+    const showReasoning = flags.showReasoning === true
 
     const stopListening = json ? () => {} : this.home.on('session/event', (target, event) => {
       if (target !== session) return
@@ -223,14 +276,29 @@ export class Runner extends Service {
         case 'assistant/chunk': {
           const { chunk } = event.data as SessionEventMap['assistant/chunk']
           if (chunk.type === 'text-delta') {
+            if (streaming === 'reasoning' && !atLineStart) write('\n')
             write(chunk.text)
             streamedText = true
+            streaming = 'text'
+          } else if (chunk.type === 'reasoning-delta' && showReasoning) {
+            if (streaming === 'text' && !atLineStart) write('\n')
+            write(out.dim(chunk.text))
+            streaming = 'reasoning'
           }
           break
         }
         case 'assistant/message':
           if (!atLineStart) write('\n')
+          streaming = undefined
           break
+        case 'request/retry': {
+          // What the failed attempt streamed is not part of the answer: the retry repeats the request.
+          const retry = event.data as SessionEventMap['request/retry']
+          line(out.yellow(`${streaming ? '(that partial answer is discarded) ' : ''}${describeRetry(retry)}`))
+          streaming = undefined
+          spinner.start('waiting to retry')
+          break
+        }
         case 'tool/call': {
           const { name, arguments: raw } = event.data as SessionEventMap['tool/call']
           line(out.cyan(`→ ${describeCall(name, raw)}`))
@@ -276,7 +344,7 @@ export class Runner extends Service {
     }
     const events = session.events.slice(from)
     for (const event of events) if (event.type === 'turn/end') reason = (event.data as SessionEventMap['turn/end']).reason
-    const report = runReport(session.id, route, events, reason)
+    const report = runReport(session.id, route, events, reason, this.prices(route.model))
     // Disposing the agent detaches its session; the backend writes what is left.
     await agent.dispose()
 
@@ -289,7 +357,7 @@ export class Runner extends Service {
       if (report.status !== 'completed') {
         io.stderr.write(err.red(`loom: the turn ended: ${reason ? describeReason(reason) : 'it did not start'}`) + '\n')
       }
-      io.stderr.write(err.dim(`session ${session.id} · ${route.provider}/${route.model} · ${report.usage.inputTokens + report.usage.cacheReadTokens} in / ${report.usage.outputTokens} out tokens`) + '\n')
+      io.stderr.write(err.dim(`session ${session.id} · ${route.provider}/${route.model} · ${describeUsage(report)}`) + '\n')
     }
     if (report.status === 'completed') return 0
     return this.cancelled && report.status === 'aborted' ? EXIT_INTERRUPTED : 1
@@ -359,8 +427,10 @@ export class Runner extends Service {
    * previous request's serialization each one reuses as its prefix, and its
    * estimated cost at these prices (per million tokens).
    */
-  async statsSession(id: string, prices: CachePrices = DEFAULT_CACHE_PRICES): Promise<StatsReport> {
+  async statsSession(id: string, overrides: Partial<CachePrices> = {}): Promise<StatsReport> {
     const { events } = await this.persistence().inspect(id)
+    const model = lastRoute(events)?.model
+    const prices = { ...(model === undefined ? DEFAULT_CACHE_PRICES : this.prices(model)), ...overrides }
     return { id, ...requestEconomics(reconstructRequests(events), prices) }
   }
 
@@ -456,7 +526,8 @@ function describeCloser(event: SessionEvent): string {
   return event.type
 }
 
-export function runReport(sessionId: string, route: { provider: string; model: string }, events: readonly SessionEvent[], reason: TurnEndReason | undefined): RunReport {
+export function runReport(sessionId: string, route: { provider: string; model: string }, events: readonly SessionEvent[], reason: TurnEndReason | undefined,
+  prices: CachePrices = DEFAULT_CACHE_PRICES): RunReport {
   const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
   const calls = new Map<string, ToolCallReport>()
   let text = ''
@@ -481,7 +552,20 @@ export function runReport(sessionId: string, route: { provider: string; model: s
       }
     }
   }
-  const detail = reason?.kind === 'error' ? reason.error : reason?.kind === 'aborted' ? reason.reason : null
-  return { sessionId, status: reason?.kind ?? 'not-started', reason: detail, text, toolCalls: [...calls.values()], usage, ...route }
+  const detail = reason?.kind === 'error' ? reason.error : reason?.kind === 'aborted' ? reason.reason : reason?.kind === 'limit' ? reason : null
+  const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
+  const costUsd = (usage.cacheReadTokens * prices.hit + (input - usage.cacheReadTokens) * prices.miss + usage.outputTokens * prices.output) / 1e6
+  return {
+    sessionId, status: reason?.kind ?? 'not-started', reason: detail, text, toolCalls: [...calls.values()], usage,
+    cacheHitShare: input ? usage.cacheReadTokens / input : null, costUsd, ...route,
+  }
+}
+
+/** `8194 in (6144 cached, 75%) / 216 out tokens · ~$0.0012` */
+export function describeUsage(report: RunReport): string {
+  const { usage } = report
+  const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
+  const cached = report.cacheHitShare === null ? '' : ` (${usage.cacheReadTokens} cached, ${Math.round(report.cacheHitShare * 100)}%)`
+  return `${input} in${cached} / ${usage.outputTokens} out tokens · ~$${report.costUsd.toFixed(4)}`
 }
 

@@ -188,9 +188,9 @@ describe('loom run with a key uses the real OpenAI-compatible route', () => {
     const run = await loom(['run', '--json', 'hi'], { cwd, home, env: { DEEPSEEK_API_KEY: 'test-key', DEEPSEEK_BASE_URL: url } })
     expect(run.stderr).toBe('')
     expect(run.code).toBe(0)
-    expect(JSON.parse(run.stdout)).toMatchObject({ status: 'completed', provider: 'deepseek', model: 'deepseek-chat', text: 'Hello from the mock server.' })
+    expect(JSON.parse(run.stdout)).toMatchObject({ status: 'completed', provider: 'deepseek', model: 'deepseek-flash', text: 'Hello from the mock server.' })
     const request = requests.at(-1)!
-    expect(request).toMatchObject({ path: '/chat/completions', auth: 'Bearer test-key', body: { model: 'deepseek-chat', stream: true } })
+    expect(request).toMatchObject({ path: '/chat/completions', auth: 'Bearer test-key', body: { model: 'deepseek-flash', stream: true, reasoning_effort: 'high' } })
     expect(request.body.tools.map((tool: { function: { name: string } }) => tool.function.name)).toContain('bash')
   })
 

@@ -145,8 +145,18 @@ export interface CachePrices {
   output: number
 }
 
-/** DeepSeek-like list prices (USD per million tokens): cache hit 0.07, cache miss 0.27, output 1.10. */
-export const DEFAULT_CACHE_PRICES: Readonly<CachePrices> = Object.freeze({ hit: 0.07, miss: 0.27, output: 1.1 })
+/**
+ * DeepSeek's list prices for `deepseek-flash` at peak hours (USD per million
+ * tokens): cache hit 0.006, cache miss 0.30, output 1.20. Off-peak hours bill
+ * half, so figures at these prices are an upper bound.
+ */
+export const DEFAULT_CACHE_PRICES: Readonly<CachePrices> = Object.freeze({ hit: 0.006, miss: 0.3, output: 1.2 })
+
+/** List prices (peak) of the models Loom's default routes serve; other models fall back to `DEFAULT_CACHE_PRICES`. */
+export const MODEL_PRICES: Readonly<Record<string, Readonly<CachePrices>>> = Object.freeze({
+  'deepseek-flash': DEFAULT_CACHE_PRICES,
+  'deepseek-v4-pro': Object.freeze({ hit: 0.044, miss: 1.32, output: 3.96 }),
+})
 
 /** The token estimate of these figures: one token per four characters of the serialization, rounded up. */
 const estimateTokens = (chars: number) => Math.ceil(chars / 4)
@@ -167,6 +177,18 @@ export interface RequestEconomics {
   /** Estimated cost of the input at the hit and miss prices, and of the output. */
   inputCost: number
   outputCost: number
+  /** What the provider reported for this request, priced the same way; null when it reported no usage. */
+  reported: ReportedEconomics | null
+}
+
+/** Provider-reported tokens: input includes cache reads and writes; `hitShare` is cache reads over input. */
+export interface ReportedEconomics {
+  inputTokens: number
+  hitTokens: number
+  outputTokens: number
+  hitShare: number | null
+  inputCost: number
+  outputCost: number
 }
 
 export interface SessionEconomics {
@@ -185,6 +207,22 @@ export interface SessionEconomics {
     minReuse: number | null
     /** What the input would cost with no cache at all (every token a miss). */
     uncachedInputCost: number
+    /** The sums of the provider-reported figures over the requests that have them; null when none has. */
+    reported: (ReportedEconomics & { requests: number }) | null
+  }
+}
+
+/** A request's reported usage as figures at `prices` (cache writes are billed as misses). */
+function reportedEconomics(usage: TokenUsage, prices: CachePrices): ReportedEconomics {
+  const hitTokens = usage.cacheReadTokens ?? 0
+  const inputTokens = usage.inputTokens + hitTokens + (usage.cacheWriteTokens ?? 0)
+  return {
+    inputTokens,
+    hitTokens,
+    outputTokens: usage.outputTokens,
+    hitShare: inputTokens ? hitTokens / inputTokens : null,
+    inputCost: (hitTokens * prices.hit + (inputTokens - hitTokens) * prices.miss) / 1e6,
+    outputCost: (usage.outputTokens * prices.output) / 1e6,
   }
 }
 
@@ -195,7 +233,7 @@ export interface SessionEconomics {
  * first request is all miss. Output tokens are estimated from `outputChars`.
  */
 export function requestEconomics(
-  requests: readonly (SerializableRequest & { turn?: number | null; step?: number | null; seq?: number; outputChars?: number })[],
+  requests: readonly (SerializableRequest & { turn?: number | null; step?: number | null; seq?: number; outputChars?: number; usage?: TokenUsage })[],
   prices: CachePrices = DEFAULT_CACHE_PRICES,
 ): SessionEconomics {
   const rows: RequestEconomics[] = []
@@ -220,9 +258,13 @@ export function requestEconomics(
       outputTokens,
       inputCost: (hitTokens * prices.hit + missTokens * prices.miss) / 1e6,
       outputCost: (outputTokens * prices.output) / 1e6,
+      reported: request.usage ? reportedEconomics(request.usage, prices) : null,
     })
     previous = text
   }
+  const reportedRows = rows.flatMap(row => (row.reported ? [row.reported] : []))
+  const reportedSum = (key: 'inputTokens' | 'hitTokens' | 'outputTokens' | 'inputCost' | 'outputCost') =>
+    reportedRows.reduce((total, row) => total + row[key], 0)
   const sum = (key: 'chars' | 'hitTokens' | 'missTokens' | 'outputTokens' | 'inputCost' | 'outputCost') =>
     rows.reduce((total, row) => total + row[key], 0)
   const reuses = rows.map(row => row.reuse).filter((r): r is number => r !== null)
@@ -242,6 +284,17 @@ export function requestEconomics(
       meanReuse: reuses.length ? reuses.reduce((a, b) => a + b, 0) / reuses.length : null,
       minReuse: reuses.length ? Math.min(...reuses) : null,
       uncachedInputCost: ((hitTokens + missTokens) * prices.miss) / 1e6,
+      reported: reportedRows.length
+        ? {
+            requests: reportedRows.length,
+            inputTokens: reportedSum('inputTokens'),
+            hitTokens: reportedSum('hitTokens'),
+            outputTokens: reportedSum('outputTokens'),
+            hitShare: reportedSum('inputTokens') ? reportedSum('hitTokens') / reportedSum('inputTokens') : null,
+            inputCost: reportedSum('inputCost'),
+            outputCost: reportedSum('outputCost'),
+          }
+        : null,
     },
   }
 }

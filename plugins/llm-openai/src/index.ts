@@ -44,7 +44,7 @@ export const Config: Schema<Partial<Config>, Config> = Schema.object({
   apiKey: Schema.string().role('secret').description('API key. Wins over `apiKeyEnv`; prefer the environment variable.'),
   apiKeyEnv: Schema.string().default('DEEPSEEK_API_KEY').description('Environment variable holding the API key, read on every call.'),
   defaultBaseUrl: Schema.string().default('https://api.deepseek.com').description('Base URL used when neither `baseUrl` nor `baseUrlEnv` gives one.'),
-  models: Schema.array(Schema.string()).default(['deepseek-flash', 'deepseek-pro']).description('Model ids listed for this provider, the default first; other ids still pass through.'),
+  models: Schema.array(Schema.string()).default(['deepseek-flash', 'deepseek-v4-pro']).description('Model ids listed for this provider, the default first; other ids still pass through.'),
   contextWindow: Schema.natural().default(128_000).description('Context window reported for every model, in tokens.'),
   maxRetries: Schema.natural().default(5).description('Retries of a failed request (429, 408, 5xx, overload, a stall or a reset, before or during the stream).'),
   idleTimeoutMs: Schema.natural().default(300_000).description('Abort and retry when the provider sends nothing for this long.'),

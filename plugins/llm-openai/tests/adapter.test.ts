@@ -447,7 +447,7 @@ describe('plugin', () => {
     const fiber = await root.plugin(plugin, { provider: 'openai', baseUrl: server.url, apiKey: 'sk-plugin', contextWindow: 32_000 })
     expect(root.llm.listProviders()).toEqual([{ id: 'openai', name: 'openai' }])
     expect(await root.llm.resolveModelInfo('openai', 'deepseek-chat')).toMatchObject({ context: { contextWindow: 32_000 } })
-    expect((await root.llm.listModels('openai')).map(model => model.id)).toEqual(['deepseek-flash', 'deepseek-pro'])
+    expect((await root.llm.listModels('openai')).map(model => model.id)).toEqual(['deepseek-flash', 'deepseek-v4-pro'])
 
     const chunks: StreamChunk[] = []
     for await (const chunk of root.llm.stream(call({ provider: 'openai' }))) chunks.push(chunk)
@@ -465,7 +465,7 @@ describe('plugin', () => {
       baseUrlEnv: 'DEEPSEEK_BASE_URL',
       apiKeyEnv: 'DEEPSEEK_API_KEY',
       defaultBaseUrl: 'https://api.deepseek.com',
-      models: ['deepseek-flash', 'deepseek-pro'],
+      models: ['deepseek-flash', 'deepseek-v4-pro'],
       contextWindow: 128_000,
       maxRetries: 5,
       idleTimeoutMs: 300_000,

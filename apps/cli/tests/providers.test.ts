@@ -1,0 +1,118 @@
+// `loom run` against a loopback server that speaks DeepSeek's protocol: thinking
+// mode through a tool loop, retries said on the terminal, run limits, the
+// provider's cache figures in the footer and in `sessions stats`.
+import { afterEach, describe, expect, it } from 'vitest'
+import { REASONING_REQUIRED, startMockServer, type Behaviour, type MockServer } from '../../../plugins/llm-openai/tests/mock-server.ts'
+import { events, loom, project, sessionFiles } from './helpers.ts'
+
+let servers: MockServer[] = []
+afterEach(async () => {
+  await Promise.all(servers.map(server => server.close()))
+  servers = []
+})
+
+async function deepseek(script: Behaviour[]) {
+  const server = await startMockServer(script, { requireReasoningContent: true })
+  servers.push(server)
+  const { cwd, home } = project({ 'notes.txt': 'alpha\n' })
+  const env = { DEEPSEEK_API_KEY: 'sk-test-key', DEEPSEEK_BASE_URL: server.url }
+  return { server, cwd, home, env, run: (args: string[]) => loom(args, { cwd, home, env }) }
+}
+
+const readNotes = (id: string): Behaviour => ({ type: 'tool_call', reasoning: 'The notes file has the answer.', calls: [{ id, name: 'read', arguments: '{"path":"notes.txt"}' }], usage: { prompt: 1000, completion: 20, cacheHit: 0 } })
+
+describe('DeepSeek thinking mode through the CLI', () => {
+  it('a tool loop completes; --show-reasoning prints the reasoning; sessions show has it', async () => {
+    const { server, run, home } = await deepseek([
+      readNotes('c1'),
+      { type: 'success', reasoning: 'It says alpha.', text: 'The notes say alpha.', usage: { prompt: 1100, completion: 10, cacheHit: 1000 } },
+    ])
+    const result = await run(['run', '--show-reasoning', 'what do the notes say?'])
+    expect(result.stderr).not.toContain(REASONING_REQUIRED)
+    expect(result.code).toBe(0)
+    expect(server.requests).toHaveLength(2)
+    expect(result.stdout).toContain('The notes file has the answer.')
+    expect(result.stdout).toContain('The notes say alpha.')
+    // The footer: the provider's cache figures and the estimated cost.
+    expect(result.stderr).toMatch(/2100 in \(1000 cached, 48%\) \/ 30 out tokens · ~\$0\.\d{4}/)
+
+    const [file] = sessionFiles(home)
+    const id = events(file).length && file.split('/').at(-2)!
+    const shown = await loom(['sessions', 'show', id], { cwd: home, home })
+    expect(shown.stdout).toContain('reasoning:')
+    expect(shown.stdout).toContain('┊ The notes file has the answer.')
+
+    const stats = await loom(['sessions', 'stats', id, '--json'], { cwd: home, home })
+    const report = JSON.parse(stats.stdout)
+    expect(report.totals.reported).toMatchObject({ requests: 2, inputTokens: 2100, hitTokens: 1000 })
+    expect(report.requests[1].reported.hitShare).toBeCloseTo(1000 / 1100)
+    expect(report.prices).toEqual({ hit: 0.006, miss: 0.3, output: 1.2 })
+  })
+
+  it('without --show-reasoning the reasoning is not printed; --thinking off sends effort off', async () => {
+    const { server, run } = await deepseek([{ type: 'success', reasoning: 'secret musings', text: 'Hi.' }])
+    const result = await run(['run', '--thinking', 'off', 'hi'])
+    expect(result.code).toBe(0)
+    expect(result.stdout).not.toContain('secret musings')
+    expect(server.requests[0].body.thinking).toEqual({ type: 'disabled' })
+  })
+
+  it('an effort the route does not offer fails before any request', async () => {
+    const { server, run } = await deepseek([])
+    const result = await run(['run', '--reasoning-effort', 'extreme', 'hi'])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('does not offer reasoning effort "extreme"')
+    expect(server.requests).toHaveLength(0)
+  })
+})
+
+describe('retries and limits through the CLI', () => {
+  it('a 429 and a reset mid-stream are retried, and the terminal says so', async () => {
+    const { server, run } = await deepseek([
+      { type: 'rate_limit', retryAfter: null, retryAfterMs: 100 },
+      'reset_mid_stream',
+      { type: 'success', reasoning: null, text: 'Recovered answer.' },
+    ])
+    const result = await run(['run', 'hi'])
+    expect(result.code).toBe(0)
+    expect(server.requests).toHaveLength(3)
+    expect(result.stdout).toContain('retrying in 100 ms: deepseek: HTTP 429: Rate limit reached for requests (retry 1 of 5)')
+    expect(result.stdout).toMatch(/\(that partial answer is discarded\) retrying in [\d.]+ m?s: deepseek: connection failed: .* \(retry 2 of 5\)/)
+    expect(result.stdout).toContain('Recovered answer.')
+  })
+
+  it('a 401 is not retried: one message naming the route, the variable and the provider text', async () => {
+    const { server, run } = await deepseek(['auth_error'])
+    const result = await run(['run', 'hi'])
+    expect(result.code).toBe(1)
+    expect(server.requests).toHaveLength(1)
+    expect(result.stderr).toContain('deepseek: HTTP 401: Authentication Fails, Your api key is invalid (route "deepseek": check DEEPSEEK_API_KEY)')
+    expect(result.stderr).not.toContain('sk-test-key')
+  })
+
+  it('--max-steps stops a model that keeps calling tools: exit 1, the reason in the log', async () => {
+    const { server, run, home } = await deepseek([readNotes('c1'), readNotes('c2'), readNotes('c3'), readNotes('c4')])
+    const result = await run(['run', '--max-steps', '2', 'loop'])
+    expect(result.code).toBe(1)
+    expect(server.requests).toHaveLength(2)
+    expect(result.stderr).toContain('loom: the turn ended: stopped at the limit of 2 model requests per turn (--max-steps)')
+    const end = events(sessionFiles(home)[0]).filter(event => event.type === 'turn/end').at(-1)!
+    expect(end.data.reason).toEqual({ kind: 'limit', limit: 'max-steps', used: 2, max: 2 })
+  })
+
+  it('--max-cost stops the turn once the reported usage costs that much', async () => {
+    const { server, run } = await deepseek([readNotes('c1'), readNotes('c2'), readNotes('c3')])
+    // 1000 uncached input tokens at $0.30 per million: $0.0003 a request.
+    const result = await run(['run', '--max-cost', '0.0005', 'loop'])
+    expect(result.code).toBe(1)
+    expect(server.requests).toHaveLength(2)
+    expect(result.stderr).toContain('stopped at the limit of $0.0005 per turn')
+  })
+
+  it('a bad limit is a usage error', async () => {
+    const { run } = await deepseek([])
+    const result = await run(['run', '--max-steps', '0', 'hi'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('--max-steps: expected a whole number >= 1, got "0"')
+  })
+})
