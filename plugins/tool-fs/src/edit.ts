@@ -1,6 +1,8 @@
-import { readFile, writeFile } from 'node:fs/promises'
+import { isUtf8 } from 'node:buffer'
+import { readFile } from 'node:fs/promises'
 import type { WorkspacePath } from './paths.ts'
 import { binaryRefusal, statRegularFile } from './read.ts'
+import { replaceFile } from './replace.ts'
 import { looksBinary, plural, SNIFF_BYTES } from './text.ts'
 
 export interface EditArgs {
@@ -12,18 +14,32 @@ export interface EditArgs {
 
 /** Line numbers listed in an edit's report; the rest are counted. */
 const MAX_LISTED_LINES = 10
+const NEWLINE = 0x0a
 
 /** Start offsets of the non-overlapping occurrences of `needle`, left to right. */
-function occurrences(haystack: string, needle: string): number[] {
+function occurrences(haystack: Buffer, needle: Buffer): number[] {
   const at: number[] = []
   for (let i = haystack.indexOf(needle); i !== -1; i = haystack.indexOf(needle, i + needle.length)) at.push(i)
   return at
+}
+
+/** Newlines in `bytes` from `start` up to (not including) `end`. */
+function newlines(bytes: Uint8Array, start = 0, end = bytes.length): number {
+  let n = 0
+  for (let i = bytes.indexOf(NEWLINE, start); i !== -1 && i < end; i = bytes.indexOf(NEWLINE, i + 1)) n++
+  return n
 }
 
 /**
  * Replaces a literal `old_string` by `new_string`: exactly one occurrence, or every
  * one with `replace_all`. In a file with CRLF line endings, strings written with
  * plain `\n` match (and are written) with `\r\n`.
+ *
+ * The file is held once, as bytes: it is searched as UTF-8 bytes (a valid UTF-8
+ * needle matches only at character boundaries of valid UTF-8 text, so this finds
+ * what a string search would), and the result is written as slices of those bytes
+ * through `replaceFile` (a temporary file and a rename, which also breaks hard links).
+ * No decoded copy, no joined copy.
  */
 export async function editText(file: WorkspacePath, args: EditArgs, signal: AbortSignal) {
   if (args.old_string === '') throw new Error('old_string is empty; to create a file or replace all of it, use write')
@@ -31,22 +47,20 @@ export async function editText(file: WorkspacePath, args: EditArgs, signal: Abor
   const info = await statRegularFile(file)
   const bytes = await readFile(file.path, { signal })
   if (looksBinary(bytes.subarray(0, SNIFF_BYTES))) throw binaryRefusal(file, info.size)
-  let text: string
-  try {
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
-  } catch {
+  if (!isUtf8(bytes)) {
     throw new Error(`"${file.display}" is not valid UTF-8 text; edit only changes UTF-8 files (rewrite it with write if you must)`)
   }
 
-  let oldString = args.old_string
-  let newString = args.new_string
-  let at = occurrences(text, oldString)
-  if (at.length === 0 && text.includes('\r\n') && oldString.includes('\n') && !oldString.includes('\r')) {
-    const crlf = (s: string) => s.replace(/\r?\n/g, '\r\n')
-    const retry = occurrences(text, crlf(oldString))
+  // A lone surrogate has no UTF-8 form (it would be encoded as U+FFFD), so it matches nothing.
+  let oldBytes = Buffer.from(args.old_string, 'utf8')
+  let newBytes = Buffer.from(args.new_string, 'utf8')
+  let at = args.old_string.isWellFormed() ? occurrences(bytes, oldBytes) : []
+  if (at.length === 0 && args.old_string.includes('\n') && !args.old_string.includes('\r') && bytes.includes('\r\n')) {
+    const crlf = (s: string) => Buffer.from(s.replace(/\r?\n/g, '\r\n'), 'utf8')
+    const retry = occurrences(bytes, crlf(args.old_string))
     if (retry.length > 0) {
-      oldString = crlf(oldString)
-      newString = crlf(newString)
+      oldBytes = crlf(args.old_string)
+      newBytes = crlf(args.new_string)
       at = retry
     }
   }
@@ -57,24 +71,30 @@ export async function editText(file: WorkspacePath, args: EditArgs, signal: Abor
     throw new Error(`old_string matches ${at.length} times in "${file.display}"; it must match exactly once: include more surrounding lines to pick one place, or set replace_all to true to replace all ${at.length}`)
   }
 
-  const updated = at.length === 1
-    ? text.slice(0, at[0]) + newString + text.slice(at[0] + oldString.length)
-    : text.split(oldString).join(newString)
-  await writeFile(file.path, updated, { encoding: 'utf8', signal })
-
-  // Line numbers (1-based, in the new text) where each replacement starts.
-  const lines: number[] = []
-  let line = 1
-  let scanned = 0
-  let shift = 0
+  // The new content: the unchanged slices of the file (views, not copies) with new_string between them.
+  const parts: Uint8Array[] = []
+  let from = 0
   for (const index of at) {
-    const start = index + shift
-    for (let i = updated.indexOf('\n', scanned); i !== -1 && i < start; i = updated.indexOf('\n', i + 1)) {
-      line++
-      scanned = i + 1
-    }
-    lines.push(line)
-    shift += newString.length - oldString.length
+    parts.push(bytes.subarray(from, index), newBytes)
+    from = index + oldBytes.length
+  }
+  parts.push(bytes.subarray(from))
+  try {
+    await replaceFile(file.path, parts, signal)
+  } catch (error) {
+    throw new Error(`cannot write "${file.display}": ${(error as Error).message}`)
+  }
+
+  // Line numbers (1-based, in the new text) where each replacement starts: the old
+  // text's newlines before it, corrected by what each earlier replacement added.
+  const added = newlines(newBytes) - newlines(oldBytes)
+  const lines: number[] = []
+  let before = 0
+  from = 0
+  for (const [n, index] of at.entries()) {
+    before += newlines(bytes, from, index)
+    from = index
+    lines.push(1 + before + n * added)
   }
   const listed = lines.slice(0, MAX_LISTED_LINES).join(', ') + (lines.length > MAX_LISTED_LINES ? `, … (${lines.length - MAX_LISTED_LINES} more)` : '')
   return {

@@ -1,6 +1,7 @@
-import { mkdir, stat, writeFile } from 'node:fs/promises'
+import { mkdir, stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { WorkspacePath } from './paths.ts'
+import { replaceFile } from './replace.ts'
 import { plural } from './text.ts'
 
 export interface WriteArgs {
@@ -8,7 +9,11 @@ export interface WriteArgs {
   content: string
 }
 
-/** Writes `content` (UTF-8) to the file, creating missing parent directories; reports the bytes written. */
+/**
+ * Writes `content` (UTF-8) to the file, creating missing parent directories; reports
+ * the bytes written. The file is replaced through a temporary file and a rename, so a
+ * hard link to it from elsewhere keeps its old bytes (see `replaceFile`).
+ */
 export async function writeText(file: WorkspacePath, args: WriteArgs, signal: AbortSignal) {
   let existed = false
   let previous = 0
@@ -26,7 +31,7 @@ export async function writeText(file: WorkspacePath, args: WriteArgs, signal: Ab
   const data = Buffer.from(args.content, 'utf8')
   try {
     await mkdir(dirname(file.path), { recursive: true })
-    await writeFile(file.path, data, { signal })
+    await replaceFile(file.path, [data], signal)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENOTDIR' || code === 'EEXIST') throw new Error(`cannot write "${file.display}": a parent of it is a file, not a directory`)

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises'
+import { chmod, link, lstat, mkdir, readdir, readFile, stat, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createHost } from '@loom/testkit'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -400,6 +400,93 @@ describe('confinement', () => {
     const r = await call('write', { path: 'inner-dangling', content: 'ok' })
     expect(r.isError).toBe(false)
     expect(await readFile(join(ws, 'target.txt'), 'utf8')).toBe('ok')
+  })
+})
+
+describe('hard links and replacement by rename', () => {
+  // A pnpm store file seen through node_modules is exactly this: one inode, a name outside the workspace and one inside.
+  const STORE = Buffer.from('export const version = "1.0.0"\n// store copy\n')
+
+  beforeEach(async () => {
+    await writeFile(join(outside, 'store.js'), STORE)
+    await link(join(outside, 'store.js'), join(ws, 'linked.js'))
+  })
+
+  it('write replaces a hard-linked file without touching the other name of its inode', async () => {
+    expect((await stat(join(ws, 'linked.js'))).nlink).toBe(2)
+    const r = await call('write', { path: 'linked.js', content: 'patched\n' })
+    expect(r.isError).toBe(false)
+    expect(r.text).toBe(`Wrote 8 bytes to "linked.js" (overwrote the previous ${STORE.length} bytes).`)
+    expect(await readFile(join(ws, 'linked.js'), 'utf8')).toBe('patched\n')
+    expect((await readFile(join(outside, 'store.js'))).equals(STORE)).toBe(true)
+    expect((await stat(join(ws, 'linked.js'))).nlink).toBe(1)
+    expect((await stat(join(outside, 'store.js'))).nlink).toBe(1)
+  })
+
+  it('edit replaces a hard-linked file without touching the other name of its inode', async () => {
+    const r = await call('edit', { path: 'linked.js', old_string: '1.0.0', new_string: '2.0.0' })
+    expect(r.isError).toBe(false)
+    expect(await readFile(join(ws, 'linked.js'), 'utf8')).toBe('export const version = "2.0.0"\n// store copy\n')
+    expect((await readFile(join(outside, 'store.js'))).equals(STORE)).toBe(true)
+    expect((await stat(join(ws, 'linked.js'))).nlink).toBe(1)
+  })
+
+  it.skipIf(process.platform === 'win32')('keeps the file mode', async () => {
+    await writeFile(join(ws, 'run.sh'), 'echo one\n')
+    await chmod(join(ws, 'run.sh'), 0o751)
+    await call('write', { path: 'run.sh', content: 'echo two\n' })
+    expect((await stat(join(ws, 'run.sh'))).mode & 0o7777).toBe(0o751)
+    await call('edit', { path: 'run.sh', old_string: 'two', new_string: 'three' })
+    expect((await stat(join(ws, 'run.sh'))).mode & 0o7777).toBe(0o751)
+    expect(await readFile(join(ws, 'run.sh'), 'utf8')).toBe('echo three\n')
+  })
+
+  it('leaves no temporary file behind', async () => {
+    await call('write', { path: 'a.txt', content: 'a' })
+    await call('write', { path: 'a.txt', content: 'b' })
+    await call('edit', { path: 'a.txt', old_string: 'b', new_string: 'c' })
+    await call('edit', { path: 'a.txt', old_string: 'absent', new_string: 'd' })
+    expect((await readdir(ws)).sort()).toEqual(['a.txt', 'linked.js'])
+  })
+
+  it('replaces the target of a symlink inside the workspace and keeps the link', async () => {
+    await writeFile(join(ws, 'target.txt'), 'one\n')
+    await symlink(join(ws, 'target.txt'), join(ws, 'alias.txt'))
+    expect((await call('write', { path: 'alias.txt', content: 'two\n' })).isError).toBe(false)
+    expect((await call('edit', { path: 'alias.txt', old_string: 'two', new_string: 'three' })).isError).toBe(false)
+    expect((await lstat(join(ws, 'alias.txt'))).isSymbolicLink()).toBe(true)
+    expect(await readFile(join(ws, 'target.txt'), 'utf8')).toBe('three\n')
+  })
+
+  it('still refuses a symlink to the hard-linked store file outside', async () => {
+    await symlink(join(outside, 'store.js'), join(ws, 'store-link.js'))
+    expect((await call('write', { path: 'store-link.js', content: 'x' })).text).toMatch(/^Error: path "store-link.js" is outside the workspace/)
+    expect((await call('edit', { path: 'store-link.js', old_string: '1.0.0', new_string: 'x' })).text).toMatch(/^Error: path "store-link.js" is outside the workspace/)
+    expect((await readFile(join(outside, 'store.js'))).equals(STORE)).toBe(true)
+  })
+
+  it('edits a 20 MB file', async () => {
+    const line = `${'w'.repeat(79)}\n` // 80 bytes
+    const half = line.repeat(131_072) // 10 MiB
+    await writeFile(join(ws, 'big.txt'), `${half}MARKER\n${half}`)
+    const r = await call('edit', { path: 'big.txt', old_string: 'MARKER', new_string: 'CHANGED\nTWICE' })
+    expect(r.isError).toBe(false)
+    expect(r.text).toBe('Edited "big.txt": replaced 1 occurrence (at line 131073).')
+    const after = await readFile(join(ws, 'big.txt'))
+    expect(after.length).toBe(2 * half.length + 'CHANGED\nTWICE\n'.length)
+    expect(after.subarray(half.length, half.length + 14).toString()).toBe('CHANGED\nTWICE\n')
+    expect(after.subarray(0, half.length).equals(Buffer.from(half))).toBe(true)
+    expect(after.subarray(half.length + 14).equals(Buffer.from(half))).toBe(true)
+  })
+
+  it('counts replacement lines across multi-line replacements', async () => {
+    await writeFile(join(ws, 'multi.txt'), 'x\nx\nx\n')
+    const r = await call('edit', { path: 'multi.txt', old_string: 'x', new_string: 'y\ny', replace_all: true })
+    expect(r.text).toBe('Edited "multi.txt": replaced 3 occurrences (at lines 1, 3, 5).')
+    expect(await readFile(join(ws, 'multi.txt'), 'utf8')).toBe('y\ny\ny\ny\ny\ny\n')
+    const back = await call('edit', { path: 'multi.txt', old_string: 'y\ny\n', new_string: 'z', replace_all: true })
+    expect(back.text).toBe('Edited "multi.txt": replaced 3 occurrences (at lines 1, 1, 1).')
+    expect(await readFile(join(ws, 'multi.txt'), 'utf8')).toBe('zzz')
   })
 })
 

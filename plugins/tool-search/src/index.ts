@@ -3,6 +3,7 @@ import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { workspaceRootOf } from '@loom/tool-fs/paths'
 import { defineTool } from '@loom/tools'
+import { ScanWorkers } from './scan.ts'
 import { globFiles, grepFiles, type GlobArgs, type GrepArgs, type SearchLimits } from './search.ts'
 
 export const name = '@loom/tool-search'
@@ -11,9 +12,14 @@ export const inject = ['tools', 'systemPrompt']
 export interface Config extends SearchLimits {
   /** Workspace root; absent: the calling agent's session cwd, else the process cwd. */
   root?: string
-  /** Milliseconds a search may take before it is aborted. */
-  timeoutMs: number
 }
+
+/**
+ * grep stops itself at `timeoutMs` and answers with what it found; the host's own
+ * timeout for the call comes this much later, as a backstop, so it does not race
+ * that answer.
+ */
+export const GREP_HOST_TIMEOUT_GRACE_MS = 1000
 
 export const Config: Schema<Config> = Schema.object({
   root: Schema.string().description('Workspace root every search is confined to (a leading ~/ is the home directory). Absent: the calling agent\'s session cwd, else the process cwd.'),
@@ -21,7 +27,7 @@ export const Config: Schema<Config> = Schema.object({
   grepMaxMatches: Schema.natural().min(1).default(250).description('Matching lines `grep` returns at most; past it the search stops with a notice.'),
   grepMaxLineBytes: Schema.natural().min(1).default(2000).description('Bytes kept of one matching line; longer lines end in "... (line truncated to N bytes)".'),
   ignore: Schema.array(Schema.string()).default(['.git', 'node_modules']).description('File and directory names skipped wherever they occur in a walk (a `path` naming one explicitly is still searched).'),
-  timeoutMs: Schema.natural().min(1).default(30000).description('Milliseconds a glob or grep may take before it is aborted.'),
+  timeoutMs: Schema.natural().min(1).default(30000).description('Milliseconds a glob or grep may take: glob is aborted (a TIMEOUT error); grep stops its search and returns the matches found so far with a notice.'),
 }) as unknown as Schema<Config>
 
 /** Section names and orders (first-party tool guidance band). */
@@ -48,6 +54,8 @@ const pathProperty = (what: string) => ({
 /** Registers the `glob` and `grep` tools and their guidance sections. */
 export function apply(ctx: Context, config: Config) {
   const texts = guidance(config)
+  const workers = new ScanWorkers()
+  ctx.effect(() => () => workers.close(), `${name}: grep worker`)
   ctx.systemPrompt.section({ name: SECTIONS.glob[0], order: SECTIONS.glob[1], text: texts.glob })
   ctx.systemPrompt.section({ name: SECTIONS.grep[0], order: SECTIONS.grep[1], text: texts.grep })
 
@@ -83,10 +91,10 @@ export function apply(ctx: Context, config: Config) {
       additionalProperties: false,
     },
     isConcurrencySafe: true,
-    timeoutMs: config.timeoutMs,
-    execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, exec.signal),
+    timeoutMs: Math.min(config.timeoutMs + GREP_HOST_TIMEOUT_GRACE_MS, 2 ** 31 - 1),
+    execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal),
   }))
 }
 
-export { globToRegExp, splitGlob } from './pattern.ts'
+export { compileGlob, GLOB_MAX_LENGTH, splitGlob, type GlobMatcher } from './pattern.ts'
 export { compileRegExp, GREP_MAX_FILE_BYTES } from './search.ts'

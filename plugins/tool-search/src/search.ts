@@ -1,8 +1,9 @@
-import { open, stat } from 'node:fs/promises'
+import { stat } from 'node:fs/promises'
 import { isAbsolute, posix } from 'node:path'
 import { resolveInWorkspace, type WorkspacePath } from '@loom/tool-fs/paths'
-import { cutBytes, looksBinary, plural, SNIFF_BYTES } from '@loom/tool-fs/text'
-import { globDepth, globToRegExp, splitGlob } from './pattern.ts'
+import { plural } from '@loom/tool-fs/text'
+import { compileGlob, globDepth, splitGlob } from './pattern.ts'
+import type { ScanFile, ScanResult, ScanWorkers } from './scan.ts'
 import { walkFiles, type WalkedFile } from './walk.ts'
 
 export interface SearchLimits {
@@ -10,6 +11,8 @@ export interface SearchLimits {
   grepMaxMatches: number
   grepMaxLineBytes: number
   ignore: readonly string[]
+  /** Milliseconds a search may take (grep stops at it with partial results). */
+  timeoutMs: number
 }
 
 export interface GlobArgs {
@@ -57,15 +60,10 @@ export async function globFiles(root: string, args: GlobArgs, limits: SearchLimi
     const info = await stat(start.path).catch(() => undefined)
     if (!info?.isDirectory()) return noFiles(args, at)
   }
-  let regex: RegExp
-  try {
-    regex = globToRegExp(rest)
-  } catch (error) {
-    throw new Error(`invalid glob pattern "${args.pattern}": ${(error as Error).message}`)
-  }
+  const matcher = globMatcher(rest, `invalid glob pattern "${args.pattern}"`)
   const found: WalkedFile[] = []
   for await (const file of walkFiles(start.path, { root: at.root, display: start.display, ignore: limits.ignore, maxDepth: globDepth(rest), signal })) {
-    if (regex.test(file.rel)) found.push(file)
+    if (matcher.test(file.rel)) found.push(file)
   }
   if (found.length === 0) return noFiles(args, at)
   found.sort((a, b) => b.mtimeMs - a.mtimeMs || (a.display < b.display ? -1 : a.display > b.display ? 1 : 0))
@@ -87,6 +85,15 @@ function noFiles(args: GlobArgs, at: WorkspacePath) {
   }
 }
 
+/** Compiles a glob, naming the argument in the error when it is refused. */
+function globMatcher(pattern: string, what: string) {
+  try {
+    return compileGlob(pattern)
+  } catch (error) {
+    throw new Error(`${what}: ${(error as Error).message}`)
+  }
+}
+
 /** Compiles the model's regular expression: with the `u` flag when it is valid so, else without. */
 export function compileRegExp(pattern: string, ignoreCase: boolean): RegExp {
   const flags = ignoreCase ? 'i' : ''
@@ -105,100 +112,59 @@ export function compileRegExp(pattern: string, ignoreCase: boolean): RegExp {
  * Lines matching a JavaScript regular expression, as `file:line: text`, in files
  * under `path` (or in that one file) whose name matches `glob`; files in path order,
  * binary files skipped, at most `grepMaxMatches` lines of at most `grepMaxLineBytes`.
+ *
+ * The lines are matched in a worker thread (see scan.ts). The call stops itself at
+ * `timeoutMs`: while listing files that is an error, while matching the answer is
+ * what was found so far, with a notice.
  */
-export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimits, signal: AbortSignal) {
+export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal) {
   const regex = compileRegExp(args.pattern, args.ignore_case === true)
   const { at, isFile } = await searchRoot(root, args.path, true)
-  let filter: ((file: WalkedFile) => boolean) | undefined
-  if (args.glob !== undefined && args.glob !== '') {
-    let glob: RegExp
-    try {
-      glob = globToRegExp(args.glob)
-    } catch (error) {
-      throw new Error(`invalid glob "${args.glob}": ${(error as Error).message}`)
-    }
-    // A glob without a slash matches the file name at any depth, like ripgrep's --glob.
-    filter = args.glob.includes('/') ? file => glob.test(file.rel) : file => glob.test(posix.basename(file.rel))
-  }
-
-  const files: WalkedFile[] = []
-  if (isFile) {
-    const info = await stat(at.path)
-    files.push({ rel: posix.basename(at.display), display: at.display, real: at.path, mtimeMs: info.mtimeMs, size: info.size })
-  } else {
-    for await (const file of walkFiles(at.path, { root: at.root, display: at.display, ignore: limits.ignore, maxDepth: Infinity, signal })) {
-      if (filter === undefined || filter(file)) files.push(file)
-    }
-    files.sort((a, b) => (a.display < b.display ? -1 : a.display > b.display ? 1 : 0))
-  }
-
-  const out: string[] = []
-  let cut = false
-  let binary = 0
-  let large = 0
-  let truncatedLines = 0
-  let matchedFiles = 0
-  search: for (const file of files) {
-    signal.throwIfAborted()
-    if (file.size > GREP_MAX_FILE_BYTES) {
-      large++
-      continue
-    }
-    const bytes = await readAll(file.real, signal)
-    if (bytes === undefined) continue
-    if (looksBinary(bytes.subarray(0, SNIFF_BYTES))) {
-      binary++
-      continue
-    }
-    const lines = bytes.toString('utf8').split('\n')
-    if (lines[lines.length - 1] === '') lines.pop()
-    let hit = false
-    for (let i = 0; i < lines.length; i++) {
-      let line = lines[i]
-      if (line.endsWith('\r')) line = line.slice(0, -1)
-      if (!regex.test(line)) continue
-      if (out.length >= limits.grepMaxMatches) {
-        cut = true
-        break search
-      }
-      if (!hit) {
-        hit = true
-        matchedFiles++
-      }
-      if (Buffer.byteLength(line) > limits.grepMaxLineBytes) {
-        line = `${cutBytes(line, limits.grepMaxLineBytes)}... (line truncated to ${limits.grepMaxLineBytes} bytes)`
-        truncatedLines++
-      }
-      out.push(`${file.display}:${i + 1}: ${line}`)
-    }
+  const deadline = new AbortController()
+  const timer = setTimeout(() => deadline.abort(), limits.timeoutMs)
+  let found: ScanResult
+  try {
+    const files = isFile
+      ? [{ display: at.display, real: at.path, size: (await stat(at.path)).size }]
+      : await filesToGrep(at, args.glob, limits, signal, deadline.signal)
+    const job = { source: regex.source, flags: regex.flags, files, maxMatches: limits.grepMaxMatches, maxLineBytes: limits.grepMaxLineBytes, maxFileBytes: GREP_MAX_FILE_BYTES }
+    found = await workers.run(job, signal, deadline.signal)
+  } finally {
+    clearTimeout(timer)
   }
 
   const notes: string[] = []
-  if (cut) notes.push(`(Showing the first ${limits.grepMaxMatches} matches; there are more. Narrow the pattern, the path or the glob to see the others.)`)
-  if (large > 0) notes.push(`(Skipped ${plural(large, 'file')} larger than ${GREP_MAX_FILE_BYTES / 1024 / 1024} MiB.)`)
-  if (isFile && binary > 0) notes.push(`("${at.display}" is a binary file; grep searches text files only.)`)
-  const meta = { pattern: args.pattern, path: at.display, matches: out.length, files: matchedFiles, cut, binarySkipped: binary, largeSkipped: large, truncatedLines }
-  if (out.length === 0) {
+  if (found.timedOut) {
+    const where = found.stoppedIn === undefined ? '' : ` while searching "${found.stoppedIn}"`
+    notes.push(`(grep timed out after ${limits.timeoutMs} ms and was stopped${where}: the results are partial. A pattern with nested quantifiers such as (a+)+ can take exponential time on one line; simplify it, or narrow the path or the glob.)`)
+  }
+  if (found.cut) notes.push(`(Showing the first ${limits.grepMaxMatches} matches; there are more. Narrow the pattern, the path or the glob to see the others.)`)
+  if (found.large > 0) notes.push(`(Skipped ${plural(found.large, 'file')} larger than ${GREP_MAX_FILE_BYTES / 1024 / 1024} MiB.)`)
+  if (isFile && found.binary > 0) notes.push(`("${at.display}" is a binary file; grep searches text files only.)`)
+  const meta = { pattern: args.pattern, path: at.display, matches: found.lines.length, files: found.files, cut: found.cut, binarySkipped: found.binary, largeSkipped: found.large, truncatedLines: found.truncatedLines, timedOut: found.timedOut }
+  if (found.lines.length === 0) {
     const where = args.glob ? `"${at.display}" (glob "${args.glob}")` : `"${at.display}"`
     return { content: [`No matches for /${args.pattern}/${args.ignore_case ? 'i' : ''} in ${where}.`, ...notes].join('\n'), meta }
   }
-  return { content: notes.length > 0 ? `${out.join('\n')}\n\n${notes.join('\n')}` : out.join('\n'), meta }
+  return { content: notes.length > 0 ? `${found.lines.join('\n')}\n\n${notes.join('\n')}` : found.lines.join('\n'), meta }
 }
 
-/** The bytes of a file, or undefined when it cannot be read (it is skipped). */
-async function readAll(path: string, signal: AbortSignal): Promise<Buffer | undefined> {
-  let handle
-  try {
-    handle = await open(path, 'r')
-  } catch {
-    return undefined
+/** The files grep searches under the directory `at`: walked, filtered by `glob`, in path order. */
+async function filesToGrep(at: WorkspacePath, glob: string | undefined, limits: SearchLimits, signal: AbortSignal, deadline: AbortSignal): Promise<ScanFile[]> {
+  let filter: ((file: WalkedFile) => boolean) | undefined
+  if (glob !== undefined && glob !== '') {
+    const matcher = globMatcher(glob, `invalid glob "${glob}"`)
+    // A glob without a slash matches the file name at any depth, like ripgrep's --glob.
+    filter = glob.includes('/') ? file => matcher.test(file.rel) : file => matcher.test(posix.basename(file.rel))
   }
+  const files: ScanFile[] = []
   try {
-    return await handle.readFile({ signal })
+    for await (const file of walkFiles(at.path, { root: at.root, display: at.display, ignore: limits.ignore, maxDepth: Infinity, signal: AbortSignal.any([signal, deadline]) })) {
+      if (filter === undefined || filter(file)) files.push({ display: file.display, real: file.real, size: file.size })
+    }
   } catch (error) {
-    if (signal.aborted) throw error
-    return undefined
-  } finally {
-    await handle.close()
+    if (signal.aborted || !deadline.aborted) throw error
+    throw new Error(`grep timed out after ${limits.timeoutMs} ms while listing the files in "${at.display}" (nothing was searched); narrow the path or the glob`)
   }
+  return files.sort((a, b) => (a.display < b.display ? -1 : a.display > b.display ? 1 : 0))
 }

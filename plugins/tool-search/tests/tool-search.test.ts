@@ -1,10 +1,11 @@
 import { mkdir, mkdtemp, realpath, rm, symlink, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
+import { Worker } from 'node:worker_threads'
 import { createHost } from '@loom/testkit'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import * as toolSearch from '../src/index.ts'
-import { globToRegExp, splitGlob } from '../src/pattern.ts'
+import { compileGlob, splitGlob } from '../src/pattern.ts'
 
 const GLOB_TEXT = 'Use `glob` to find files by name, not `find` or `ls -R` in a shell. Patterns are relative to `path` (default: the workspace root): `**` matches any number of directories, `*` and `?` match within one name, and `{a,b}` and `[abc]` work, so `**/*.ts` finds every TypeScript file and `*.ts` only those directly in `path`. Results are the newest files first, at most 100. `.git` and `node_modules` are skipped.'
 const GREP_TEXT = 'Use `grep` to search file contents, not `grep` or `rg` in a shell. `pattern` is a JavaScript regular expression, matched line by line; narrow the search with `path` (a directory or one file) and `glob` (`*.ts` matches file names at any depth). Results read `file:line: text`, in path order, at most 250 lines; binary files are skipped. `.git` and `node_modules` are skipped.'
@@ -86,7 +87,7 @@ describe('what the model sees', () => {
 })
 
 describe('glob patterns', () => {
-  const matches = (pattern: string, path: string) => globToRegExp(pattern).test(path)
+  const matches = (pattern: string, path: string) => compileGlob(pattern).test(path)
 
   it('supports **, *, ?, braces, classes and escapes', () => {
     expect(matches('**/*.ts', 'a.ts')).toBe(true)
@@ -110,6 +111,27 @@ describe('glob patterns', () => {
     expect(matches('a.b', 'axb')).toBe(false)
     expect(matches('{unclosed', '{unclosed')).toBe(true)
     expect(matches('*', '.hidden')).toBe(true)
+  })
+
+  it('matches by code point, with ranges, and nested braces around **', () => {
+    expect(matches('?.txt', '😀.txt')).toBe(true)
+    expect(matches('[😀-😂].txt', '😁.txt')).toBe(true)
+    expect(matches('[a-c-]x', '-x')).toBe(true)
+    expect(matches('[!a]', '/')).toBe(false)
+    expect(matches('{src/**/,}*.ts', 'src/a/b/c.ts')).toBe(true)
+    expect(matches('{src/**/,}*.ts', 'c.ts')).toBe(true)
+    expect(matches('{src/**/,}*.ts', 'lib/c.ts')).toBe(false)
+    expect(matches('a/**/b/**', 'a/x/b/y/z')).toBe(true)
+    expect(matches('a/**/b/**', 'a/b')).toBe(false)
+  })
+
+  it('never backtracks: *a*a*a*a*b against long names of a', () => {
+    const matcher = compileGlob('*a*a*a*a*b')
+    expect(matcher.test('a'.repeat(100))).toBe(false)
+    expect(matcher.test('a'.repeat(20_000))).toBe(false)
+    expect(matcher.test(`${'a'.repeat(20_000)}b`)).toBe(true)
+    expect(compileGlob('**/*a*a*a*a*b').test(`${'a/'.repeat(2000)}${'a'.repeat(5000)}`)).toBe(false)
+    expect(compileGlob(`${'{a,'.repeat(50)}b${'}'.repeat(50)}*`).test('a'.repeat(1000))).toBe(true)
   })
 
   it('splits the literal leading directories off', () => {
@@ -292,6 +314,69 @@ describe('grep', () => {
     })
     expect((await call('grep', { pattern: 'needle', path: 'big' })).text).toBe('big/large.log:200001: needle at the end')
     expect((await call('grep', { pattern: 'zzz', path: 'huge' })).text).toBe('No matches for /zzz/ in "huge".\n(Skipped 1 file larger than 16 MiB.)')
+  })
+})
+
+describe('bounded search', () => {
+  it('glob "*a*a*a*a*b" over names of 100 a completes', async () => {
+    await files(ws, { [`${'a'.repeat(100)}`]: '', [`d/${'a'.repeat(100)}`]: '', [`d/${'a'.repeat(99)}b`]: '' })
+    expect((await call('glob', { pattern: '*a*a*a*a*b' })).text).toBe('No files match "*a*a*a*a*b" in ".".')
+    expect((await call('glob', { pattern: '**/*a*a*a*a*b' })).text).toBe(`d/${'a'.repeat(99)}b`)
+    expect((await call('grep', { pattern: 'x', glob: '*a*a*a*a*b' })).text).toBe('No matches for /x/ in "." (glob "*a*a*a*a*b").')
+  })
+
+  it('refuses a glob longer than 1000 characters', async () => {
+    const long = '*a'.repeat(501)
+    const r = await call('glob', { pattern: long })
+    expect(r.isError).toBe(true)
+    expect(r.text).toBe(`Error: invalid glob pattern "${long}": it is 1002 characters long; at most 1000 are supported`)
+    expect((await call('grep', { pattern: 'x', glob: long })).text).toBe(`Error: invalid glob "${long}": it is 1002 characters long; at most 1000 are supported`)
+    expect((await call('glob', { pattern: '*a'.repeat(500) })).isError).toBe(false)
+  })
+
+  it('stops a catastrophic regular expression at the timeout, with partial results, and the host stays responsive', async () => {
+    const h = await createHost()
+    try {
+      await h.mount(toolSearch, { timeoutMs: 2000 })
+      await files(ws, { 'a-first.txt': 'aa\n', 'evil.txt': `${'a'.repeat(50_000)}!\n`, 'z-last.txt': 'aaa\n' })
+      let ticks = 0
+      const interval = setInterval(() => ticks++, 50)
+      const started = Date.now()
+      let r
+      try {
+        r = await h.callTool('grep', { pattern: '(a+)+$' }, { cwd: ws })
+      } finally {
+        clearInterval(interval)
+      }
+      const elapsed = Date.now() - started
+      expect(r.isError).toBe(false)
+      expect(textOf(r)).toBe('a-first.txt:1: aa\n\n(grep timed out after 2000 ms and was stopped while searching "evil.txt": the results are partial. A pattern with nested quantifiers such as (a+)+ can take exponential time on one line; simplify it, or narrow the path or the glob.)')
+      expect(r.meta).toMatchObject({ matches: 1, files: 1, timedOut: true })
+      expect(elapsed).toBeGreaterThanOrEqual(1900)
+      expect(elapsed).toBeLessThan(2000 + 10_000) // the timeout plus generous slack; it ran for 30 s+ before
+      expect(ticks).toBeGreaterThan(10) // ~40 expected: the event loop was free during the search
+      // The stopped worker is not reused: the next search runs in a fresh one.
+      expect(textOf(await h.callTool('grep', { pattern: '^a+$', path: 'z-last.txt' }, { cwd: ws }))).toBe('z-last.txt:1: aaa')
+    } finally {
+      await h.dispose()
+    }
+  }, 30_000)
+
+  it('stops the worker when the call is aborted', async () => {
+    await files(ws, { 'evil.txt': `${'a'.repeat(50_000)}!\n`, 'ok.txt': 'fine!\n' })
+    const terminate = vi.spyOn(Worker.prototype, 'terminate')
+    try {
+      const controller = new AbortController()
+      setTimeout(() => controller.abort(), 300)
+      const started = Date.now()
+      const r = await host.callTool('grep', { pattern: '(a+)+$' }, { cwd: ws, signal: controller.signal })
+      expect(r.isError).toBe(true)
+      expect(Date.now() - started).toBeLessThan(5000)
+      await vi.waitFor(() => expect(terminate).toHaveBeenCalled())
+    } finally {
+      terminate.mockRestore()
+    }
+    expect(textOf(await call('grep', { pattern: '!$', path: 'ok.txt' }))).toBe('ok.txt:1: fine!')
   })
 })
 
