@@ -7,7 +7,18 @@ export { callConfigEquals, canonicalHeader, foldRequestHeader, headerEquals } fr
 export { jsonSnapshot, NonJsonError } from '@loom/llm'
 export { Session } from './session.ts'
 export * from './requests.ts'
-export { SessionForkError, SessionStore, type PrepareOptions, type SessionForkErrorCode, type SessionMeta } from './store.ts'
+export {
+  SessionForkError,
+  SessionLeaseError,
+  SessionStore,
+  type PrepareOptions,
+  type SessionForkErrorCode,
+  type SessionLeaseErrorCode,
+  type SessionLeaseHolder,
+  type SessionMeta,
+  type SessionPersistence,
+  type StoredSession,
+} from './store.ts'
 export {
   checkSurfaceMarkers,
   foldSurface,

@@ -17,6 +17,8 @@ declare module '@deepseek-ai/cordis' {
     'session/event'(session: Session, event: SessionEvent): void
     /** `sessions.flush(session)`: persistence backends make everything appended so far durable. */
     'session/flush'(session: Session): Promise<void>
+    /** A persistence backend stored a batch durably (fsync'd): every event of session `id` up to `seq` is on disk. */
+    'session/durable'(id: SessionId, seq: number): void
   }
 }
 
@@ -36,6 +38,101 @@ export class SessionForkError extends Error {
     super(message)
     this.name = 'SessionForkError'
   }
+}
+
+/** The stored form of a session, as a persistence backend returns it. */
+export interface StoredSession {
+  meta: SessionHeader
+  events: readonly SessionEvent[]
+}
+
+/** Who holds the write lease of a session. */
+export interface SessionLeaseHolder {
+  pid: number
+  host: string
+  /** When the lease was granted (ms since the epoch). */
+  since: number
+  /** What the holder runs, e.g. `loom run`. */
+  command?: string
+}
+
+/** `SESSION_LEASE_HELD`: another writer holds the lease. `SESSION_LEASE_LOST`: this writer's lease was taken over. */
+export type SessionLeaseErrorCode = 'SESSION_LEASE_HELD' | 'SESSION_LEASE_LOST'
+
+/** A write refused because this writer does not hold the session's lease; nothing was written. */
+export class SessionLeaseError extends Error {
+  constructor(
+    readonly code: SessionLeaseErrorCode,
+    readonly sessionId: SessionId,
+    /** The current holder, when known. */
+    readonly holder: SessionLeaseHolder | undefined,
+    message: string,
+  ) {
+    super(message)
+    this.name = 'SessionLeaseError'
+  }
+
+  static held(sessionId: SessionId, holder: SessionLeaseHolder): SessionLeaseError {
+    return new SessionLeaseError('SESSION_LEASE_HELD', sessionId, holder,
+      `session ${sessionId} is being written by ${describeHolder(holder)}; wait for it to finish or stop it`)
+  }
+
+  static lost(sessionId: SessionId, holder: SessionLeaseHolder | undefined): SessionLeaseError {
+    return new SessionLeaseError('SESSION_LEASE_LOST', sessionId, holder,
+      `session ${sessionId}: this writer (pid ${process.pid}) lost its write lease`
+      + (holder ? `, now held by ${describeHolder(holder)}` : '')
+      + '; nothing more is written by this process')
+  }
+}
+
+/** `pid 4242 on host x since 12:01:03 (loom run)`; a lease from another day shows its date. */
+function describeHolder({ pid, host, since, command }: SessionLeaseHolder): string {
+  const at = new Date(since)
+  const pad = (n: number) => String(n).padStart(2, '0')
+  const time = `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`
+  const day = `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}`
+  const today = new Date().toDateString() === at.toDateString()
+  return `pid ${pid} on host ${host} since ${today ? time : `${day} ${time}`}${command ? ` (${command})` : ''}`
+}
+
+/**
+ * The contract of a persistence backend (ctx key `sessionPersistence`).
+ *
+ * **One writer per session.** Every path that writes a session's log (the first
+ * append of a created session, `load`, `prepare` and the publication of what it
+ * prepared, repair, compaction through the live session) first takes the
+ * session's exclusive write lease. A second writer, in another process or
+ * another backend instance, is refused before it writes anything with a
+ * `SessionLeaseError` (`SESSION_LEASE_HELD`) naming the holder. A holder that
+ * died is detected and its lease taken over. Every batch is fenced: a writer
+ * whose lease was taken over fails with `SESSION_LEASE_LOST` instead of writing.
+ * The lease is released by `close(id)`, when the live session is disposed, when
+ * the backend unloads, and when the process exits. Reads (`inspect`, `readFrom`,
+ * `list`) take no lease and work while another process writes.
+ *
+ * **Durable before shown.** After each batch is durably stored the backend emits
+ * `session/durable` (id, seq); `whenDurable(id, seq)` resolves once event `seq`
+ * is on disk.
+ */
+export interface SessionPersistence {
+  /** Records a new session; nothing is written before its first append. */
+  create(meta: SessionHeader): void
+  /** Stores events that continue the stored log exactly. */
+  append(id: SessionId, events: readonly SessionEvent[]): Promise<void>
+  /** The stored session, repaired (torn tail cut, open turn closed); takes the lease. */
+  load(id: SessionId): Promise<StoredSession>
+  /** What `load` would return, without writing or taking the lease. */
+  inspect(id: SessionId): Promise<StoredSession>
+  /** An unpublished Session to resume `id`; takes the lease, which publishing it keeps. */
+  prepare(id: SessionId): Promise<Session>
+  /** Stored events with `seq >= fromSeq`, no repair, no lease. */
+  readFrom(id: SessionId, fromSeq: number): Promise<StoredSession>
+  /** Headers of every stored session, oldest first. */
+  list(): Promise<SessionHeader[]>
+  /** Resolves once event `seq` of session `id` is durably stored. */
+  whenDurable(id: SessionId, seq: number): Promise<void>
+  /** Stops writing session `id` (not live): waits for its writes, then releases its lease. */
+  close(id: SessionId): Promise<void>
 }
 
 function buildHeader(id: SessionId, meta: SessionMeta = {}): SessionHeader {

@@ -161,8 +161,8 @@ describe('requestEconomics', () => {
     expect(totals.inputCost).toBeLessThan(totals.uncachedInputCost)
   })
 
-  it('defaults to DeepSeek-like prices', () => {
-    expect(DEFAULT_CACHE_PRICES).toEqual({ hit: 0.07, miss: 0.27, output: 1.1 })
+  it('defaults to DeepSeek list prices (deepseek-flash, peak hours)', () => {
+    expect(DEFAULT_CACHE_PRICES).toEqual({ hit: 0.006, miss: 0.3, output: 1.2 })
     expect(requestEconomics([]).totals).toMatchObject({ requests: 0, meanReuse: null, minReuse: null, inputCost: 0 })
   })
 })

@@ -77,8 +77,8 @@ async function syncDir(dir: string, ops: FileOps): Promise<void> {
   }
 }
 
-// mkdir -p with mode 0700, fsyncing the parent of every directory it creates.
-async function ensureDir(dir: string, ops: FileOps): Promise<void> {
+/** mkdir -p with mode 0700, fsyncing the parent of every directory it creates. */
+export async function ensureDir(dir: string, ops: FileOps): Promise<void> {
   try {
     await ops.mkdir(dir, 0o700)
   } catch (err) {

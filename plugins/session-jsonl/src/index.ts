@@ -8,17 +8,23 @@ import {
   SessionWriteBehind,
   type SessionEvent,
   type SessionHeader,
+  type SessionLeaseHolder,
+  type SessionPersistence,
+  type StoredSession,
 } from '@loom/session'
 import { existsSync, openSync, closeSync, fsyncSync, ftruncateSync, readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { resolve } from 'node:path'
 import { installCheckpoints } from './checkpoint.ts'
+import { defaultCommand, Lease, lockPathOf, readHolder } from './lease.ts'
 import { scanLog } from './scanner.ts'
 import { JsonlFiles, type StoredLog } from './store.ts'
 import type { FileOps } from './file.ts'
 
 export { SessionFormatUnsupportedError, SessionPersistenceCorruptionError } from './errors.ts'
 export { encodeSegment, logPath, projectKey } from './paths.ts'
+export { LOCK_FILENAME } from './lease.ts'
+export { SessionLeaseError, type SessionLeaseHolder, type StoredSession } from '@loom/session'
 
 export const name = '@loom/session-jsonl'
 export const inject = ['sessions']
@@ -32,6 +38,12 @@ export interface Config {
   packChunks?: boolean
   /** Flush before every model call, tool execution and step (default true). */
   checkpoints?: boolean
+  /** How often a writer refreshes the heartbeat of its session lease (default 5000). */
+  leaseHeartbeatMs?: number
+  /** A lease whose heartbeat is older than this may be taken over (default 30000). */
+  leaseStaleMs?: number
+  /** What this process runs, shown to writers it refuses (default: its command line). */
+  leaseCommand?: string
 }
 
 export const Config: Schema<Config> = Schema.object({
@@ -39,6 +51,9 @@ export const Config: Schema<Config> = Schema.object({
   maxDelayMs: Schema.natural().default(200).description('Longest time an event waits before a durable write.'),
   packChunks: Schema.boolean().default(true).description('Pack runs of streamed deltas into one line.'),
   checkpoints: Schema.boolean().default(true).description('Flush before every model call, tool execution and step.'),
+  leaseHeartbeatMs: Schema.natural().min(1).default(5000).description('How often a writer refreshes the heartbeat of its session lease.'),
+  leaseStaleMs: Schema.natural().min(1).default(30_000).description('A lease whose heartbeat is older than this may be taken over.'),
+  leaseCommand: Schema.string().description('What this process runs, shown to the writers it refuses (default: its command line).'),
 })
 
 declare module '@deepseek-ai/cordis' {
@@ -59,11 +74,14 @@ interface Tracked {
   /** A session built by `prepare()`, which may attach when it is published. */
   reserved?: Session
   writer?: SessionWriteBehind
+  /** `whenDurable` calls waiting for a seq beyond the cursor. */
+  waiters: DurableWaiter[]
 }
 
-export interface StoredSession {
-  meta: SessionHeader
-  events: readonly SessionEvent[]
+interface DurableWaiter {
+  seq: number
+  resolve: () => void
+  reject: (error: Error) => void
 }
 
 /**
@@ -73,8 +91,12 @@ export interface StoredSession {
  * A log a crash left torn or mid-turn is repaired when it is loaded: the torn tail
  * is cut and the open turn is closed with explicit results, so nothing a model or
  * a tool acted on is lost and no tool call is left without a result.
+ *
+ * One writer per session: every path that writes a log takes the session's
+ * lease first (`session.lock` next to the log, see lease.ts) and every batch is
+ * fenced by it, so a second process is refused before it writes anything.
  */
-export class JsonlPersistence extends Service {
+export class JsonlPersistence extends Service implements SessionPersistence {
   static readonly inject = inject
   static readonly Config = Config
 
@@ -83,11 +105,22 @@ export class JsonlPersistence extends Service {
   private readonly maxDelayMs: number
   private readonly tracked = new Map<string, Tracked>()
   private readonly chains = new Map<string, Promise<unknown>>()
+  /** The write leases this backend holds, by session id. */
+  private readonly leases = new Map<string, Lease>()
+  private readonly heartbeatMs: number
+  private readonly staleMs: number
+  /** What this process runs, written into its leases (the CLI sets e.g. `loom run`). */
+  leaseCommand: string
 
   constructor(ctx: Context, config: Config, ops?: FileOps) {
     super(ctx, 'sessionPersistence')
     this.home = ctx
     this.maxDelayMs = config.maxDelayMs ?? 200
+    this.heartbeatMs = config.leaseHeartbeatMs ?? 5000
+    this.staleMs = config.leaseStaleMs ?? 30_000
+    // A live holder must never look stale between two heartbeats.
+    if (this.staleMs <= this.heartbeatMs) throw new RangeError(`leaseStaleMs (${this.staleMs}) must be greater than leaseHeartbeatMs (${this.heartbeatMs})`)
+    this.leaseCommand = config.leaseCommand ?? defaultCommand()
     const root = config.root.replace(/^~(?=$|\/)/, homedir())
     this.files = new JsonlFiles({ root: resolve(root), packChunks: config.packChunks ?? true, ops })
 
@@ -97,7 +130,7 @@ export class JsonlPersistence extends Service {
       if (tracked?.owner === session) tracked.writer!.enqueue(event)
     })
     ctx.on('session/flush', session => this.flush(session))
-    ctx.on('session/disposed', session => this.release(session))
+    ctx.on('session/disposed', session => this.detach(session))
     // Sessions already live when this backend starts (a hot reload of it) are adopted.
     for (const session of ctx.sessions.list()) {
       try {
@@ -121,7 +154,7 @@ export class JsonlPersistence extends Service {
     if (this.tracked.has(meta.id)) throw new Error(`session "${meta.id}" already exists in this backend`)
     const path = this.files.pathOf(meta)
     if (existsSync(path)) throw new Error(`session "${meta.id}" already has a persisted log on disk; load/resume it instead of creating`)
-    this.tracked.set(meta.id, { header: meta, path, cursor: 0, materialized: false })
+    this.tracked.set(meta.id, { header: meta, path, cursor: 0, materialized: false, waiters: [] })
   }
 
   /** Stores events durably; they must continue the stored log exactly. */
@@ -154,6 +187,26 @@ export class JsonlPersistence extends Service {
       const log = await this.repaired(id)
       return { meta: log.header, events: deepFreeze(log.events) }
     })
+  }
+
+  /** Who holds the write lease of `id` now, if anyone (this backend included); takes nothing. */
+  async holder(id: string): Promise<SessionLeaseHolder | undefined> {
+    return readHolder(lockPathOf(await this.path(id)))
+  }
+
+  /** Resolves once event `seq` of session `id` is durably stored (at once if it already is). */
+  whenDurable(id: string, seq: number): Promise<void> {
+    const tracked = this.tracked.get(id)
+    if (!tracked) return Promise.reject(new Error(`session "${id}" is not tracked by this backend`))
+    if (seq < tracked.cursor) return Promise.resolve()
+    return new Promise((resolve, reject) => tracked.waiters.push({ seq, resolve, reject }))
+  }
+
+  /** Stops writing a session that is not live: waits for its writes, then releases its lease. */
+  async close(id: string): Promise<void> {
+    if (this.live(id)) throw new Error(`session "${id}" is live; dispose its owner to close it`)
+    await this.serial(id, async () => {})
+    this.forget(id)
   }
 
   /** What `load` would return, computed in memory: writes nothing, even for a torn log. */
@@ -193,16 +246,51 @@ export class JsonlPersistence extends Service {
     return headers.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
   }
 
-  /** Reads, repairs if needed (re-reading after), and tracks a cold log. */
+  /** Takes the lease, then reads, repairs if needed (re-reading after), and tracks a cold log. */
   private async repaired(id: string): Promise<StoredLog> {
-    let log = await this.files.read(await this.path(id), id)
+    const path = await this.path(id)
+    this.hold(id, path)
+    let log = await this.files.read(path, id)
     this.files.restore(log)
     if (log.committedBytes < log.fileBytes || log.closers.length) {
+      // Fenced like every write: the lease may have been taken over while reading.
+      this.hold(id, path)
       await this.files.repair(log)
       log = await this.files.read(log.path, id)
     }
-    this.tracked.set(id, { header: log.header, path: log.path, cursor: log.events.length, materialized: true })
+    const waiters = this.tracked.get(id)?.waiters ?? []
+    this.tracked.set(id, { header: log.header, path: log.path, cursor: log.events.length, materialized: true, waiters })
     return log
+  }
+
+  /**
+   * Before any write of `id`: takes its lease on the first write, and from then
+   * on checks that this backend still holds it (fencing). A lease that was lost
+   * is never taken again by the same tracking: the log may have moved on.
+   */
+  private hold(id: string, logPath: string): void {
+    const lease = this.leases.get(id)
+    if (lease) return lease.check()
+    this.leases.set(id, Lease.acquire(id, lockPathOf(logPath), {
+      heartbeatMs: this.heartbeatMs,
+      staleMs: this.staleMs,
+      command: this.leaseCommand,
+    }))
+  }
+
+  /** Drops the tracking of `id` and releases its lease. */
+  private forget(id: string, tracked = this.tracked.get(id)) {
+    if (tracked) {
+      const error = new Error(`session "${id}" was closed before these events were stored`)
+      for (const waiter of tracked.waiters.splice(0)) waiter.reject(error)
+      if (this.tracked.get(id) === tracked) this.tracked.delete(id)
+    }
+    this.releaseLease(id)
+  }
+
+  private releaseLease(id: string) {
+    this.leases.get(id)?.release()
+    this.leases.delete(id)
   }
 
   private async path(id: string): Promise<string> {
@@ -246,7 +334,21 @@ export class JsonlPersistence extends Service {
    */
   private adopt(session: Session): Tracked {
     const path = this.files.pathOf(session.header)
-    if (!existsSync(path)) return { header: session.header, path, cursor: 0, materialized: false }
+    if (!existsSync(path)) return { header: session.header, path, cursor: 0, materialized: false, waiters: [] }
+    // The log is about to be cut and continued: refuse if another writer holds it.
+    const leased = this.leases.has(session.id)
+    this.hold(session.id, path)
+    try {
+      return this.continued(session, path)
+    } catch (error) {
+      // A vetoed publication keeps no lease it took.
+      if (!leased) this.releaseLease(session.id)
+      throw error
+    }
+  }
+
+  /** The tracking of a stored log that a live session continues (checked to be its prefix). */
+  private continued(session: Session, path: string): Tracked {
     const { header, events, committedBytes } = scanLog(readFileSync(path, 'utf8'), path)
     if (header.cwd !== session.header.cwd) {
       throw new Error(`session "${session.id}" is already persisted at a different cwd (${header.cwd}) (id collision)`)
@@ -263,7 +365,7 @@ export class JsonlPersistence extends Service {
     } finally {
       closeSync(fd)
     }
-    return { header, path, cursor: events.length, materialized: true }
+    return { header, path, cursor: events.length, materialized: true, waiters: [] }
   }
 
   /** Writes the events the log does not hold yet; seqs must continue it exactly. */
@@ -276,6 +378,10 @@ export class JsonlPersistence extends Service {
         throw new Error(`append seq mismatch for "${tracked.header.id}": expected ${tracked.cursor + i} at index ${i}, got ${event.seq}`)
       }
     })
+    // The lock lives next to the log: a new log's directory comes first.
+    if (!tracked.materialized && !this.leases.has(tracked.header.id)) await this.files.ensureDirOf(tracked.header)
+    // Fencing: nothing is written without the lease.
+    this.hold(tracked.header.id, tracked.path)
     if (tracked.materialized) {
       await this.files.append(tracked.path, events)
     } else {
@@ -283,6 +389,27 @@ export class JsonlPersistence extends Service {
       tracked.materialized = true
     }
     tracked.cursor += events.length
+    this.durable(tracked)
+  }
+
+  /** Settles the waiters the cursor passed and announces the new durable seq. */
+  private durable(tracked: Tracked) {
+    const seq = tracked.cursor - 1
+    tracked.waiters = tracked.waiters.filter(waiter => {
+      if (waiter.seq > seq) return true
+      waiter.resolve()
+      return false
+    })
+    const logger = this.home.logger('session-jsonl')
+    for (const listener of this.home.events.dispatch('emit', ['session/durable', tracked.header.id, seq])) {
+      try {
+        const result = listener(tracked.header.id, seq)
+        if (result instanceof Promise) result.catch(error => logger.error(error))
+      } catch (error) {
+        // A failing observer cannot undo a durable write.
+        logger.error(error)
+      }
+    }
   }
 
   private async flush(session: Session) {
@@ -290,7 +417,8 @@ export class JsonlPersistence extends Service {
     if (tracked?.owner === session) await tracked.writer!.flush()
   }
 
-  private async release(session: Session) {
+  /** A live session was disposed: its last events are written, then its lease is released. */
+  private async detach(session: Session) {
     const tracked = this.tracked.get(session.id)
     if (tracked?.owner !== session) return
     try {
@@ -298,7 +426,7 @@ export class JsonlPersistence extends Service {
     } catch (error) {
       this.home.logger('session-jsonl').error(error)
     } finally {
-      if (this.tracked.get(session.id) === tracked) this.tracked.delete(session.id)
+      if (this.tracked.get(session.id) === tracked) this.forget(session.id, tracked)
     }
   }
 
@@ -313,6 +441,7 @@ export class JsonlPersistence extends Service {
   private async drain() {
     const results = await Promise.allSettled([...this.tracked.values()].map(tracked => tracked.writer?.close()))
     await Promise.allSettled(this.chains.values())
+    for (const id of new Set([...this.tracked.keys(), ...this.leases.keys()])) this.forget(id)
     const errors = results.filter(result => result.status === 'rejected').map(result => (result as PromiseRejectedResult).reason)
     if (errors.length) throw new AggregateError(errors, `${name} dispose failed`)
   }

@@ -6,9 +6,9 @@ import {
   type SessionHeader,
 } from '@loom/session'
 import { open, readdir } from 'node:fs/promises'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { SessionPersistenceCorruptionError } from './errors.ts'
-import { appendLines, materialize, nodeFileOps, readLog, truncateTo, type FileOps } from './file.ts'
+import { appendLines, ensureDir, materialize, nodeFileOps, readLog, truncateTo, type FileOps } from './file.ts'
 import { encodeEvents, encodeHeaderLine } from './format.ts'
 import { encodeSegment, LOG_FILENAME, logPath } from './paths.ts'
 import { scanLog } from './scanner.ts'
@@ -134,6 +134,11 @@ export class JsonlFiles {
   async repair(log: StoredLog): Promise<void> {
     if (log.committedBytes < log.fileBytes) await truncateTo(log.path, log.committedBytes, this.#ops)
     if (log.closers.length) await this.append(log.path, log.closers)
+  }
+
+  /** Creates the directory of a session's log (durably), before its lease is taken there. */
+  async ensureDirOf(header: Pick<SessionHeader, 'cwd' | 'id'>): Promise<void> {
+    await ensureDir(dirname(this.pathOf(header)), this.#ops)
   }
 
   /** Writes the first batch together with the header; never overwrites an existing log. */

@@ -108,12 +108,21 @@ beforeEach(() => {
   backends = []
 })
 afterEach(async () => {
-  for (const backend of backends.reverse()) await Promise.resolve(backend.dispose()).catch(() => {})
+  await endLifetimes()
   fs.rmSync(dir, { recursive: true, force: true })
 })
 
-/** One process lifetime over the shared root: a store, the backend and an owner plugin. */
+async function endLifetimes() {
+  for (const backend of backends.splice(0).reverse()) await Promise.resolve(backend.dispose()).catch(() => {})
+}
+
+/**
+ * One process lifetime over the shared root: a store, the backend and an owner
+ * plugin. The previous lifetimes end first, as a process would exit: their
+ * writes are drained and their session leases released.
+ */
 async function lifecycle(maxDelayMs = 20) {
+  await endLifetimes()
   const root = new Context()
   const errors: unknown[] = []
   root.logger.exporter({

@@ -1,0 +1,220 @@
+// One writer per session: an exclusive write lease, held as a lock file next to
+// the log (`<session dir>/session.lock`).
+//
+//   * Granting is atomic: the lock's JSON ({pid, host, since, command, token}) is
+//     written to a private temp file, then hard-linked to `session.lock`;
+//     link(2) fails if the name exists, so at most one writer creates it, and the
+//     lock is never seen half written.
+//   * The holder refreshes the lock's mtime every `heartbeatMs` (an unref'd timer).
+//     A lock is stale when its heartbeat is older than `staleMs`, or when it was
+//     taken on this host by a pid that no longer exists.
+//   * Takeover of a stale lock is race-safe: the taker renames the lock to a
+//     name of its own (only one rename of that file can succeed), checks that
+//     what it moved is the stale lock it judged, deletes it and then competes for
+//     a fresh lock with link(2) like anyone else. If it moved a lock that another
+//     taker had just created, it links it back.
+//   * Fencing: before every write the holder checks that the lock still holds its
+//     token; a writer whose lease was taken over cannot write.
+//
+// Everything is synchronous: the files are tiny, the exit handler must be
+// synchronous, and adopting a live session must veto its publication at once.
+
+import { randomBytes } from 'node:crypto'
+import * as fs from 'node:fs'
+import { hostname } from 'node:os'
+import { basename, dirname, join } from 'node:path'
+import { SessionLeaseError, type SessionLeaseHolder } from '@loom/session'
+
+export const LOCK_FILENAME = 'session.lock'
+
+export interface LeaseOptions {
+  /** How often the holder refreshes its heartbeat (the lock's mtime). */
+  heartbeatMs: number
+  /** A lock whose heartbeat is older than this is stale. */
+  staleMs: number
+  /** What the holder runs, shown to refused writers. */
+  command?: string
+}
+
+interface LockContent extends SessionLeaseHolder {
+  token: string
+}
+
+/** What a reader finds at a lock path. */
+type Found = { content: LockContent | undefined; mtimeMs: number } | undefined
+
+// The leases this process holds, released on exit (a crash leaves them to takeover).
+const held = new Set<Lease>()
+let exitHookInstalled = false
+
+/** The lock file of the log at `logPath`. */
+export function lockPathOf(logPath: string): string {
+  return join(dirname(logPath), LOCK_FILENAME)
+}
+
+/** The current holder of a lock, if any; no lease is taken. */
+export function readHolder(lockPath: string): SessionLeaseHolder | undefined {
+  const found = read(lockPath)
+  return found?.content && publicHolder(found.content)
+}
+
+export class Lease {
+  readonly holder: LockContent
+  #timer: ReturnType<typeof setInterval> | undefined
+
+  private constructor(readonly sessionId: string, readonly path: string, holder: LockContent, heartbeatMs: number) {
+    this.holder = holder
+    this.#timer = setInterval(() => this.#beat(), heartbeatMs)
+    this.#timer.unref()
+    held.add(this)
+    if (!exitHookInstalled) {
+      exitHookInstalled = true
+      process.on('exit', () => {
+        for (const lease of held) lease.release()
+      })
+    }
+  }
+
+  /**
+   * Takes the lease of session `sessionId` at `lockPath`, taking over a stale
+   * lock; throws `SessionLeaseError` (`SESSION_LEASE_HELD`) naming a live holder.
+   */
+  static acquire(sessionId: string, lockPath: string, options: LeaseOptions): Lease {
+    const content: LockContent = {
+      pid: process.pid,
+      host: hostname(),
+      since: Date.now(),
+      ...(options.command !== undefined && { command: options.command }),
+      token: randomBytes(12).toString('hex'),
+    }
+    // Each round either wins, meets a live holder, or removed a stale lock
+    // (someone else's progress); a few rounds settle any race.
+    for (let round = 0; round < 5; round++) {
+      if (create(lockPath, content)) return new Lease(sessionId, lockPath, content, options.heartbeatMs)
+      const found = read(lockPath)
+      if (!found) continue
+      if (!isStale(found, options.staleMs)) {
+        throw SessionLeaseError.held(sessionId, found.content ? publicHolder(found.content) : unknownHolder(found))
+      }
+      breakStale(lockPath, found, content.token)
+    }
+    const found = read(lockPath)
+    throw SessionLeaseError.held(sessionId, found?.content ? publicHolder(found.content) : unknownHolder(found))
+  }
+
+  /** Fencing: throws `SESSION_LEASE_LOST` unless the lock still holds this lease's token. */
+  check(): void {
+    const found = read(this.path)
+    if (found?.content?.token === this.holder.token) return
+    throw SessionLeaseError.lost(this.sessionId, found?.content && publicHolder(found.content))
+  }
+
+  /** Deletes the lock if it is still this lease's; idempotent. */
+  release(): void {
+    clearInterval(this.#timer)
+    held.delete(this)
+    try {
+      if (read(this.path)?.content?.token === this.holder.token) fs.unlinkSync(this.path)
+    } catch {
+      // Best effort: a lock left behind is taken over once its heartbeat is stale.
+    }
+  }
+
+  #beat() {
+    try {
+      if (read(this.path)?.content?.token !== this.holder.token) return
+      const now = new Date()
+      fs.utimesSync(this.path, now, now)
+    } catch {
+      // A missed heartbeat is retried at the next tick.
+    }
+  }
+}
+
+/** Publishes `content` at `lockPath` unless a lock exists there: true when this call created it. */
+function create(lockPath: string, content: LockContent): boolean {
+  const tmp = `${lockPath}.${content.token}.tmp`
+  fs.writeFileSync(tmp, JSON.stringify(content) + '\n', { flag: 'wx', mode: 0o600 })
+  try {
+    fs.linkSync(tmp, lockPath)
+    return true
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
+    throw error
+  } finally {
+    fs.rmSync(tmp, { force: true })
+  }
+}
+
+/** Removes the stale lock `found` from `lockPath`, unless another taker got there first. */
+function breakStale(lockPath: string, found: NonNullable<Found>, token: string) {
+  const aside = `${lockPath}.${token}.stale`
+  try {
+    fs.renameSync(lockPath, aside)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return // another taker moved it
+    throw error
+  }
+  const moved = read(aside)
+  const same = moved !== undefined && moved.content?.token === found.content?.token && moved.mtimeMs === found.mtimeMs
+  try {
+    // Not the lock we judged stale: a fresh one another taker had just created. Put it back.
+    if (!same) fs.linkSync(aside, lockPath)
+  } catch {
+    // A third writer created a lock meanwhile: theirs stands, the moved one is gone.
+  } finally {
+    fs.rmSync(aside, { force: true })
+  }
+}
+
+function read(lockPath: string): Found {
+  let text: string
+  let stats: fs.Stats
+  try {
+    stats = fs.statSync(lockPath)
+    text = fs.readFileSync(lockPath, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
+  try {
+    const content = JSON.parse(text) as LockContent
+    const valid = typeof content.token === 'string' && Number.isSafeInteger(content.pid) && typeof content.host === 'string' && typeof content.since === 'number'
+    return { content: valid ? content : undefined, mtimeMs: stats.mtimeMs }
+  } catch {
+    return { content: undefined, mtimeMs: stats.mtimeMs }
+  }
+}
+
+function isStale(found: NonNullable<Found>, staleMs: number): boolean {
+  if (Date.now() - found.mtimeMs > staleMs) return true
+  const content = found.content
+  // Only on this host can a pid be checked; elsewhere the heartbeat decides.
+  return content !== undefined && content.host === hostname() && !processExists(content.pid)
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    // EPERM: it exists, it is just not ours to signal.
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH'
+  }
+}
+
+function publicHolder({ pid, host, since, command }: LockContent): SessionLeaseHolder {
+  return { pid, host, since, ...(command !== undefined && { command }) }
+}
+
+// An unreadable lock (not written by this protocol) still blocks until its heartbeat is stale.
+function unknownHolder(found: Found): SessionLeaseHolder {
+  return { pid: 0, host: 'unknown', since: found?.mtimeMs ?? Date.now(), command: `unreadable lock file` }
+}
+
+/** The default command label: this process's command line, shortened. */
+export function defaultCommand(argv: readonly string[] = process.argv): string {
+  const words = [basename(argv[1] ?? 'node'), ...argv.slice(2)]
+  const text = words.join(' ')
+  return text.length > 80 ? text.slice(0, 79) + '…' : text
+}
