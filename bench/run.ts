@@ -6,6 +6,8 @@ import { benchCacheEconomics } from '../packages/agent-loop/bench/cache-economic
 import { benchDerive } from '../packages/session/bench/derive.ts'
 import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
 import { benchAppend, benchLoad } from '../plugins/session-jsonl/bench/persistence.ts'
+import { benchSse } from '../packages/llm/bench/sse.ts'
+import { benchProviderCache } from './provider-cache.ts'
 
 const iterations = Number(process.env.BENCH_ITERATIONS ?? 2000)
 const print = (figure: object) => console.log(JSON.stringify(figure))
@@ -32,3 +34,6 @@ boots.forEach(print)
 print(await benchReload())
 
 ;(await benchCacheEconomics()).forEach(print)
+;(await benchProviderCache()).forEach(print)
+
+benchSse().forEach(print)

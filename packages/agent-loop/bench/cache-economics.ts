@@ -14,8 +14,8 @@
 // priced as a cache hit and the rest as a miss (tokens ~ chars / 4). The figure is
 // the ratio of the two input costs.
 import { Context } from '@deepseek-ai/cordis'
-import Llm, { LlmAdapter, userText, type GenerateOptions, type Message, type StreamChunk, type ToolSchema } from '@loom/llm'
-import SessionStore, { DEFAULT_CACHE_PRICES, requestEconomics, type CachePrices, type SessionEconomics } from '@loom/session'
+import Llm, { estimateMessage, LlmAdapter, userText, type GenerateOptions, type Message, type StreamChunk, type ToolSchema } from '@loom/llm'
+import SessionStore, { DEFAULT_CACHE_PRICES, requestEconomics, type CachePrices, type SessionEconomics, type SessionEvent } from '@loom/session'
 import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime, { defineTool } from '@loom/tools'
 import AgentLoop from '@loom/agent-loop'
@@ -31,6 +31,8 @@ export interface CacheEconomicsFigure {
   miss_tokens: number
   input_cost_usd: number
   uncached_input_cost_usd: number
+  /** Estimated tokens of runtime-context snapshots the session logged, per step (this bench's clock ticks every step). */
+  snapshot_tokens_per_step?: number
 }
 
 export interface CacheEconomicsRatio {
@@ -52,13 +54,14 @@ const SECTIONS: [string, string][] = [
 /** The section the naive assembly puts after the dynamic facts (seed 004: the skills catalog). */
 const CATALOG = 'Skills catalog:\n- refactor: rename and move code safely\n- test: write and run focused tests\n- review: check a diff for regressions\nUse load_skill(name) when a skill is relevant.'
 
-const STEPS = 30
+export const STEPS = 30
 const time = (step: number) => `2026-01-01T10:${String(step).padStart(2, '0')}:00Z`
 const git = (step: number) => `branch main, ${Math.floor(step / 5)} commit(s) ahead of origin, ${step % 5} file(s) modified`
 /** A deterministic file body of about 1.5k characters. */
 const fileBody = (path: string) => Array.from({ length: 30 }, (_, i) => `${String(i + 1).padStart(4)}\texport const value${i} = '${path}:${i}' // line ${i + 1}`).join('\n')
 
-function answerChunks(step: number): StreamChunk[] {
+/** The model's answer at `step` (1-based): a `read` of the next module, and a summary at the last step. */
+export function answerChunks(step: number): StreamChunk[] {
   if (step === STEPS) {
     const text = 'I read every module; the values are consistent across the 29 files.'
     return [
@@ -87,35 +90,49 @@ class ScriptedSession extends LlmAdapter {
   }
 }
 
-async function runLoom(): Promise<{ requests: GenerateOptions[]; tools: ToolSchema[] }> {
+/**
+ * The 30-step session on a fresh host: the sections, the clock and git contexts,
+ * the `read` tool, and `register(ctx)` for the model route. `step()` is the
+ * number of the request about to be sent. Returns the agent's session log.
+ */
+export async function playSession(route: { provider: string; model: string }, step: () => number,
+  register: (ctx: Context) => void | Promise<void>): Promise<readonly SessionEvent[]> {
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: '' })
   await root.plugin(SessionStore)
   await root.plugin(Llm)
   await root.plugin(ToolRuntime)
-  await root.plugin(AgentLoop, { maxParallelToolCalls: 10 })
+  const loop = await root.plugin(AgentLoop, { maxParallelToolCalls: 10 })
+  await register(root)
   const host = await root.plugin({ name: 'cache-economics', inject: ['llm', 'agents', 'systemPrompt', 'tools'], apply() {} })
   const ctx = host.ctx
-  const adapter = new ScriptedSession()
-  ctx.llm.registerAdapter(['scripted-session'], adapter)
   SECTIONS.forEach(([name, text], i) => ctx.systemPrompt.section({ name, order: 100 + i, text, literal: true }))
   ctx.systemPrompt.section({ name: 'skills', order: 200, text: CATALOG, literal: true })
-  // The step about to be requested is the number of requests sent so far, plus one.
-  ctx.systemPrompt.context({ name: 'time', order: 0, stability: 'step', literal: true, text: () => `Current time: ${time(adapter.requests.length + 1)}` })
-  ctx.systemPrompt.context({ name: 'git', order: 1, stability: 'step', literal: true, text: () => `Git: ${git(adapter.requests.length + 1)}` })
+  ctx.systemPrompt.context({ name: 'time', order: 0, stability: 'step', literal: true, text: () => `Current time: ${time(step())}` })
+  ctx.systemPrompt.context({ name: 'git', order: 1, stability: 'step', literal: true, text: () => `Git: ${git(step())}` })
   ctx.tools.register(defineTool<{ path: string }>({
     name: 'read',
     description: 'Reads a file of the workspace and returns it with line numbers.',
     parameters: { type: 'object', properties: { path: { type: 'string', description: 'Path relative to the workspace.' } }, required: ['path'] },
     execute: ({ path }) => fileBody(path),
   }))
-  const agent = ctx.agents.create('cache-economics', { provider: 'scripted-session', model: 'm' })
+  const agent = ctx.agents.create('cache-economics', route)
   agent.followup(userText('Read every module under src/ and check that their values are consistent.'))
   await agent.idle()
+  const events = agent.session.events
+  await loop.dispose()
+  return events
+}
+
+async function runLoom(): Promise<{ requests: GenerateOptions[]; tools: ToolSchema[]; snapshotTokens: number }> {
+  const adapter = new ScriptedSession()
+  const events = await playSession({ provider: 'scripted-session', model: 'm' }, () => adapter.requests.length + 1,
+    root => { root.llm.registerAdapter(['scripted-session'], adapter) })
   const requests = adapter.requests.slice()
   if (requests.length !== STEPS) throw new Error(`cache-economics: expected ${STEPS} requests, the loop sent ${requests.length}`)
-  await agent.dispose()
-  return { requests, tools: requests[0].tools ? [...requests[0].tools] : [] }
+  const snapshotTokens = events.reduce((sum, event) =>
+    event.type === 'user/message' && isSnapshot(event.data as Message) ? sum + estimateMessage(event.data as Message) : sum, 0)
+  return { requests, tools: requests[0].tools ? [...requests[0].tools] : [], snapshotTokens }
 }
 
 const isSnapshot = (message: Message) => message.source.kind === 'plugin' && (message.source as { form?: string }).form === 'snapshot'
@@ -152,11 +169,11 @@ function figure(assembly: 'loom' | 'naive', economics: SessionEconomics): CacheE
 }
 
 export async function benchCacheEconomics(prices: CachePrices = DEFAULT_CACHE_PRICES): Promise<[CacheEconomicsFigure, CacheEconomicsFigure, CacheEconomicsRatio]> {
-  const { requests, tools } = await runLoom()
+  const { requests, tools, snapshotTokens } = await runLoom()
   const loom = requestEconomics(requests, prices)
   const naive = requestEconomics(naiveRequests(requests, tools), prices)
   return [
-    figure('loom', loom),
+    { ...figure('loom', loom), snapshot_tokens_per_step: round(snapshotTokens / STEPS, 1) },
     figure('naive', naive),
     { bench: 'cache-economics ratio', naive_over_loom_input_cost: round(naive.totals.inputCost / loom.totals.inputCost, 2), prices_per_million: { ...prices } },
   ]
