@@ -12,6 +12,7 @@ import { DEFAULT_CACHE_PRICES, MODEL_PRICES, reconstructRequests, requestEconomi
 import { joinContextSections, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
 import { assistantText, describeCall, describeReason, describeResult, describeRetry, parseArguments, resultOf, transcript } from './describe.ts'
+import { DurableOutput } from './durable.ts'
 import { PromptError, UsageError } from './errors.ts'
 import { processIo, Spinner, styler, type Io } from './term.ts'
 import type {} from '@loom/session-jsonl'
@@ -267,56 +268,77 @@ export class Runner extends Service {
     const line = (text: string) => write((atLineStart ? '' : '\n') + text + '\n')
     const showReasoning = flags.showReasoning === true
 
-    const stopListening = json ? () => {} : this.home.on('session/event', (target, event) => {
+    // What presents something as done waits for the disk (see durable.ts).
+    const shown = new DurableOutput(this.home.get('sessionPersistence') !== undefined)
+    const stopDurable = this.home.on('session/durable', (id, seq) => {
+      if (id === session.id) shown.durable(seq)
+    })
+    const stopEvents = json ? () => {} : this.home.on('session/event', (target, event) => {
       if (target !== session) return
       switch (event.type) {
         case 'step/start':
-          spinner.start('thinking')
+          shown.live(() => spinner.start('thinking'))
           break
         case 'assistant/chunk': {
           const { chunk } = event.data as SessionEventMap['assistant/chunk']
           if (chunk.type === 'text-delta') {
-            if (streaming === 'reasoning' && !atLineStart) write('\n')
-            write(chunk.text)
-            streamedText = true
-            streaming = 'text'
+            shown.live(() => {
+              if (streaming === 'reasoning' && !atLineStart) write('\n')
+              write(chunk.text)
+              streamedText = true
+              streaming = 'text'
+            })
           } else if (chunk.type === 'reasoning-delta' && showReasoning) {
-            if (streaming === 'text' && !atLineStart) write('\n')
-            write(out.dim(chunk.text))
-            streaming = 'reasoning'
+            shown.live(() => {
+              if (streaming === 'text' && !atLineStart) write('\n')
+              write(out.dim(chunk.text))
+              streaming = 'reasoning'
+            })
           }
           break
         }
         case 'assistant/message':
-          if (!atLineStart) write('\n')
-          streaming = undefined
+          shown.done(event.seq, () => {
+            if (!atLineStart) write('\n')
+            streaming = undefined
+          })
           break
         case 'request/retry': {
           // What the failed attempt streamed is not part of the answer: the retry repeats the request.
           const retry = event.data as SessionEventMap['request/retry']
-          line(out.yellow(`${streaming ? '(that partial answer is discarded) ' : ''}${describeRetry(retry)}`))
-          streaming = undefined
-          spinner.start('waiting to retry')
+          shown.live(() => {
+            line(out.yellow(`${streaming ? '(that partial answer is discarded) ' : ''}${describeRetry(retry)}`))
+            streaming = undefined
+            spinner.start('waiting to retry')
+          })
           break
         }
         case 'tool/call': {
           const { name, arguments: raw } = event.data as SessionEventMap['tool/call']
-          line(out.cyan(`→ ${describeCall(name, raw)}`))
-          spinner.start(`running ${name}`)
+          shown.live(() => {
+            line(out.cyan(`→ ${describeCall(name, raw)}`))
+            spinner.start(`running ${name}`)
+          })
           break
         }
         case 'tool/result': {
           const { message } = event.data as SessionEventMap['tool/result']
           const { ok, summary } = describeResult(message)
-          line(out.dim(`  ${ok ? out.green('✓') : out.red('✗')} ${summary}`))
-          spinner.start('thinking')
+          shown.done(event.seq, () => {
+            line(out.dim(`  ${ok ? out.green('✓') : out.red('✗')} ${summary}`))
+            spinner.start('thinking')
+          })
           break
         }
         case 'turn/end':
-          spinner.stop()
+          shown.done(event.seq, () => spinner.stop())
           break
       }
     })
+    const stopListening = () => {
+      stopEvents()
+      stopDurable()
+    }
 
     // A prompt that cannot assemble (an unknown {{variable}}, a step variable in the
     // system text) fails here, naming the section and plugin, before anything is logged.
@@ -337,10 +359,14 @@ export class Runner extends Service {
       agent.followup(userText(task))
       await agent.idle()
     } finally {
-      spinner.stop()
-      stopListening()
       this.active = undefined
-      await this.home.sessions.flush(session)
+      try {
+        // Once this resolves every event is on disk, and the last waiting lines are shown.
+        await this.home.sessions.flush(session)
+      } finally {
+        spinner.stop()
+        stopListening()
+      }
     }
     const events = session.events.slice(from)
     for (const event of events) if (event.type === 'turn/end') reason = (event.data as SessionEventMap['turn/end']).reason

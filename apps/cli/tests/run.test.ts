@@ -36,7 +36,7 @@ const FAILING_MODEL = `
         provider: scripted
         model: scripted-1
         script:
-          - error: { code: RATE_LIMIT, message: slow down }
+          - error: { code: QUOTA, message: no balance left }
 `
 
 describe('loom run with the offline demo model', () => {
@@ -115,10 +115,10 @@ describe('loom run: failures and cancellation', () => {
     const { cwd, home } = project({ 'loom.yml': FAILING_MODEL })
     const run = await loom(['run', 'hi'], { cwd, home })
     expect(run.code).toBe(1)
-    expect(run.stderr).toContain('the turn ended: error: RATE_LIMIT: slow down')
+    expect(run.stderr).toContain('the turn ended: error: QUOTA: no balance left')
     const json = await loom(['run', '--json', 'hi'], { cwd, home })
     expect(json.code).toBe(1)
-    expect(JSON.parse(json.stdout)).toMatchObject({ status: 'error', reason: { code: 'RATE_LIMIT', message: 'slow down' } })
+    expect(JSON.parse(json.stdout)).toMatchObject({ status: 'error', reason: { code: 'QUOTA', message: 'no balance left' } })
   })
 
   it('SIGINT cancels the running turn: the tool is stopped, the log is closed, exit 130', async () => {
