@@ -152,6 +152,13 @@ declare module '@deepseek-ai/cordis' {
 
 const EXIT_INTERRUPTED = 130
 
+/** What turns on each route of the default bundle. */
+const ROUTE_VARIABLES: Record<string, string> = {
+  deepseek: 'DEEPSEEK_API_KEY',
+  anthropic: 'ANTHROPIC_API_KEY',
+  openai: 'OPENAI_BASE_URL and OPENAI_API_KEY',
+}
+
 /**
  * The commands of the `loom` CLI, as a service (ctx key `runner`). The agents it
  * creates belong to it: unloading the runner disposes them.
@@ -179,7 +186,7 @@ export class Runner extends Service {
     if (wanted !== undefined) {
       if (!available.includes(wanted)) {
         throw new UsageError(`provider "${wanted}" is not served by this deployment (available: ${available.join(', ') || 'none'})`
-          + (wanted === 'deepseek' ? '; set DEEPSEEK_API_KEY to enable it' : wanted === 'openai' ? '; set OPENAI_BASE_URL and OPENAI_API_KEY to enable it' : ''))
+          + (ROUTE_VARIABLES[wanted] ? `; set ${ROUTE_VARIABLES[wanted]} to enable it` : ''))
       }
       provider = wanted
     } else {

@@ -37,7 +37,7 @@ describe('DeepSeek thinking mode through the CLI', () => {
     expect(result.stderr).toMatch(/2100 in \(1000 cached, 48%\) \/ 30 out tokens · ~\$0\.\d{4}/)
 
     const [file] = sessionFiles(home)
-    const id = events(file).length && file.split('/').at(-2)!
+    const id = file.split('/').at(-2)!
     const shown = await loom(['sessions', 'show', id], { cwd: home, home })
     expect(shown.stdout).toContain('reasoning:')
     expect(shown.stdout).toContain('┊ The notes file has the answer.')
@@ -114,5 +114,31 @@ describe('retries and limits through the CLI', () => {
     const result = await run(['run', '--max-steps', '0', 'hi'])
     expect(result.code).toBe(2)
     expect(result.stderr).toContain('--max-steps: expected a whole number >= 1, got "0"')
+  })
+})
+
+describe('the anthropic route', () => {
+  it('ANTHROPIC_API_KEY selects it; a tool loop with signed thinking completes', async () => {
+    const { startMockServer: startAnthropic } = await import('../../../plugins/llm-anthropic/tests/mock-server.ts')
+    const server = await startAnthropic([
+      { type: 'message', blocks: [{ type: 'thinking', thinking: 'Read the notes.' }, { type: 'tool_use', id: 'tu_1', name: 'read', input: { path: 'notes.txt' } }], stopReason: 'tool_use', usage: { input: 900, output: 30, cacheRead: 0, cacheWrite: 800 } },
+      { type: 'message', blocks: [{ type: 'text', text: 'The notes say alpha.' }], stopReason: 'end_turn', usage: { input: 50, output: 10, cacheRead: 800, cacheWrite: 100 } },
+    ], { apiKey: 'sk-ant-cli' })
+    servers.push(server as unknown as MockServer)
+    const { cwd, home } = project({ 'notes.txt': 'alpha\n' })
+    const result = await loom(['run', 'what do the notes say?'], { cwd, home, env: { ANTHROPIC_API_KEY: 'sk-ant-cli', ANTHROPIC_BASE_URL: server.url } })
+    expect(result.stderr).toContain('anthropic/claude-sonnet-5-5')
+    expect(result.code).toBe(0)
+    expect(result.stdout).toContain('The notes say alpha.')
+    expect(server.requests.map(request => request.outcome)).toEqual(['message', 'message'])
+    // Input, cache writes and reads: 900 + 800, then 50 + 100 + 800 read from the cache.
+    expect(result.stderr).toMatch(/2650 in \(800 cached, 30%\)/)
+  })
+
+  it('without the key, --provider anthropic names the variable', async () => {
+    const { cwd, home } = project()
+    const result = await loom(['run', '--provider', 'anthropic', 'hi'], { cwd, home })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('provider "anthropic" is not served by this deployment (available: scripted); set ANTHROPIC_API_KEY to enable it')
   })
 })
