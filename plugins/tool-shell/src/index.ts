@@ -5,9 +5,14 @@ import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
 import { agentCwd } from '@loom/agent-loop'
+import { DEFAULT_SECRET_PATTERNS, createRedactor, scrubEnv, secretValues, type Redactor, type SecretPattern } from '@loom/secrets'
+import { reapOrphans } from './procs.ts'
 import { ShellRun, type RunResult, type StreamOutput } from './run.ts'
+import { probeBwrap, resolveSandbox, type SandboxMode } from './sandbox.ts'
 
 export { ShellRun, DRAIN_MS, type RunOptions, type RunResult, type StreamOutput } from './run.ts'
+export { MARKER_VAR, reapOrphans } from './procs.ts'
+export { BWRAP_ARGS, probeBwrap, resolveSandbox, type SandboxMode } from './sandbox.ts'
 export { TailBuffer } from './tail.ts'
 
 export const name = '@loom/tool-shell'
@@ -29,6 +34,14 @@ export interface Config {
   graceMs: number
   /** The shell, run as `<shell> -c <command>`. */
   shell: string
+  /** `auto`: bubblewrap (own PID namespace) when it works here, else `none` (process group and /proc tracking). */
+  sandbox: SandboxMode
+  env: {
+    /** Names (globs, or exact) removed from the commands' environment besides the default secret rule. */
+    secretPatterns: string[]
+    /** Names (globs, or exact) kept even when they look secret. */
+    allow: string[]
+  }
 }
 
 export const Config: Schema<Config> = Schema.object({
@@ -38,6 +51,14 @@ export const Config: Schema<Config> = Schema.object({
   maxOutputBytes: Schema.natural().min(1).default(64_000).description('Bytes kept per stream (stdout, stderr); the tail is kept.'),
   graceMs: Schema.natural().default(3_000).description('Time between SIGTERM and SIGKILL when a command is stopped, in ms.'),
   shell: Schema.string().default('bash').description('Shell executable, run as `<shell> -c <command>`.'),
+  sandbox: Schema.union(['auto', 'bwrap', 'none'] as const).default('auto')
+    .description('Process isolation: `bwrap` runs each command in its own PID namespace through bubblewrap (nothing it starts survives the call or the host); `none` uses a process group plus /proc tracking; `auto` is `bwrap` when it works here, else `none`.'),
+  env: Schema.object({
+    secretPatterns: Schema.array(String).default([])
+      .description('More secret variable names, removed from the commands\' environment and redacted from their output: exact names or globs (`*`), case-insensitive, e.g. `DATABASE_URL`, `MYCORP_*`. Added to the default rule of @loom/secrets (`*_API_KEY`, `*_KEY`, `*_TOKEN`, `*_SECRET`, `*PASSWORD*`, ...).'),
+    allow: Schema.array(String).default([])
+      .description('Secret variables passed to commands anyway (exact names or globs), e.g. `GITHUB_TOKEN` for `gh`. Their values are still redacted from the output.'),
+  }).description('The environment of the commands: the host\'s, without secrets.'),
 }) as Schema<Config>
 
 /** Variables set for every command so that nothing waits for a terminal or paints colours. */
@@ -63,7 +84,8 @@ export function guidance(config: Config): string {
     'Nothing can be typed into it (stdin is empty): pass flags that avoid prompts and pagers (`--yes`, `--no-pager`). Colours are off (`NO_COLOR=1`, `TERM=dumb`).',
     'The result is stdout, then stderr under `[stderr]`, then `[exit code: N]`: check the code, a non-zero code means the command failed even when its output looks fine.',
     `A command is stopped after ${seconds(config.timeoutMs)} s; give long builds or test runs a larger \`timeout\` (in ms, at most ${seconds(config.maxTimeoutMs)} s). Only the last ${config.maxOutputBytes} bytes of stdout and of stderr are kept: filter long output (\`| tail\`, \`| grep\`).`,
-    'To leave a process running after the call, redirect its output (`server > server.log 2>&1 &`); a background process that keeps the output open is stopped when the shell exits.',
+    'Every process a command starts ends with the call, background ones too: start a server and use it in the same command (`server & sleep 2; curl localhost:8080`).',
+    'Secret environment variables (API keys, tokens, passwords) are not set in the shell, and secrets in the output read `[REDACTED]`.',
   ].join('\n')
 }
 
@@ -102,7 +124,7 @@ export function formatResult(result: RunResult, notes: { clampedFromMs?: number;
   }
   if (result.timedOut) lines.push(`[timed out after ${seconds(notes.timeoutMs)} s]`)
   if (result.aborted) lines.push('[aborted]')
-  if (result.stoppedBackground) lines.push('[background processes that kept the output open were stopped]')
+  if (result.stoppedBackground) lines.push('[background processes still running when the shell exited were stopped]')
   lines.push(result.exitCode !== null ? `[exit code: ${result.exitCode}]` : `[killed by signal ${result.signal}]`)
   return lines.join('\n')
 }
@@ -116,23 +138,61 @@ async function workingDirectory(config: Config, exec: ToolRunContext): Promise<s
   return cwd
 }
 
-function shellEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...SHELL_ENV }
+/** The host's environment without secrets, plus `SHELL_ENV`. */
+function shellEnv(patterns: readonly SecretPattern[], allow: readonly string[]): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...scrubEnv(process.env, { patterns, allow }).env, ...SHELL_ENV }
   for (const key of DROPPED_ENV) delete env[key]
   return env
 }
+
+/** The stdout and stderr text with the host's secret values, and credentials in header echoes, redacted. */
+function redactOutput(result: RunResult, redactor: Redactor): RunResult {
+  const clean = (stream: StreamOutput): StreamOutput => ({ ...stream, text: redactor(stream.text, { headCut: stream.truncated > 0 }) })
+  return { ...result, stdout: clean(result.stdout), stderr: clean(result.stderr) }
+}
+
+// Processes left by a host of an earlier run that was killed with SIGKILL (only
+// possible without bwrap) are reaped once, when the plugin first starts here.
+let reaped = false
 
 export function apply(ctx: Context, config: Config) {
   if (config.timeoutMs > config.maxTimeoutMs) {
     throw new Error(`${name}: config timeoutMs (${config.timeoutMs}) exceeds maxTimeoutMs (${config.maxTimeoutMs})`)
   }
 
-  // Runs that are not over yet (a process or a pending SIGKILL): an unload kills them.
+  const sandbox = resolveSandbox(config.sandbox, name)
+  if (config.sandbox === 'auto' && sandbox === 'none') {
+    ctx.logger('tool-shell').debug('bubblewrap does not work here (%s): commands run without a PID namespace', probeBwrap().reason)
+  }
+  if (!reaped) {
+    reaped = true
+    reapOrphans()
+  }
+  const secretPatterns = [...DEFAULT_SECRET_PATTERNS, ...config.env.secretPatterns]
+  // The host's secrets are read at each call (the environment may change); the
+  // redactor is rebuilt only when they did.
+  let redactor: { key: string; redact: Redactor } | undefined
+  const currentRedactor = (): Redactor => {
+    const secrets = secretValues(process.env, secretPatterns)
+    const key = secrets.join('\0')
+    if (redactor?.key !== key) redactor = { key, redact: createRedactor(secrets) }
+    return redactor.redact
+  }
+
+  // Runs that are not over yet: an unload kills their trees, and so does the host's exit
+  // (synchronously, in 'exit', which also runs after an uncaught error).
   const live = new Set<ShellRun>()
   ctx.effect(() => () => {
     for (const run of [...live]) run.dispose()
     live.clear()
   }, `${name}: running commands`)
+  ctx.effect(() => {
+    const onExit = () => {
+      for (const run of live) run.killTree()
+    }
+    process.on('exit', onExit)
+    return () => process.off('exit', onExit)
+  }, `${name}: kill running commands on exit`)
 
   ctx.systemPrompt.section({ name: SECTION_NAME, order: SECTION_ORDER, text: guidance(config) })
 
@@ -165,7 +225,8 @@ export function apply(ctx: Context, config: Config) {
           shell: config.shell,
           command: args.command,
           cwd,
-          env: shellEnv(),
+          env: shellEnv(secretPatterns, config.env.allow),
+          sandbox,
           timeoutMs,
           graceMs: config.graceMs,
           maxOutputBytes: config.maxOutputBytes,
@@ -181,6 +242,7 @@ export function apply(ctx: Context, config: Config) {
       } catch (error) {
         throw new Error(`cannot start shell "${config.shell}" (${name} config shell): ${(error as Error).message}`)
       }
+      result = redactOutput(result, currentRedactor())
       return {
         content: formatResult(result, { timeoutMs, ...(requested > timeoutMs && { clampedFromMs: requested }) }),
         meta: {

@@ -1,10 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { constants } from 'node:os'
+import type { Readable } from 'node:stream'
+import { MARKER_VAR, callProcesses, killCall, newMarker, startTimeOf, type CallTree } from './procs.ts'
+import { BWRAP_ARGS, findExecutable } from './sandbox.ts'
 import { TailBuffer } from './tail.ts'
 
 /**
  * How long the call waits, after the shell exited, for stdout/stderr to close.
- * A process the command left in the background that still holds them open is
- * stopped (its process group gets SIGTERM, then SIGKILL after the grace period).
+ * Output still buffered in the pipes arrives within a few ms; a pipe held open
+ * longer belongs to a process the command left behind, which is then killed.
  */
 export const DRAIN_MS = 200
 
@@ -12,7 +16,10 @@ export interface RunOptions {
   shell: string
   command: string
   cwd: string
+  /** The command's environment; the run adds its marker (`LOOM_TOOL_CALL`). */
   env: NodeJS.ProcessEnv
+  /** `bwrap`: in its own PID namespace through bubblewrap; `none`: a plain subprocess. */
+  sandbox: 'bwrap' | 'none'
   timeoutMs: number
   graceMs: number
   maxOutputBytes: number
@@ -35,21 +42,33 @@ export interface RunResult {
   signal: NodeJS.Signals | null
   timedOut: boolean
   aborted: boolean
-  /** The shell exited but processes it left behind held the output open; they were stopped. */
+  /** Processes the command left running when the shell exited were killed (only seen without bwrap). */
   stoppedBackground: boolean
   durationMs: number
 }
 
-type Reason = 'timeout' | 'abort' | 'background' | 'dispose'
+type Reason = 'timeout' | 'abort' | 'dispose'
+
+function signalName(number: number): NodeJS.Signals | undefined {
+  return (Object.keys(constants.signals) as NodeJS.Signals[]).find(name => constants.signals[name] === number)
+}
 
 /**
- * One `<shell> -c <command>` subprocess in its own process group (`detached`), so
- * that a timeout, an abort or an unload signals the whole tree: the shell, its
- * children and anything they started in the background.
+ * One `<shell> -c <command>` subprocess and everything it starts. It leads its
+ * own process group (`detached`), so a SIGTERM reaches the whole ordinary tree;
+ * whatever is left when the call ends (a timeout, an abort, an unload, or simply
+ * the shell exiting) is killed with SIGKILL: the group, every process carrying
+ * the call's marker, and with bwrap the whole PID namespace.
  */
 export class ShellRun {
   readonly done: Promise<RunResult>
+  /** The value of `LOOM_TOOL_CALL` in the command's environment. */
+  readonly marker = newMarker()
   private readonly child: ChildProcess
+  /** With bwrap: the shell's pid (as this host sees it), reported by bwrap on fd 3. */
+  private shellPid: number | undefined
+  /** The start time of the spawned process: no process of this call is older. */
+  private since: number | undefined
   private readonly stdout: TailBuffer
   private readonly stderr: TailBuffer
   private readonly started = Date.now()
@@ -63,7 +82,7 @@ export class ShellRun {
   private reject!: (error: Error) => void
   private readonly onAbort = () => this.terminate('abort')
 
-  /** `onRelease` runs once nothing of this run is left: no timer, no live process group known to it. */
+  /** `onRelease` runs once the run is over: settled, its processes killed, no timer left. */
   constructor(private readonly options: RunOptions, private readonly onRelease: (run: ShellRun) => void) {
     this.done = new Promise((resolve, reject) => {
       this.resolve = resolve
@@ -71,65 +90,111 @@ export class ShellRun {
     })
     this.stdout = new TailBuffer(options.maxOutputBytes)
     this.stderr = new TailBuffer(options.maxOutputBytes)
-    this.child = spawn(options.shell, ['-c', options.command], {
-      cwd: options.cwd,
-      env: options.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-      windowsHide: true,
-    })
+    const env: NodeJS.ProcessEnv = { ...options.env, [MARKER_VAR]: this.marker }
+    const common = { cwd: options.cwd, env, detached: true, windowsHide: true } as const
+    if (options.sandbox === 'bwrap') {
+      const shell = findExecutable(options.shell, options.cwd, env.PATH)
+      const args = [...BWRAP_ARGS, '--chdir', options.cwd, '--json-status-fd', '3', '--', shell, '-c', options.command]
+      this.child = spawn('bwrap', args, { ...common, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] })
+      this.readBwrapStatus(this.child.stdio[3] as Readable)
+    } else {
+      this.child = spawn(options.shell, ['-c', options.command], { ...common, stdio: ['ignore', 'pipe', 'pipe'] })
+    }
     this.child.stdout!.on('data', (chunk: Buffer) => this.stdout.write(chunk))
     this.child.stderr!.on('data', (chunk: Buffer) => this.stderr.write(chunk))
     this.child.on('error', error => this.fail(error))
     this.child.on('exit', (code, signal) => this.onExit(code, signal))
     this.child.on('close', () => this.finish())
     if (this.child.pid === undefined) return // spawn failed; 'error' follows
+    this.since = startTimeOf(this.child.pid)
     this.timeoutTimer = setTimeout(() => this.terminate('timeout'), options.timeoutMs)
     options.signal?.addEventListener('abort', this.onAbort, { once: true })
     if (options.signal?.aborted) this.terminate('abort')
   }
 
-  /** SIGTERM to the process group now, SIGKILL after `graceMs` if anything is left. */
+  /** SIGTERM to the command's processes now, SIGKILL to everything after `graceMs`. */
   terminate(reason: Reason): void {
     if (this.reason !== undefined || this.settled) return
     this.reason = reason
     clearTimeout(this.timeoutTimer)
-    this.signalGroup('SIGTERM')
+    const pid = this.child.pid!
+    if (this.options.sandbox === 'bwrap') {
+      // The shell's group inside the namespace, not bwrap: bwrap would end the
+      // namespace at once. Before the shell's pid is known, that is what happens.
+      this.signal(-(this.shellPid ?? pid), 'SIGTERM')
+    } else {
+      // The group, and the processes that left it (`setsid`) while the shell still
+      // links them, so that they too get a chance to stop cleanly.
+      this.signal(-pid, 'SIGTERM')
+      for (const member of callProcesses(this.tree())) this.signal(member, 'SIGTERM')
+    }
     this.killTimer = setTimeout(() => {
       this.killTimer = undefined
-      this.signalGroup('SIGKILL')
-      if (this.settled) this.onRelease(this)
+      this.killTree()
     }, this.options.graceMs)
   }
 
-  /** Immediate SIGKILL of the group and no timers left: the plugin is being unloaded. */
+  /** Immediate SIGKILL of everything and no timers left: the plugin is being unloaded. */
   dispose(): void {
     this.reason ??= 'dispose'
-    this.signalGroup('SIGKILL')
-    clearTimeout(this.killTimer)
-    this.killTimer = undefined
+    this.killTree()
     this.finish()
   }
 
-  private signalGroup(signal: NodeJS.Signals | 0): boolean {
-    const pid = this.child.pid
-    if (pid === undefined) return false
-    try {
-      process.kill(-pid, signal)
-      return true
-    } catch {
-      return false // ESRCH: the group is gone
+  /**
+   * SIGKILL, synchronously, to the process group(s), to every process carrying the
+   * marker, and to the descendants of the shell while it runs. With bwrap, killing
+   * bwrap ends the namespace. Returns whether anything was still alive.
+   */
+  killTree(): boolean {
+    return this.child.pid !== undefined && killCall(this.tree())
+  }
+
+  private tree(): CallTree {
+    const pid = this.child.pid!
+    return {
+      marker: this.marker,
+      groups: this.shellPid === undefined ? [pid] : [pid, this.shellPid],
+      // Once the child exited its pid may be reused: then only the marker and the groups identify the rest.
+      roots: this.exit ? [] : [pid],
+      since: this.since,
     }
   }
 
+  private signal(target: number, signal: NodeJS.Signals): void {
+    try {
+      process.kill(target, signal)
+    } catch {} // ESRCH: already gone
+  }
+
+  /** bwrap writes JSON lines on fd 3; the first has `child-pid`, the shell's pid. */
+  private readBwrapStatus(stream: Readable): void {
+    let pending = ''
+    stream.setEncoding('utf8')
+    stream.on('data', (chunk: string) => {
+      pending += chunk
+      for (let end = pending.indexOf('\n'); end !== -1; end = pending.indexOf('\n')) {
+        const line = pending.slice(0, end)
+        pending = pending.slice(end + 1)
+        try {
+          const status = JSON.parse(line)
+          if (typeof status['child-pid'] === 'number') this.shellPid = status['child-pid']
+        } catch {}
+      }
+    })
+  }
+
   private onExit(code: number | null, signal: NodeJS.Signals | null): void {
+    // bwrap exits with 128 + n when the shell died of signal n. Only when this run
+    // sent a signal is that read as the signal; otherwise it stays an exit code.
+    if (this.options.sandbox === 'bwrap' && this.reason !== undefined && code !== null && code > 128) {
+      const name = signalName(code - 128)
+      if (name) [code, signal] = [null, name]
+    }
     this.exit = { code, signal }
     if (this.settled) return
-    // Output still buffered in the pipes arrives within a few ms; a pipe held open
-    // longer belongs to a process the command left behind.
     this.drainTimer = setTimeout(() => {
       this.drainTimer = undefined
-      if (this.reason === undefined) this.terminate('background')
       this.finish()
     }, DRAIN_MS)
   }
@@ -140,7 +205,7 @@ export class ShellRun {
     this.clearTimers()
     this.options.signal?.removeEventListener('abort', this.onAbort)
     this.reject(error)
-    this.release()
+    this.onRelease(this)
   }
 
   private finish(): void {
@@ -148,8 +213,9 @@ export class ShellRun {
     this.settled = true
     this.clearTimers()
     this.options.signal?.removeEventListener('abort', this.onAbort)
-    this.child.stdout?.destroy()
-    this.child.stderr?.destroy()
+    // Nothing of a call outlives it: whatever the shell left running is killed now.
+    const leftovers = this.killTree()
+    for (const stream of this.child.stdio) stream?.destroy()
     const out = (buffer: TailBuffer): StreamOutput => ({ ...buffer.read(), total: buffer.total })
     this.resolve({
       stdout: out(this.stdout),
@@ -158,25 +224,17 @@ export class ShellRun {
       signal: this.exit?.signal ?? (this.exit ? null : 'SIGKILL'),
       timedOut: this.reason === 'timeout',
       aborted: this.reason === 'abort' || this.reason === 'dispose',
-      stoppedBackground: this.reason === 'background',
+      // With bwrap the namespace is already gone (or going): nothing to tell.
+      stoppedBackground: leftovers && this.reason === undefined && this.options.sandbox === 'none',
       durationMs: Date.now() - this.started,
     })
-    this.release()
+    this.onRelease(this)
   }
 
   private clearTimers(): void {
     clearTimeout(this.timeoutTimer)
     clearTimeout(this.drainTimer)
-    this.timeoutTimer = this.drainTimer = undefined
-  }
-
-  /** Released once settled, unless a SIGKILL is still due to a group that is alive. */
-  private release(): void {
-    if (this.killTimer !== undefined) {
-      if (this.signalGroup(0)) return // still alive: the timer releases
-      clearTimeout(this.killTimer)
-      this.killTimer = undefined
-    }
-    this.onRelease(this)
+    clearTimeout(this.killTimer)
+    this.timeoutTimer = this.drainTimer = this.killTimer = undefined
   }
 }

@@ -28,40 +28,41 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** Polls until every pid is dead; returns those still alive after `ms`. */
-export async function waitDead(pids: number[], ms = 2_000): Promise<number[]> {
+/** A unique `sleep` duration (e.g. `300.4817263`): its command lines identify a test's processes. */
+export function uniqueSleep(): string {
+  return (300 + Math.random()).toFixed(7)
+}
+
+/** Live (non-zombie) processes whose command line contains `text`. */
+export function withArg(text: string): number[] {
+  const found: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(text)) continue
+      if (isAlive(Number(entry))) found.push(Number(entry))
+    } catch {}
+  }
+  return found
+}
+
+/** Polls until no live process has `text` in its command line; returns those left after `ms`. */
+export async function waitGone(text: string, ms = 5_000): Promise<number[]> {
   const until = Date.now() + ms
   for (;;) {
-    const alive = pids.filter(isAlive)
-    if (!alive.length || Date.now() > until) return alive
+    const left = withArg(text)
+    if (!left.length || Date.now() > until) return left
     await new Promise(resolve => setTimeout(resolve, 25))
   }
 }
 
-/** Waits until `file` holds `count` pids (one per line) and returns them. */
-export async function readPids(file: string, count: number, ms = 5_000): Promise<number[]> {
+/** Polls until at least `count` live processes have `text` in their command line. */
+export async function waitStarted(text: string, count: number, ms = 5_000): Promise<number[]> {
   const until = Date.now() + ms
   for (;;) {
-    let pids: number[] = []
-    try {
-      pids = readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number)
-    } catch {}
-    if (pids.length >= count) return pids
-    if (Date.now() > until) throw new Error(`${file} has ${pids.length} of ${count} pids`)
+    const found = withArg(text)
+    if (found.length >= count) return found
+    if (Date.now() > until) throw new Error(`${found.length} of ${count} processes with "${text}" started`)
     await new Promise(resolve => setTimeout(resolve, 20))
   }
-}
-
-/** Live (non-zombie) processes of process group `pgid`, read from /proc. */
-export function groupMembers(pgid: number): number[] {
-  const members: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
-      const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      if (Number(pgrp) === pgid && state !== 'Z') members.push(Number(entry))
-    } catch {}
-  }
-  return members
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createHost, type Host, type Mounted } from '@loom/testkit'
 import * as shell from '../src/index.ts'
-import { groupMembers, readPids, tempDir, textOf, waitDead } from './helpers.ts'
+import { tempDir, textOf } from './helpers.ts'
 
 let host: Host
 let work: ReturnType<typeof tempDir>
@@ -32,7 +32,7 @@ describe('prompt delta', () => {
     expect(delta.sections.map(({ name, order, stability }) => ({ name, order, stability })))
       .toEqual([{ name: 'tool:bash', order: 105, stability: 'static' }])
     expect(delta.sections[0].rendered).toBe(shell.guidance(mounted.config as shell.Config))
-    for (const phrase of ['fresh, non-interactive', '[exit code: N]', 'stopped after 120 s', 'at most 600 s', 'last 64000 bytes']) {
+    for (const phrase of ['fresh, non-interactive', '[exit code: N]', 'stopped after 120 s', 'at most 600 s', 'last 64000 bytes', 'ends with the call', '`[REDACTED]`']) {
       expect(delta.sections[0].text).toContain(phrase)
     }
   })
@@ -76,8 +76,8 @@ describe('results', () => {
     expect(textOf(await bash('echo only-err >&2; false'))).toBe('[stderr]\nonly-err\n[exit code: 1]')
   })
 
-  it('reports a shell ended by a signal', async () => {
-    expect(textOf(await bash('kill -KILL $$'))).toBe('(no output)\n[killed by signal SIGKILL]')
+  it('reports a shell ended by a signal (with bwrap, as the exit code 128 + n: see process-tree tests)', async () => {
+    expect(textOf(await bash('kill -KILL $$'))).toMatch(/^\(no output\)\n\[(killed by signal SIGKILL|exit code: 137)\]$/)
   })
 
   it('runs a fresh shell per call: state does not carry over', async () => {
@@ -119,78 +119,6 @@ describe('config', () => {
     const result = await bash('echo hi')
     expect(result.isError).toBe(true)
     expect(textOf(result)).toMatch(/cannot start shell ".*no-such-shell" \(@loom\/tool-shell config shell\): .*ENOENT/)
-  })
-})
-
-describe('timeouts and aborts', () => {
-  it('a timeout kills the whole tree (a sleep and its background sibling) and returns the output so far', async () => {
-    await host.mount(shell, { graceMs: 500 })
-    const pids = join(work.dir, 'pids')
-    const started = Date.now()
-    const result = await bash(`echo $$ > ${pids}; sleep 100 & echo $! >> ${pids}; echo started; sleep 100`, { timeout: 400 })
-    const elapsed = Date.now() - started
-    expect(elapsed).toBeLessThan(2_000)
-    expect(result.isError).toBe(false)
-    expect(textOf(result)).toBe('started\n[timed out after 0.4 s]\n[killed by signal SIGTERM]')
-    expect(result.meta).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM' })
-    const [shellPid, backgroundPid] = await readPids(pids, 2)
-    expect(await waitDead([shellPid, backgroundPid])).toEqual([])
-    expect(groupMembers(shellPid)).toEqual([])
-  })
-
-  it('a command that ignores SIGTERM and never ends is killed after the grace period; the model still gets a result', async () => {
-    await host.mount(shell, { graceMs: 200 })
-    const pids = join(work.dir, 'pids')
-    const started = Date.now()
-    const result = await bash(`trap '' TERM; echo $$ > ${pids}; while :; do sleep 1; done`, { timeout: 300 })
-    expect(Date.now() - started).toBeLessThan(1_500)
-    expect(textOf(result)).toBe('(no output)\n[timed out after 0.3 s]\n[killed by signal SIGKILL]')
-    const [shellPid] = await readPids(pids, 1)
-    expect(await waitDead([shellPid])).toEqual([])
-    expect(groupMembers(shellPid)).toEqual([])
-  })
-
-  it('the default timeout applies, and a larger requested one is clamped to maxTimeoutMs and said so', async () => {
-    await host.mount(shell, { timeoutMs: 300, maxTimeoutMs: 500, graceMs: 200 })
-    expect(textOf(await bash('sleep 100'))).toBe('(no output)\n[timed out after 0.3 s]\n[killed by signal SIGTERM]')
-    const started = Date.now()
-    const result = await bash('sleep 100', { timeout: 60_000 })
-    expect(Date.now() - started).toBeLessThan(1_500)
-    expect(textOf(result)).toBe('(no output)\n[requested timeout 60 s exceeds the maximum; clamped to 0.5 s]\n[timed out after 0.5 s]\n[killed by signal SIGTERM]')
-  })
-
-  it('an abort through exec.signal kills the tree the same way', async () => {
-    await host.mount(shell, { graceMs: 300 })
-    const pids = join(work.dir, 'pids')
-    const controller = new AbortController()
-    const call = host.callTool('bash', { command: `echo $$ > ${pids}; sleep 100 & echo $! >> ${pids}; sleep 100` }, { signal: controller.signal })
-    const [shellPid, backgroundPid] = await readPids(pids, 2)
-    controller.abort()
-    const result = await call
-    expect(result.isError).toBe(true)
-    expect(result.isError && result.error.info?.code).toBe('ABORTED')
-    expect(await waitDead([shellPid, backgroundPid])).toEqual([])
-    expect(groupMembers(shellPid)).toEqual([])
-  })
-
-  it('a background process that keeps the output open is stopped shortly after the shell exits', async () => {
-    await host.mount(shell, { graceMs: 200 })
-    const pids = join(work.dir, 'pids')
-    const started = Date.now()
-    const result = await bash(`sleep 100 & echo $! > ${pids}; echo done`)
-    expect(Date.now() - started).toBeLessThan(1_500)
-    expect(textOf(result)).toBe('done\n[background processes that kept the output open were stopped]\n[exit code: 0]')
-    expect(await waitDead(await readPids(pids, 1))).toEqual([])
-  })
-
-  it('a background process with redirected output keeps running', async () => {
-    await host.mount(shell)
-    const pids = join(work.dir, 'pids')
-    const result = await bash(`sleep 100 > /dev/null 2>&1 & echo $! > ${pids}`)
-    expect(textOf(result)).toBe('(no output)\n[exit code: 0]')
-    const [pid] = await readPids(pids, 1)
-    expect(await waitDead([pid], 300)).toEqual([pid])
-    process.kill(pid, 'SIGKILL')
   })
 })
 
@@ -244,31 +172,6 @@ describe('zero residue', () => {
     const mounted = await host.mount(shell)
     await bash('echo hi; echo err >&2')
     await mounted.dispose()
-    await host.assertZeroResidue(mounted)
-  })
-
-  it('leaves nothing after a timeout whose SIGKILL was still due', async () => {
-    const mounted = await host.mount(shell, { graceMs: 5_000 })
-    const pids = join(work.dir, 'pids')
-    // A subshell that ignores SIGTERM outlives the shell without holding its output.
-    const result = await bash(`(trap '' TERM; echo $BASHPID > ${pids}; sleep 100) > /dev/null 2>&1 & sleep 100`, { timeout: 200 })
-    expect(textOf(result)).toContain('[timed out after 0.2 s]')
-    const [survivor] = await readPids(pids, 1)
-    expect(await waitDead([survivor], 100)).toEqual([survivor])
-    await mounted.dispose()
-    expect(await waitDead([survivor])).toEqual([])
-    await host.assertZeroResidue(mounted)
-  })
-
-  it('an unload kills a command that is still running and the call settles', async () => {
-    const mounted: Mounted = await host.mount(shell)
-    const pids = join(work.dir, 'pids')
-    const call = bash(`echo $$ > ${pids}; sleep 100 & echo $! >> ${pids}; sleep 100`)
-    const [shellPid, backgroundPid] = await readPids(pids, 2)
-    await mounted.dispose()
-    expect(await waitDead([shellPid, backgroundPid])).toEqual([])
-    expect(groupMembers(shellPid)).toEqual([])
-    await call
     await host.assertZeroResidue(mounted)
   })
 })

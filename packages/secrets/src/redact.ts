@@ -1,0 +1,120 @@
+import { DEFAULT_SECRET_PATTERNS, isSecretName, type SecretPattern } from './names.ts'
+
+/** What a secret is replaced with. */
+export const REDACTED = '[REDACTED]'
+
+/** The shortest end of a secret redacted at the start of a cut text (`headCut`). */
+const MIN_FRAGMENT = 4
+
+// A credential as it appears after a header or an assignment: 8 or more characters
+// of the bearer-token alphabet (RFC 6750). `CRED` also needs a digit, so that code
+// such as `password: string` or `token = getToken()` is left alone.
+const CRED_ANY = String.raw`[A-Za-z0-9._~+/=-]{8,}`
+const CRED = String.raw`(?=[A-Za-z._~+/=-]*\d)${CRED_ANY}`
+// Quotes and blanks around `:` or `=` (`"apiKey": "..."`, `TOKEN=...`, `x-api-key: ...`).
+const ASSIGN = String.raw`["']?[ \t]*[:=][ \t]*["']?`
+
+/**
+ * Credentials recognized by their context, known or not. Each alternative matches
+ * only the credential (the context is a lookbehind), so one replacement fits all.
+ */
+const CONTEXT_PATTERN = new RegExp([
+  // `Authorization: Bearer <token>`, `Basic <base64>`, `token <token>` (also Proxy-Authorization).
+  String.raw`(?<=\bauthorization${ASSIGN}(?:bearer|basic|token)[ \t]+)${CRED_ANY}`,
+  // `Bearer <token>` anywhere (a JSON header echo, a log line).
+  String.raw`(?<=\bbearer[ \t]+)${CRED}`,
+  // A secret-looking name assigned a credential: `x-api-key: ...`, `OPENAI_API_KEY=...`, `"password": "..."`.
+  String.raw`(?<=(?:api[-_]?key|[-_]key|token|secret|password|passwd|passphrase|credentials?|authorization)${ASSIGN})${CRED}`,
+  // A credential in a URL query: `?api_key=...`, `&access_token=...`.
+  String.raw`(?<=[?&](?:access_token|api_key|apikey|key|token|secret|password)=)[^&#\s"'<>]+`,
+  // The password of a URL with credentials: `postgres://app:<password>@db`.
+  String.raw`(?<=\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@]*:)[^\s/@$<{[][^\s/@]*(?=@)`,
+].join('|'), 'gi')
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+}
+
+export interface RedactOptions {
+  /**
+   * The text is the tail of a longer one (output cut at a size limit): a start that
+   * is the end of a known secret (at least 4 characters) is redacted too.
+   */
+  headCut?: boolean
+}
+
+/** Redacts one text. */
+export type Redactor = (text: string, options?: RedactOptions) => string
+
+/**
+ * A redactor for a fixed list of secret values: one RegExp of all of them
+ * (longest first, so a secret containing another is replaced whole), compiled
+ * once, then a second pass for credentials recognized by their context.
+ */
+export function createRedactor(secrets: readonly string[]): Redactor {
+  const known = [...new Set(secrets)].filter(Boolean).sort((a, b) => b.length - a.length)
+  const literal = known.length ? new RegExp(known.map(escapeRegExp).join('|'), 'g') : undefined
+  return (text, options = {}) => {
+    let out = literal ? text.replace(literal, REDACTED) : text
+    out = out.replace(CONTEXT_PATTERN, REDACTED)
+    if (options.headCut) out = redactHeadFragment(out, known)
+    return out
+  }
+}
+
+function redactHeadFragment(text: string, secrets: readonly string[]): string {
+  let longest = 0
+  for (const secret of secrets) {
+    for (let length = Math.min(secret.length - 1, text.length); length >= MIN_FRAGMENT && length > longest; length--) {
+      if (text.startsWith(secret.slice(secret.length - length))) longest = length
+    }
+  }
+  return longest ? REDACTED + text.slice(longest) : text
+}
+
+// One redactor per secrets array, so repeated calls with the same list compile nothing.
+const redactors = new WeakMap<readonly string[], Redactor>()
+
+/** `text` with every known secret value, and every credential recognized by its context, replaced by `[REDACTED]`. */
+export function redact(text: string, secrets: readonly string[], options?: RedactOptions): string {
+  let redactor = redactors.get(secrets)
+  if (!redactor) redactors.set(secrets, redactor = createRedactor(secrets))
+  return redactor(text, options)
+}
+
+export interface RedactDeepOptions {
+  /** Keys whose values are redacted whole (default `DEFAULT_SECRET_PATTERNS`; `false`: no key is). */
+  keys?: readonly SecretPattern[] | false
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object') return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
+/**
+ * A copy of a JSON-like value for printing: every string redacted, and every
+ * non-empty string under a secret-named key (`apiKey`, `token`, `password`,
+ * `clientSecret`, at any depth below it) replaced by `[REDACTED]`. Numbers,
+ * booleans and null stay; instances other than arrays and plain objects are
+ * kept as they are; a cycle becomes `[Circular]`.
+ */
+export function redactDeep<T>(value: T, secrets: readonly string[] = [], options: RedactDeepOptions = {}): T {
+  const keys = options.keys === undefined ? DEFAULT_SECRET_PATTERNS : options.keys
+  const redactor = createRedactor(secrets)
+  const ancestors = new Set<object>()
+  const walk = (node: unknown, hidden: boolean): unknown => {
+    if (typeof node === 'string') return hidden && node !== '' ? REDACTED : redactor(node)
+    if (!Array.isArray(node) && !isPlainObject(node)) return node
+    if (ancestors.has(node)) return '[Circular]'
+    ancestors.add(node)
+    const copy = Array.isArray(node)
+      ? node.map(item => walk(item, hidden))
+      : Object.fromEntries(Object.entries(node).map(([key, item]) =>
+        [key, walk(item, hidden || (keys !== false && isSecretName(key, keys)))]))
+    ancestors.delete(node)
+    return copy
+  }
+  return walk(value, false) as T
+}

@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest'
+import { REDACTED, createRedactor, redact, redactDeep } from '../src/index.ts'
+
+const KEY = 'sk-test-0123456789abcdef'
+const TOKEN = 'ghp_0123456789abcdefghij'
+
+describe('redact', () => {
+  it('replaces every occurrence of every known secret', () => {
+    expect(redact(`a ${KEY} b ${TOKEN} c ${KEY}`, [KEY, TOKEN])).toBe(`a ${REDACTED} b ${REDACTED} c ${REDACTED}`)
+  })
+
+  it('replaces a secret that contains another one whole', () => {
+    expect(redact('x=abcdefgh12345678', ['abcdefgh', 'abcdefgh12345678'])).toBe(`x=${REDACTED}`)
+  })
+
+  it('treats secrets as literal text, not patterns', () => {
+    expect(redact('a.b*c+d?(e) and aXb', ['a.b*c+d?(e)'])).toBe(`${REDACTED} and aXb`)
+  })
+
+  it('leaves text without secrets unchanged', () => {
+    const text = 'npm test\n  42 passed\n[exit code: 0]'
+    expect(redact(text, [KEY])).toBe(text)
+    expect(redact(text, [])).toBe(text)
+  })
+
+  it('redacts header and assignment echoes of unknown credentials', () => {
+    const cases: Array<[string, string]> = [
+      ['> Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig', `> Authorization: Bearer ${REDACTED}`],
+      ['authorization: basic dXNlcjpwYXNzd29yZA==', `authorization: basic ${REDACTED}`],
+      ['Proxy-Authorization: Basic dXNlcjpwYXNz', `Proxy-Authorization: Basic ${REDACTED}`],
+      ['{"Authorization":"Bearer abc123def456"}', `{"Authorization":"Bearer ${REDACTED}"}`],
+      ['x-api-key: abcd1234efgh5678', `x-api-key: ${REDACTED}`],
+      ['api-key: abcd1234efgh5678', `api-key: ${REDACTED}`],
+      ['OPENAI_API_KEY=sk-proj-99999999', `OPENAI_API_KEY=${REDACTED}`],
+      ['GITHUB_TOKEN=ghp_1234567890', `GITHUB_TOKEN=${REDACTED}`],
+      ['"password": "hunter2hunter2"', `"password": "${REDACTED}"`],
+      ['GET /v1?api_key=abc&x=1', `GET /v1?api_key=${REDACTED}&x=1`],
+      ['postgres://app:pw-secret@db/app', `postgres://app:${REDACTED}@db/app`],
+    ]
+    for (const [text, expected] of cases) expect(redact(text, [])).toBe(expected)
+  })
+
+  it('leaves code that merely names credentials alone', () => {
+    for (const text of [
+      'password: string',
+      'const token = getToken()',
+      'headers: { Authorization: `Bearer ${token}` }',
+      "apiKey: process.env.OPENAI_API_KEY,",
+      'Bearer authentication is described in RFC 6750',
+      'url = `https://user:${pass}@host`',
+      'max_tokens: 4096',
+    ]) expect(redact(text, [])).toBe(text)
+  })
+
+  it('with headCut, redacts the end of a secret that starts a cut text', () => {
+    expect(redact('89abcdef rest', [KEY], { headCut: true })).toBe(`${REDACTED} rest`)
+    expect(redact('89abcdef rest', [KEY])).toBe('89abcdef rest')
+    // Fewer than 4 characters are not taken for a fragment.
+    expect(redact('def rest', [KEY], { headCut: true })).toBe('def rest')
+  })
+
+  it('is fast on long text with many secrets (one compiled search)', () => {
+    const secrets = Array.from({ length: 30 }, (_, i) => `secret-value-${i}-${'x'.repeat(20)}`)
+    const line = 'ordinary build output: compiling module 42 of 97, Authorization: none, ok\n'
+    const text = line.repeat(15_000) + secrets[7] + '\n' // about 1 MB
+    const redactor = createRedactor(secrets)
+    const started = performance.now()
+    const out = redactor(text)
+    expect(performance.now() - started).toBeLessThan(1_000)
+    expect(out.endsWith(`${REDACTED}\n`)).toBe(true)
+    expect(out.length).toBe(text.length - secrets[7].length + REDACTED.length)
+  })
+})
+
+describe('redactDeep', () => {
+  it('redacts secret-named keys at any depth, and known values in every string', () => {
+    const config = {
+      provider: 'deepseek',
+      apiKey: KEY,
+      headers: { Authorization: 'Bearer abc', 'x-trace': 'on' },
+      rows: [{ id: 'llm', config: { token: 'short', baseUrl: 'https://api.example.com', note: `uses ${TOKEN}` } }],
+      credentials: { user: 'bob', pass: 'hunter2' },
+      maxTokens: 4096,
+      password: '',
+      enabled: true,
+    }
+    expect(redactDeep(config, [TOKEN])).toEqual({
+      provider: 'deepseek',
+      apiKey: REDACTED,
+      headers: { Authorization: REDACTED, 'x-trace': 'on' },
+      rows: [{ id: 'llm', config: { token: REDACTED, baseUrl: 'https://api.example.com', note: `uses ${REDACTED}` } }],
+      credentials: { user: REDACTED, pass: REDACTED },
+      maxTokens: 4096,
+      password: '',
+      enabled: true,
+    })
+    expect(config.apiKey).toBe(KEY)
+  })
+
+  it('can leave keys alone or use other key patterns', () => {
+    expect(redactDeep({ token: 'abc', note: KEY }, [KEY], { keys: false })).toEqual({ token: 'abc', note: REDACTED })
+    expect(redactDeep({ token: 'abc', dsn: 'https://k@sentry' }, [], { keys: ['dsn'] })).toEqual({ token: 'abc', dsn: REDACTED })
+  })
+
+  it('keeps non-plain objects and survives cycles', () => {
+    const when = new Date(0)
+    const node: Record<string, unknown> = { when, name: 'a' }
+    node.self = node
+    const copy = redactDeep(node)
+    expect(copy.when).toBe(when)
+    expect(copy.self).toBe('[Circular]')
+    expect(redactDeep(KEY, [KEY])).toBe(REDACTED)
+  })
+})
