@@ -2,9 +2,9 @@
 // loader and include plugins, wait until everything settled, and fail loud, row
 // by row, when a plugin did not start. A `dev` command reuses `boot()` with the
 // HMR plugin in `plugins` and `recompose()` on layer edits.
-import { Context, type Plugin } from '@deepseek-ai/cordis'
+import { Context, resolveConfig, type Plugin } from '@deepseek-ai/cordis'
 import Include from '@deepseek-ai/cordis-plugin-include'
-import Loader, { Group, type Entry } from '@deepseek-ai/cordis-plugin-loader'
+import Loader, { Group, interpolate, isJsExpr, type Entry, type EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -20,7 +20,7 @@ export interface BootOptions extends ComposeOptions {
    * (a dev command plugs the timer and HMR plugins here).
    */
   plugins?: readonly { plugin: Plugin; config?: unknown }[]
-  /** Warnings and errors logged by plugins (default: stderr). Errors during boot are also turned into the BootError. */
+  /** Warnings and errors logged by plugins (default: stderr). Errors during boot (or a recompose) are also turned into the BootError. */
   log?: (level: 'warn' | 'error' | 'info', text: string) => void
   /** Also report `info` logs (default false). */
   verbose?: boolean
@@ -35,8 +35,9 @@ export interface Deployment {
   /**
    * Re-reads every layer and applies the new rows to the running deployment as
    * one update of the include (rows that did not change keep running). A layer
-   * that does not parse throws a ConfigError and changes nothing; a row that does
-   * not start rolls the whole update back and throws a BootError.
+   * that does not parse throws a ConfigError, and a config value that its plugin's
+   * schema refuses throws a BootError naming the row and key: both change nothing.
+   * A row that does not start rolls the whole update back and throws a BootError.
    */
   recompose(): Promise<Composition>
   /** What is wrong with the running rows now: one line per row (empty when all run). */
@@ -64,8 +65,9 @@ export async function boot(options: BootOptions): Promise<Deployment> {
 
   const root = new Context()
   root.baseUrl = pathToFileURL(cwd).href + '/'
+  // Errors logged while the rows start (at boot, during a recompose) fail that start.
   const logged: { error: unknown; text: string }[] = []
-  let booting = true
+  let starting = true
   root.logger.exporter({
     colors: 0,
     // Cordis ranks WARN (2) above INFO (1): without this, warnings are filtered out.
@@ -73,7 +75,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     export: (message) => {
       const text = `[${message.name}] ${String(Logger.format(message))}`
       if (message.type === 'error') {
-        if (booting) logged.push({ error: message.args[0], text })
+        if (starting) logged.push({ error: message.args[0], text })
         else log('error', text)
       } else if (message.type === 'warn') {
         log('warn', text)
@@ -129,18 +131,16 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     return found.map(problem => problem.text)
   }
   const found = await rowProblems(root)
-  booting = false
+  starting = false
   // Root causes first: a row waiting for a service is often waiting for a row that failed.
   found.sort((a, b) => Number(a.pending === true) - Number(b.pending === true))
   if (found.some(problem => !problem.pending)) {
     for (const problem of found) if (problem.pending) problem.text += ' (a failed row above may be the one that provides it)'
   }
-  const explained = new Set<unknown>(found.map(problem => problem.error).filter(error => error !== undefined))
-  const messages = new Set(found.map(problem => problem.message))
-  const stray = logged.filter(entry => !explained.has(entry.error) && !messages.has(firstLine(entry.error)))
+  const stray = strayErrors(found, logged)
   if (found.length || stray.length) {
     await dispose().catch(() => {})
-    throw new BootError([...found.map(problem => problem.text), ...stray.map(entry => oneLine(entry.text))])
+    throw new BootError([...found.map(problem => problem.text), ...stray])
   }
 
   return {
@@ -149,17 +149,28 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     bootDir,
     async recompose() {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
+      // The loader would keep a running row on its old config and go on with the
+      // others: refuse an invalid value before anything changes.
+      const invalid = await configProblems(root, next.rows)
+      if (invalid.length) throw new BootError(invalid, 'the edited deployment was not applied')
       const apply = async (rows: Composition['rows']) => {
         await root.loader.update(DEPLOYMENT_ENTRY, { config: includeConfig(rows) } as never)
         await root.loader.await()
       }
-      await apply(next.rows)
+      starting = true
+      logged.length = 0
+      try {
+        await apply(next.rows)
+      } finally {
+        starting = false
+      }
       // One transaction: if a row of the new composition does not start, the
       // previous rows come back and nothing of the edit stays applied.
       const found = await rowProblems(root)
-      if (found.length) {
+      const stray = strayErrors(found, logged)
+      if (found.length || stray.length) {
         await apply(composition.rows)
-        throw new BootError(found.map(problem => problem.text), 'the edited deployment did not start, so the previous one runs again')
+        throw new BootError([...found.map(problem => problem.text), ...stray], 'the edited deployment did not start, so the previous one runs again')
       }
       composition = next
       return next
@@ -167,6 +178,47 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     problems,
     dispose,
   }
+}
+
+/**
+ * Config values that a row's plugin would refuse, one line per row, found
+ * without touching the running rows: each enabled row's config (its `!!js`
+ * values evaluated as the loader would) checked against its module's schema.
+ * A module that does not load is left to the mount, which reports it.
+ */
+async function configProblems(root: Context, rows: readonly EntryOptions[]): Promise<string[]> {
+  const tree = root.loader.store[DEPLOYMENT_ENTRY]?.subtree
+  if (!tree) return []
+  const problems: string[] = []
+  const check = async (row: EntryOptions) => {
+    let disabled: unknown
+    let config: unknown
+    try {
+      disabled = isJsExpr(row.disabled) ? interpolate(root, row.disabled) : row.disabled
+      config = interpolate(root, row.config)
+    } catch {
+      return // an expression that needs the row's own context: checked when it mounts
+    }
+    if (disabled) return
+    if (row.group) {
+      for (const child of Array.isArray(row.config) ? row.config as EntryOptions[] : []) await check(child)
+      return
+    }
+    let plugin: Plugin | undefined
+    try {
+      plugin = root.loader.unwrapExports(await tree.import(row.name))
+    } catch {
+      return
+    }
+    if (!plugin?.Config) return
+    try {
+      resolveConfig({ Config: plugin.Config } as Plugin.Runtime, config)
+    } catch (error) {
+      problems.push(`row "${row.id}" (${row.name}): ${startMessage(error)}`)
+    }
+  }
+  for (const row of rows) await check(row)
+  return problems
 }
 
 interface RowProblem {
@@ -205,6 +257,13 @@ async function rowProblems(root: Context): Promise<RowProblem[]> {
   return problems
 }
 
+/** Errors logged while rows started that no row problem explains already, one line each. */
+function strayErrors(found: readonly RowProblem[], logged: readonly { error: unknown; text: string }[]): string[] {
+  const explained = new Set<unknown>(found.map(problem => problem.error).filter(error => error !== undefined))
+  const messages = new Set(found.map(problem => problem.message))
+  return logged.filter(entry => !explained.has(entry.error) && !messages.has(firstLine(entry.error))).map(entry => oneLine(entry.text))
+}
+
 function importMessage(error: unknown, name: string): string {
   const code = (error as NodeJS.ErrnoException)?.code
   if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
@@ -216,7 +275,8 @@ function importMessage(error: unknown, name: string): string {
   return `cannot load module "${name}": ${oneLine(String((error as Error)?.message ?? error))}`
 }
 
-function startMessage(error: unknown): string {
+/** Why a plugin did not start: its invalid config values (key paths), or what its apply threw. */
+export function startMessage(error: unknown): string {
   if (error instanceof Error && error.name === 'ValidationError') {
     const issues = error.message.split('\n').slice(1).map(line => line.replace(/^\s*-\s*/, '').replace(/ \(at [^)]*\)$/, ''))
     return `invalid config: ${issues.join('; ')}`

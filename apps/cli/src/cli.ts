@@ -6,7 +6,7 @@ import { CLI_ROOT, compose, dumpRows, type Composition } from './compose.ts'
 import { formatTime } from './describe.ts'
 import { dev } from './dev.ts'
 import { BootError, ConfigError, UsageError } from './errors.ts'
-import { DEFAULT_CACHE_PRICES, type CachePrices } from '@loom/session'
+import type { CachePrices, ReportedEconomics } from '@loom/session'
 import type { PromptReport, Runner, StatsReport, VerifyReport } from './runner.ts'
 import { processIo, styler, type Io } from './term.ts'
 
@@ -27,18 +27,25 @@ Commands:
 
 Options:
   --json                 machine-readable output (run, prompt, config, sessions)
-  --provider <id>        model route (run, resume, prompt); default: deepseek, openai, scripted (the first served)
+  --provider <id>        model route (run, resume, prompt); default: deepseek, anthropic, openai, scripted (the first served)
   --model <id>           model id (run, resume, prompt)
+  --thinking on|off      thinking mode of the model (run, resume); off sends reasoning effort "off"
+  --reasoning-effort <e> reasoning effort the route offers, e.g. low, high, max (run, resume)
+  --show-reasoning       print the model's reasoning as it streams, dimmed (run, resume)
+  --max-steps <n>        model requests per turn before the turn stops (run, resume; default 50)
+  --max-input-tokens <n> input tokens per turn, as the provider reports them (run, resume)
+  --max-cost <usd>       estimated US dollars per turn at the model's prices (run, resume)
   --bundle <name>        bundle layer(s), in order (default: default; the CLI also ships minimal)
   --patch <file>         a patch layer applied after loom.yml; repeatable, in order
-  --hit-price <P>        sessions stats: price per million cache-hit input tokens (default 0.07)
-  --miss-price <P>       sessions stats: price per million cache-miss input tokens (default 0.27)
-  --output-price <P>     sessions stats: price per million output tokens (default 1.10)
+  --hit-price <P>        sessions stats: price per million cache-hit input tokens (default: the model's; deepseek-flash 0.006)
+  --miss-price <P>       sessions stats: price per million cache-miss input tokens (default: the model's; deepseek-flash 0.30)
+  --output-price <P>     sessions stats: price per million output tokens (default: the model's; deepseek-flash 1.20)
   -h, --help             this help
   -v, --version          versions of loom and Node
 
 Environment:
-  DEEPSEEK_API_KEY               use DeepSeek (route deepseek); DEEPSEEK_BASE_URL overrides its URL
+  DEEPSEEK_API_KEY               use DeepSeek (route deepseek, model deepseek-flash); DEEPSEEK_BASE_URL overrides its URL
+  ANTHROPIC_API_KEY              use Anthropic (route anthropic); ANTHROPIC_BASE_URL overrides its URL
   OPENAI_BASE_URL, OPENAI_API_KEY  use an OpenAI-compatible server (route openai); OPENAI_MODEL picks the model
   LOOM_HOME                      where sessions are stored (default ~/.loom; sessions in $LOOM_HOME/sessions)
   With no key set, an offline demo model answers (route scripted).
@@ -55,6 +62,12 @@ export interface Parsed {
   version: boolean
   /** `sessions stats` prices per million tokens, as typed (checked by the command). */
   prices: { hit?: string; miss?: string; output?: string }
+  showReasoning: boolean
+  thinking?: 'on' | 'off'
+  reasoningEffort?: string
+  maxSteps?: number
+  maxInputTokens?: number
+  maxCostUsd?: number
 }
 
 export function parse(argv: readonly string[]): Parsed {
@@ -78,6 +91,12 @@ export function parse(argv: readonly string[]): Parsed {
         'hit-price': { type: 'string' },
         'miss-price': { type: 'string' },
         'output-price': { type: 'string' },
+        'show-reasoning': { type: 'boolean' },
+        thinking: { type: 'string' },
+        'reasoning-effort': { type: 'string' },
+        'max-steps': { type: 'string' },
+        'max-input-tokens': { type: 'string' },
+        'max-cost': { type: 'string' },
       },
     }))
   } catch (error) {
@@ -93,14 +112,45 @@ export function parse(argv: readonly string[]): Parsed {
     help: values.help === true,
     version: values.version === true,
     prices: { hit: values['hit-price'] as string | undefined, miss: values['miss-price'] as string | undefined, output: values['output-price'] as string | undefined },
+    showReasoning: values['show-reasoning'] === true,
+    thinking: onOff('thinking', values.thinking as string | undefined),
+    reasoningEffort: values['reasoning-effort'] as string | undefined,
+    maxSteps: number('max-steps', values['max-steps'] as string | undefined, { integer: true, min: 1 }),
+    maxInputTokens: number('max-input-tokens', values['max-input-tokens'] as string | undefined, { integer: true, min: 1 }),
+    maxCostUsd: number('max-cost', values['max-cost'] as string | undefined, { integer: false, min: 0 }),
   }
 }
+
+function onOff(flag: string, raw: string | undefined): 'on' | 'off' | undefined {
+  if (raw === undefined || raw === 'on' || raw === 'off') return raw
+  throw new UsageError(`--${flag}: expected on or off, got "${raw}"`)
+}
+
+function number(flag: string, raw: string | undefined, rule: { integer: boolean; min: number }): number | undefined {
+  if (raw === undefined) return undefined
+  const value = Number(raw)
+  if (raw.trim() === '' || !Number.isFinite(value) || value < rule.min || (rule.integer && !Number.isInteger(value))) {
+    throw new UsageError(`--${flag}: expected ${rule.integer ? 'a whole number' : 'a number'} >= ${rule.min}, got "${raw}"`)
+  }
+  return value
+}
+
+/**
+ * What a stop signal (SIGINT, SIGTERM, SIGHUP) does to the running command:
+ * `stopping`: it closes its work (the running turn is cancelled, closed and
+ * written), then the process exits with the signal's code; `handled`: the
+ * command took it and goes on (`loom dev` cancelled a task); `exit`: nothing
+ * to close, exit now.
+ */
+export type Interrupt = (signal: NodeJS.Signals) => 'stopping' | 'handled' | 'exit'
 
 export interface MainOptions {
   io?: Io
   cwd?: string
-  /** Receives the runner once the deployment is up (the SIGINT handler cancels through it). */
+  /** Receives the runner once the deployment is up. */
   onRunner?: (runner: Runner | undefined) => void
+  /** Receives what a stop signal does while the command runs (`undefined`: nothing runs yet, or any more). */
+  onInterrupt?: (interrupt: Interrupt | undefined) => void
 }
 
 /** Runs one `loom` invocation; resolves to the exit code. */
@@ -139,7 +189,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     }
     if (command === 'dev') {
       expectArgs(command, rest, 0)
-      return await dev({ ...layers, provider: parsed.provider, model: parsed.model, io })
+      return await dev({ ...layers, provider: parsed.provider, model: parsed.model, io, onInterrupt: options.onInterrupt })
     }
     const plan = plan_(command, rest)
     deployment = await boot({ ...layers, log: (level, text) => io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n') })
@@ -147,7 +197,14 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     if (!runner) {
       throw new ConfigError('the deployment has no runner: add the row `- id: runner\n    name: \'@loom/cli/runner\'` (the CLI\'s own plugin serves its commands)')
     }
+    // The session leases this process takes name it, so a refused writer reads `(loom run)`.
+    const persistence = deployment.root.get('sessionPersistence')
+    if (persistence) persistence.leaseCommand = ['loom', command, ...(command === 'sessions' ? rest.slice(0, 1) : [])].join(' ')
     options.onRunner?.(runner)
+    options.onInterrupt?.(() => {
+      runner.cancel()
+      return 'stopping'
+    })
     return await plan(runner, parsed, io, cwd)
   } catch (error) {
     if (error instanceof UsageError) return fail(error.message, 2)
@@ -156,6 +213,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
   } finally {
     options.onRunner?.(undefined)
     await deployment?.dispose().catch(error => fail(`shutting down: ${(error as Error).message}`))
+    options.onInterrupt?.(undefined)
   }
 }
 
@@ -247,6 +305,7 @@ function planSessions(rest: string[]): Plan {
         } else {
           const done: string[] = []
           if (before.tornBytes) done.push(`cut a torn tail of ${before.tornBytes} bytes`)
+          for (const compaction of before.unfinishedCompactions ?? []) done.push(`closed the unfinished compaction ${compaction.compactionId}: appended compaction/end`)
           if (before.openTurn) done.push(`closed the open turn ${before.openTurn.turn}: appended ${before.openTurn.closers.join(', ')}`)
           io.stdout.write(`repaired session ${id}: ${done.join('; ')}\n${after.clean ? `the log is clean now (${after.events} events)` : 'the log is still not clean'}\n`)
         }
@@ -281,9 +340,9 @@ function planSessions(rest: string[]): Plan {
   }
 }
 
-/** The `--*-price` flags over the defaults; a price must be a finite number >= 0. */
-function statsPrices(typed: Parsed['prices']): CachePrices {
-  const prices = { ...DEFAULT_CACHE_PRICES }
+/** The `--*-price` flags (over the model's prices); a price must be a finite number >= 0. */
+function statsPrices(typed: Parsed['prices']): Partial<CachePrices> {
+  const prices: Partial<CachePrices> = {}
   for (const key of ['hit', 'miss', 'output'] as const) {
     const raw = typed[key]
     if (raw === undefined) continue
@@ -298,22 +357,27 @@ function describeStats(stats: StatsReport): string {
   const { requests, totals, prices } = stats
   const percent = (share: number | null) => share === null ? '-' : `${(Math.floor(share * 1000) / 10).toFixed(1)}%`
   const money = (value: number) => `$${value.toFixed(6)}`
-  const head = ['#', 'TURN', 'STEP', 'CHARS', 'REUSE', 'HIT TOK', 'MISS TOK', 'OUT TOK', 'INPUT COST']
-  const rows = requests.map(r => [String(r.index + 1), String(r.turn ?? '-'), String(r.step ?? '-'), String(r.chars), percent(r.reuse), String(r.hitTokens), String(r.missTokens), String(r.outputTokens), money(r.inputCost)])
-  const total = ['total', '', '', String(totals.chars), percent(totals.meanReuse), String(totals.hitTokens), String(totals.missTokens), String(totals.outputTokens), money(totals.inputCost)]
+  const head = ['#', 'TURN', 'STEP', 'CHARS', 'REUSE', 'HIT TOK', 'MISS TOK', 'OUT TOK', 'INPUT COST', 'REPORTED IN', 'CACHED', 'REPORTED COST']
+  const reported = (r: ReportedEconomics | null) => r ? [String(r.inputTokens), percent(r.hitShare), money(r.inputCost + r.outputCost)] : ['-', '-', '-']
+  const rows = requests.map(r => [String(r.index + 1), String(r.turn ?? '-'), String(r.step ?? '-'), String(r.chars), percent(r.reuse), String(r.hitTokens), String(r.missTokens), String(r.outputTokens), money(r.inputCost), ...reported(r.reported)])
+  const total = ['total', '', '', String(totals.chars), percent(totals.meanReuse), String(totals.hitTokens), String(totals.missTokens), String(totals.outputTokens), money(totals.inputCost), ...reported(totals.reported)]
   const widths = head.map((h, i) => Math.max(h.length, ...[...rows, total].map(r => r[i].length)))
   const fmt = (r: string[]) => r.map((c, i) => i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i])).join('  ')
   const lines = [
     `session ${stats.id}: ${totals.requests} request${totals.requests === 1 ? '' : 's'}`,
     `  prices per million tokens: cache hit ${prices.hit}, cache miss ${prices.miss}, output ${prices.output}; tokens ~ characters / 4 of the serialized request`,
     `  REUSE: share of the previous request's serialization (tools, system, messages) reused unchanged as this one's prefix`,
+    `  REPORTED: what the provider reported (input tokens incl. cache reads, share of them read from its cache, cost of input and output)`,
     '',
     fmt(head),
     ...rows.map(fmt),
     fmt(total),
     '',
     `prefix reuse: mean ${percent(totals.meanReuse)}, min ${percent(totals.minReuse)}`,
-    `input cost: ${money(totals.inputCost)} (${money(totals.uncachedInputCost)} with no cache); output cost: ${money(totals.outputCost)}`,
+    `estimated input cost: ${money(totals.inputCost)} (${money(totals.uncachedInputCost)} with no cache); output cost: ${money(totals.outputCost)}`,
+    totals.reported
+      ? `reported by the provider (${totals.reported.requests} of ${totals.requests} requests): ${totals.reported.inputTokens} input tokens, ${percent(totals.reported.hitShare)} from its cache; cost ${money(totals.reported.inputCost)} input + ${money(totals.reported.outputCost)} output`
+      : 'the provider reported no usage',
   ]
   return lines.join('\n') + '\n'
 }
@@ -326,6 +390,10 @@ function describeVerify(report: VerifyReport): string {
     lines.push(`  events   ${report.events} committed`)
     lines.push(`  tail     ${report.tornBytes ? `torn: ${report.tornBytes} bytes after the last complete line would be cut` : 'intact'}`)
     lines.push(`  turns    ${report.openTurn ? `turn ${report.openTurn.turn} is open; repair appends ${report.openTurn.closers.join(', ')}` : 'all closed'}`)
+    // A crash inside a compaction (`loom sessions compact`, or one before a step) leaves its start without an end.
+    for (const { compactionId, turn } of report.unfinishedCompactions ?? []) {
+      lines.push(`  compact  unfinished compaction ${compactionId} (${turn === null ? 'between turns' : `in turn ${turn}`}); repair appends compaction/end`)
+    }
     if (!report.clean) lines.push(`  repair with: loom sessions repair ${report.id}`)
   }
   return lines.join('\n') + '\n'

@@ -1,17 +1,21 @@
 // `loom dev`: the deployment with hot reload. Saving a plugin file replaces that
 // plugin (its old contributions vanish, the new ones apply at the next
-// assembly); an edit that does not compile keeps the last good version and prints
-// the error with its location; an edit of a layer file (loom.yml, a --patch)
-// applies as one transaction or not at all. Each line typed is a task for the
-// agent; `/prompt` shows what the model would get next.
+// assembly); an edit that does not compile, or whose plugin does not start,
+// keeps the last good version and prints the error with its location; an edit
+// of a layer file (loom.yml, a --patch) applies as one transaction or not at
+// all. Each line typed is a task for the agent; `/prompt` shows what the model
+// would get next. Ctrl-C cancels the running task; with none running it quits.
+import type { Context, Fiber, Plugin } from '@deepseek-ai/cordis'
 import Hmr from '@deepseek-ai/cordis-plugin-hmr'
 import Timer from '@deepseek-ai/cordis-plugin-timer'
 import { spawn } from 'node:child_process'
+import { constants } from 'node:os'
 import { relative } from 'node:path'
 import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
-import { boot, type Deployment } from './boot.ts'
+import { boot, startMessage, type Deployment } from './boot.ts'
+import type { Interrupt } from './cli.ts'
 import { BootError, ConfigError } from './errors.ts'
 import type { Runner } from './runner.ts'
 import { styler, type Io } from './term.ts'
@@ -24,17 +28,24 @@ export interface DevOptions {
   model?: string
   io: Io
   input?: Readable
+  /** Receives what a stop signal does while dev runs (see `Interrupt`). */
+  onInterrupt?: (interrupt: Interrupt | undefined) => void
 }
 
 /**
  * Hot reload needs Node's internal module loader (`--expose-internals`). Without
  * it, `loom dev` starts itself again with the flag and passes its exit code on.
+ * Signals sent to this process are passed on; when they came to the whole
+ * process group the child gets them twice, and takes the second as a duplicate.
  */
-export function relaunchWithInternals(): Promise<number> {
+export function relaunchWithInternals(onInterrupt?: DevOptions['onInterrupt']): Promise<number> {
   return new Promise(resolve => {
     const child = spawn(process.execPath, ['--expose-internals', ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' })
-    process.on('SIGINT', () => {}) // the child gets the terminal's Ctrl-C itself
-    child.on('exit', (code, signal) => resolve(signal ? 130 : code ?? 1))
+    onInterrupt?.(signal => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+      return 'handled'
+    })
+    child.on('exit', (code, signal) => resolve(signal ? 128 + (constants.signals[signal] ?? 0) : code ?? 1))
     child.on('error', error => {
       process.stderr.write(`loom: cannot restart with --expose-internals: ${error.message}\n`)
       resolve(1)
@@ -43,7 +54,7 @@ export function relaunchWithInternals(): Promise<number> {
 }
 
 export async function dev(options: DevOptions): Promise<number> {
-  if (!process.execArgv.includes('--expose-internals')) return relaunchWithInternals()
+  if (!process.execArgv.includes('--expose-internals')) return relaunchWithInternals(options.onInterrupt)
   const { io, cwd } = options
   const out = styler(io.stdout)
   const say = (text: string) => io.stdout.write(text + '\n')
@@ -61,6 +72,7 @@ export async function dev(options: DevOptions): Promise<number> {
   const root = deployment.root
   const runner = () => root.get('runner') as Runner | undefined
   const flags = { provider: options.provider, model: options.model, cwd }
+  const modules = new GoodModules(root)
 
   /** The sections and tools now in the prompt, one line each, with their owners. */
   const summary = async () => {
@@ -75,11 +87,24 @@ export async function dev(options: DevOptions): Promise<number> {
     }
   }
 
-  // Module reloads: the old fiber is gone and the new one active once the loader settled.
+  // Module reloads. HMR has disposed the old fibers and plugged the new module;
+  // a module that fails to import never gets here (HMR keeps the old one and logs
+  // the error with its location). A new version that does not start (its apply
+  // throws, its config is invalid for its new schema) is swapped back for the last
+  // good one, so its sections and tools stay.
   root.on('hmr/reload', async reloads => {
     await root.loader.await()
-    const files = [...reloads.values()].map(reload => relative(cwd, fileURLToPath(reload.filename)))
-    say(out.green(`reloaded ${files.join(', ')}`))
+    const reloaded: string[] = []
+    for (const [previous, { filename, runtime }] of reloads) {
+      const file = relative(cwd, fileURLToPath(filename))
+      const problem = runtime && await modules.restoreIfBroken(previous, filename, runtime)
+      if (problem) warn(`${locate(problem.error, filename, cwd) ?? file}: ${problem.message}; the edited plugin did not start, so the last good version runs again`)
+      else reloaded.push(file)
+    }
+    await root.loader.await()
+    modules.remember()
+    if (reloaded.length) say(out.green(`reloaded ${reloaded.join(', ')}`))
+    for (const problem of await deployment.problems()) warn(problem)
     await summary()
   })
 
@@ -90,44 +115,148 @@ export async function dev(options: DevOptions): Promise<number> {
     const file = relative(cwd, fileURLToPath(url))
     try {
       await deployment.recompose()
+      modules.remember()
       say(out.green(`applied ${file}`))
       await summary()
     } catch (error) {
       if (!(error instanceof ConfigError || error instanceof BootError)) throw error
-      warn(`${file} was not applied; the running deployment is unchanged:\n  ${error.message.replace(/\n/g, '\n  ')}`)
+      const detail = error instanceof BootError ? error.problems.join('\n  ') : error.message.replace(/\n/g, '\n  ')
+      warn(`${file} not applied: ${detail}\n  the running deployment is unchanged`)
     }
   })
 
   say(`loom dev: watching ${cwd}`)
-  say(out.dim('type a task to run it, /prompt to see the prompt, /quit to stop'))
+  say(out.dim('type a task to run it, /prompt to see the prompt, Ctrl-C to cancel a task, /quit to stop'))
   await summary()
 
   const input = createInterface({ input: options.input ?? process.stdin, terminal: false })
+  /** The task running now; `cancelled` once a Ctrl-C asked its turn to stop. */
+  let task: { cancelled: boolean } | undefined
+  let quitting = false
+  let quit = () => {}
   let busy = Promise.resolve(0)
   const stop = new Promise<void>(resolve => {
+    quit = () => {
+      quitting = true
+      resolve()
+    }
     input.on('line', line => {
-      const task = line.trim()
-      if (!task) return
-      if (task === '/quit') return resolve()
+      const text = line.trim()
+      if (!text) return
+      if (text === '/quit') return quit()
       busy = busy.then(async () => {
-        if (task === '/prompt') {
+        if (quitting) return 0
+        if (text === '/prompt') {
           await summary()
           const report = await runner()?.prompt(flags)
           if (report) say(report.system)
           return 0
         }
-        return runner()?.run(task, flags, io) ?? 1
+        task = { cancelled: false }
+        try {
+          return await runner()?.run(text, flags, io) ?? 1
+        } finally {
+          task = undefined
+        }
       }).catch(error => {
         warn((error as Error).message)
         return 1
       })
     })
-    input.on('close', resolve)
-    process.once('SIGINT', resolve)
+    input.on('close', quit)
   })
+
+  // Ctrl-C cancels the running task (its turn is closed in the log) and dev goes
+  // on; with no task running it quits. SIGTERM and SIGHUP close the running
+  // task's turn, then quit. A second signal while that is under way exits at once.
+  options.onInterrupt?.(signal => {
+    if (quitting) return 'exit'
+    if (signal === 'SIGINT' && task) {
+      if (task.cancelled) return 'exit'
+      task.cancelled = true
+      warn('cancelling the task (Ctrl-C again to quit at once)')
+      runner()?.cancel()
+      return 'handled'
+    }
+    if (task) runner()?.cancel()
+    quit()
+    return signal === 'SIGINT' ? 'handled' : 'stopping'
+  })
+
   await stop
   await busy
   input.close()
   await deployment.dispose()
   return 0
+}
+
+// FiberState is a const enum in Cordis: its values, for reading `fiber.state`.
+const PENDING = 0
+const FAILED = 3
+
+/**
+ * The module each project file had when the deployment last ran well. HMR
+ * re-imports an edited plugin and plugs the new version in place of the old one;
+ * when that version does not start, the old module and its fibers come back.
+ */
+class GoodModules {
+  private readonly good = new Map<string, unknown>()
+
+  constructor(private readonly root: Context) {
+    this.remember()
+  }
+
+  private get cache(): Map<string, unknown> {
+    return this.root.loader.internal!.loadCache as unknown as Map<string, unknown>
+  }
+
+  /** Records the modules loaded now (the loader cache holds one entry per URL). */
+  remember() {
+    // Map.prototype: Node 24's loader cache overrides get/set with a per-type slot.
+    for (const [url, job] of Map.prototype.entries.call(this.cache) as Iterable<[string, unknown]>) {
+      if (url.startsWith('file:') && !url.includes('/node_modules/')) this.good.set(url, job)
+    }
+  }
+
+  /**
+   * After HMR replaced `previous` (loaded from `filename`): if the new version's
+   * fibers did not start, dispose them, plug `previous` again with each old
+   * fiber's config, and put its module back in the loader cache (so the next
+   * edit replaces it). Returns what went wrong, or `undefined` when the new version runs.
+   */
+  async restoreIfBroken(previous: Plugin, filename: string, runtime: Plugin.Runtime): Promise<{ message: string; error?: unknown } | undefined> {
+    const { root } = this
+    const job = root.loader.internal!.loadCache.get(filename)
+    const current = root.loader.unwrapExports(job?.module?.getNamespace())
+    const fibers: Fiber[] = current ? [...root.registry.get(current)?.fibers ?? []] : []
+    const broken = fibers.find(fiber => fiber.state === FAILED || fiber.state === PENDING)
+    if (!broken) return undefined
+    const problem = broken.state === FAILED
+      ? await broken.await().then(() => ({ message: 'it did not start' }), (error: unknown) => ({ message: startMessage(error), error }))
+      : { message: `it waits for the services ${Object.keys(broken.inject).map(name => `"${name}"`).join(', ')}` }
+
+    root.registry.delete(current)
+    for (const old of runtime.fibers) {
+      const fiber = old.parent.registry.plugin(previous, old._config).ctx.fiber
+      if (old.entry) {
+        fiber.entry = old.entry
+        old.entry.fiber = fiber
+      }
+    }
+    const good = this.good.get(filename)
+    if (good !== undefined) Map.prototype.set.call(this.cache, filename, good)
+    return problem
+  }
+}
+
+/** `file.ts:line:column` of the first stack frame in `filename` (a file URL), relative to `cwd`. */
+function locate(error: unknown, filename: string, cwd: string): string | undefined {
+  const stack = String((error as Error | undefined)?.stack ?? '')
+  const path = fileURLToPath(filename)
+  for (const where of [filename, path]) {
+    const at = stack.indexOf(where + ':')
+    const position = at < 0 ? null : /^:(\d+):(\d+)/.exec(stack.slice(at + where.length))
+    if (position) return `${relative(cwd, path)}:${position[1]}:${position[2]}`
+  }
+  return undefined
 }

@@ -141,6 +141,8 @@ export interface VerifyReport {
   events: number
   tornBytes: number
   openTurn: { turn: number; closers: string[] } | null
+  /** Compactions started and never ended (a crash inside one); repair appends their compaction/end. */
+  unfinishedCompactions: { compactionId: string; turn: number | null }[]
   corruption: string | null
 }
 
@@ -360,10 +362,11 @@ export class Runner extends Service {
     }
 
     this.active = agent
-    this.cancelled = false
     let reason: TurnEndReason | undefined
     try {
       agent.followup(userText(task))
+      // A stop signal that came while the deployment booted still stops this turn.
+      if (this.cancelled) agent.cancel({ kind: 'user' })
       await agent.idle()
     } finally {
       this.active = undefined
@@ -477,10 +480,15 @@ export class Runner extends Service {
       // `inspect` also validates the log as one Session would hold it.
       await persistence.inspect(id)
       const tornBytes = log.fileBytes - log.committedBytes
-      const openTurn = log.closers.length ? { turn: openTurnOf(log.events), closers: log.closers.map(describeCloser) } : null
-      return { id, path, clean: tornBytes === 0 && !openTurn, events: log.events.length, tornBytes, openTurn, corruption: null }
+      // The closers end unfinished compactions first, then close the open turn.
+      const compactionEnds = log.closers.filter(event => event.type === 'compaction/end') as SessionEvent<'compaction/end'>[]
+      const turnClosers = log.closers.filter(event => event.type !== 'compaction/end')
+      const openTurn = turnClosers.length ? { turn: openTurnOf(log.events), closers: turnClosers.map(describeCloser) } : null
+      const unfinishedCompactions = compactionEnds.map(({ data }) => ({ compactionId: data.compactionId, turn: data.turn }))
+      const clean = tornBytes === 0 && !openTurn && !unfinishedCompactions.length
+      return { id, path, clean, events: log.events.length, tornBytes, openTurn, unfinishedCompactions, corruption: null }
     } catch (error) {
-      return { id, path, clean: false, events: 0, tornBytes: 0, openTurn: null, corruption: (error as Error).message }
+      return { id, path, clean: false, events: 0, tornBytes: 0, openTurn: null, unfinishedCompactions: [], corruption: (error as Error).message }
     }
   }
 
@@ -507,6 +515,8 @@ export class Runner extends Service {
       if (!last || !this.home.llm.listProviders().some(provider => provider.id === last.provider)) options = await this.route()
     }
     const agent = await this.home.agents.resume(id, options)
+    // A stop signal cancels the summary call; the compaction then ends with its error.
+    this.active = agent
     try {
       const result = await compaction.compactNow(agent)
       await this.home.sessions.flush(agent.session)
@@ -520,6 +530,7 @@ export class Runner extends Service {
         reason: result.reason ?? null,
       }
     } finally {
+      this.active = undefined
       await agent.dispose()
     }
   }

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { loom, project } from './helpers.ts'
 
-const DEFAULT_IDS = ['prompt', 'session', 'session-jsonl', 'llm', 'deepseek', 'openai', 'scripted', 'tools', 'agents', 'compaction', 'fs', 'shell', 'search', 'time', 'workspace', 'instructions', 'skills', 'runner']
+const DEFAULT_IDS = ['prompt', 'session', 'session-jsonl', 'llm', 'deepseek', 'anthropic', 'openai', 'scripted', 'tools', 'agents', 'compaction', 'fs', 'shell', 'search', 'time', 'workspace', 'instructions', 'skills', 'runner']
 
 const HELLO = `
 export const name = 'hello'

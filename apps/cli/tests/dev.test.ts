@@ -5,7 +5,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { BIN, cleanEnv, project } from './helpers.ts'
+import { BIN, cleanEnv, events, project, sessionFiles } from './helpers.ts'
 
 const plugin = (section: string, text: string) => `import type { Context } from '@deepseek-ai/cordis'
 export const name = 'greeter'
@@ -14,6 +14,33 @@ export function apply(ctx: Context) {
   ctx.systemPrompt.section({ name: '${section}', order: 200, text: '${text}' })
 }
 `
+/** A plugin with a section and a tool; `midway` runs between the two registrations (a throw, say). */
+const toolPlugin = (version: string, midway = '') => `import type { Context } from '@deepseek-ai/cordis'
+export const name = 'greeter'
+export const inject = ['systemPrompt']
+export function apply(ctx: Context) {
+  ctx.systemPrompt.section({ name: 'greeter:${version}', order: 200, text: 'Hello ${version}' })
+${midway}  ctx.systemPrompt.tools(() => ({ schemas: [{ name: 'greet_${version}', description: 'Greets.', parameters: { type: 'object', properties: {} } }] }))
+}
+`
+
+/** A model that calls bash `sleep 30` and then answers: a task that runs until cancelled. */
+const SLOW_MODEL = `
+- id: scripted
+  disabled: true
+- insert:
+    - id: slow
+      name: '@loom/llm-scripted'
+      config:
+        provider: scripted
+        model: scripted-1
+        script:
+          - text: Sleeping.
+            toolCalls:
+              - { name: bash, arguments: { command: 'sleep 30' } }
+          - Woke up.
+`
+
 const rows = (...names: string[]) => `- insert:\n${names.map(name => `    - id: ${name.replace(/\W/g, '')}\n      name: ./${name}\n`).join('')}`
 
 /** A running `loom dev` whose output can be awaited. */
@@ -23,12 +50,22 @@ class Dev {
   readonly child: ChildProcessWithoutNullStreams
   readonly exited: Promise<number | null>
 
-  constructor(cwd: string, home: string) {
+  constructor(cwd: string, home: string, bundle = 'minimal') {
     // Started without --expose-internals: `loom dev` must restart itself with it.
-    this.child = spawn(process.execPath, [BIN, 'dev', '--bundle', 'minimal'], { cwd, env: cleanEnv(home) })
+    // In its own process group, as in a terminal: Ctrl-C reaches the whole group.
+    this.child = spawn(process.execPath, [BIN, 'dev', '--bundle', bundle], { cwd, env: cleanEnv(home), detached: true })
     this.child.stdout.setEncoding('utf8').on('data', (data: string) => { this.stdout += data })
     this.child.stderr.setEncoding('utf8').on('data', (data: string) => { this.stderr += data })
     this.exited = new Promise(resolve => this.child.on('close', code => resolve(code)))
+  }
+
+  /** Ctrl-C in a terminal: SIGINT to the process group (the launcher and the restarted dev). */
+  ctrlC() {
+    process.kill(-this.child.pid!, 'SIGINT')
+  }
+
+  kill() {
+    try { process.kill(-this.child.pid!, 'SIGKILL') } catch { /* already gone */ }
   }
 
   /** Resolves with the output once `pattern` appears after `from` (an offset into it). */
@@ -52,10 +89,18 @@ class Dev {
     this.send('/prompt')
     return this.waitFor('stdout', /You are an AI agent powered by Loom\.[\s\S]*\n/, from)
   }
+
+  /** The tools `/prompt` lists now. */
+  async tools(): Promise<string[]> {
+    const from = this.stdout.length
+    this.send('/prompt')
+    const text = await this.waitFor('stdout', /tools: .*\n/, from)
+    return /tools: (.*)\n/.exec(text)![1].split(', ')
+  }
 }
 
 let running: Dev | undefined
-afterEach(() => { running?.child.kill('SIGKILL') })
+afterEach(() => { running?.kill() })
 
 describe('loom dev', () => {
   it('hot-reloads a plugin, keeps the last good version on a broken edit, and applies layer edits as one transaction', { timeout: 90_000 }, async () => {
@@ -84,7 +129,7 @@ describe('loom dev', () => {
     mark = dev.stderr.length
     writeFileSync(join(cwd, 'farewell.ts'), plugin('farewell:one', 'Goodbye').replace("'greeter'", "'farewell'"))
     writeFileSync(join(cwd, 'loom.yml'), rows('greeter.ts', 'farewell.ts', 'missing.ts'))
-    await dev.waitFor('stderr', /loom\.yml was not applied; the running deployment is unchanged[\s\S]*missing\.ts/, mark)
+    await dev.waitFor('stderr', /loom\.yml not applied: [\s\S]*missing\.ts[\s\S]*the running deployment is unchanged/, mark)
     const unchanged = await dev.systemText()
     expect(unchanged).toContain('Hello v2')
     expect(unchanged).not.toContain('Goodbye')
@@ -97,5 +142,101 @@ describe('loom dev', () => {
 
     dev.send('/quit')
     expect(await dev.exited).toBe(0)
+  })
+
+  it('a plugin edit whose apply throws keeps the last good version (its section and tool) and names the file and line', { timeout: 90_000 }, async () => {
+    const { cwd, home } = project({ 'greeter.ts': toolPlugin('v1'), 'loom.yml': rows('greeter.ts') })
+    const dev = running = new Dev(cwd, home)
+    await dev.waitFor('stdout', /tools: greet_v1\n/)
+
+    // v2 registers its section, then throws: the section goes with its failed fiber, v1 comes back.
+    let mark = dev.stderr.length
+    const broken = toolPlugin('v2', "  throw new Error('greeter v2 needs a fuse')\n")
+    const line = broken.split('\n').findIndex(text => text.includes('throw')) + 1
+    writeFileSync(join(cwd, 'greeter.ts'), broken)
+    const error = await dev.waitFor('stderr', /the last good version runs again\n/, mark)
+    expect(error).toMatch(new RegExp(`greeter\\.ts:${line}:\\d+: failed to start: greeter v2 needs a fuse; the edited plugin did not start, so the last good version runs again`))
+    expect(await dev.tools()).toEqual(['greet_v1'])
+    const kept = await dev.systemText()
+    expect(kept).toContain('Hello v1')
+    expect(kept).not.toContain('Hello v2')
+
+    // The next good edit replaces the restored version.
+    mark = dev.stdout.length
+    writeFileSync(join(cwd, 'greeter.ts'), toolPlugin('v3'))
+    const reloaded = await dev.waitFor('stdout', /reloaded greeter\.ts\nprompt: .*\ntools: .*\n/, mark)
+    expect(reloaded).toMatch(/greeter:v3 ← greeter/)
+    expect(reloaded).toMatch(/tools: greet_v3\n/)
+    const v3 = await dev.systemText()
+    expect(v3).toContain('Hello v3')
+    expect(v3).not.toContain('Hello v1')
+
+    dev.send('/quit')
+    expect(await dev.exited).toBe(0)
+  })
+
+  it('a loom.yml edit with an invalid config value applies nothing and says why; the running rows keep bash', { timeout: 90_000 }, async () => {
+    const { cwd, home } = project({ 'loom.yml': '[]\n' })
+    const dev = running = new Dev(cwd, home, 'default')
+    await dev.waitFor('stdout', /tools: .*\bbash\b.*\n/)
+
+    let mark = dev.stderr.length
+    writeFileSync(join(cwd, 'loom.yml'), '- id: shell\n  config: { timeoutMs: soon }\n')
+    const refused = await dev.waitFor('stderr', /the running deployment is unchanged\n/, mark)
+    expect(refused).toContain('loom.yml not applied: row "shell" (@loom/tool-shell): invalid config: $.timeoutMs expected number but got soon')
+    expect(dev.stdout).not.toContain('applied loom.yml')
+    expect(await dev.tools()).toContain('bash')
+
+    // A later edit that fails to start rolls back to the rows that ran: bash still there.
+    mark = dev.stderr.length
+    writeFileSync(join(cwd, 'loom.yml'), rows('missing.ts'))
+    await dev.waitFor('stderr', /loom\.yml not applied: [\s\S]*missing\.ts[\s\S]*the running deployment is unchanged\n/, mark)
+    expect(await dev.tools()).toContain('bash')
+
+    // A valid edit applies.
+    mark = dev.stdout.length
+    writeFileSync(join(cwd, 'loom.yml'), '- id: search\n  disabled: true\n- id: shell\n  config: { timeoutMs: 5000 }\n')
+    await dev.waitFor('stdout', /applied loom\.yml\n/, mark)
+    const tools = await dev.tools()
+    expect(tools).toContain('bash')
+    expect(tools).not.toContain('grep')
+
+    dev.send('/quit')
+    expect(await dev.exited).toBe(0)
+  })
+
+  it('Ctrl-C cancels the running task (its turn closed in the log) and dev goes on; Ctrl-C when idle quits cleanly', { timeout: 90_000 }, async () => {
+    const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
+    const dev = running = new Dev(cwd, home, 'default')
+    await dev.waitFor('stdout', /tools: .*\n/)
+    dev.send('sleep please')
+    await dev.waitFor('stdout', /→ bash: sleep 30/)
+    await new Promise(resolve => setTimeout(resolve, 200))
+
+    // The terminal sends SIGINT to the launcher and to dev alike: one Ctrl-C, not two.
+    dev.ctrlC()
+    await dev.waitFor('stderr', /the turn ended: aborted \(user\)/)
+    const log = events(sessionFiles(home)[0])
+    expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted', reason: { kind: 'user' } } } })
+    expect(await dev.tools()).toContain('bash')
+
+    // Later than a duplicate delivery could arrive (see main.ts): a Ctrl-C of its own.
+    await new Promise(resolve => setTimeout(resolve, 700))
+    dev.ctrlC()
+    expect(await dev.exited).toBe(0)
+    expect(dev.stderr).not.toMatch(/internal error/)
+  })
+
+  it('SIGTERM to the process group closes the running task\'s turn, then dev exits 143', { timeout: 90_000 }, async () => {
+    const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
+    const dev = running = new Dev(cwd, home, 'default')
+    await dev.waitFor('stdout', /tools: .*\n/)
+    dev.send('sleep please')
+    await dev.waitFor('stdout', /→ bash: sleep 30/)
+    await new Promise(resolve => setTimeout(resolve, 200))
+    process.kill(-dev.child.pid!, 'SIGTERM')
+    expect(await dev.exited).toBe(143)
+    const log = events(sessionFiles(home)[0])
+    expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } })
   })
 })

@@ -12,7 +12,7 @@ export const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
 export const BIN = fileURLToPath(new URL('../bin/loom.js', import.meta.url))
 export const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
 
-const KEYS = ['DEEPSEEK_API_KEY', 'DEEPSEEK_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'OPENAI_MODEL', 'NO_COLOR', 'FORCE_COLOR']
+const KEYS = ['DEEPSEEK_API_KEY', 'DEEPSEEK_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'OPENAI_MODEL', 'NO_COLOR', 'FORCE_COLOR']
 
 export interface Run { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
 

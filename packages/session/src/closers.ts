@@ -1,4 +1,4 @@
-import type { CallId } from '@loom/llm'
+import { BlockAssembler, type CallId, type StreamChunk } from '@loom/llm'
 import type { SessionEvent, SessionEventMap } from './events.ts'
 
 export const TOOL_NOT_STARTED_TEXT =
@@ -8,19 +8,79 @@ export const TOOL_OUTCOME_UNKNOWN_TEXT =
   + 'Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; '
   + 'if it may have side effects, first verify external state or ask the user. Do not retry blindly.'
 
+/** The `error` of the `compaction/end` that crash repair appends for a compaction that never committed its summary. */
+export const COMPACTION_INTERRUPTED_ERROR = 'interrupted: the compaction did not finish before the process stopped (closed by repair)'
+
+/** A `compaction/start` with no `compaction/end` after it: a crash inside a compaction. */
+export interface UnfinishedCompaction {
+  compactionId: string
+  turn: number | null
+  /** Seq of its `compaction/start`. */
+  startSeq: number
+  /** Its summary and replacement message are in the log: only the end is missing. */
+  committed: boolean
+}
+
+/** Every compaction the log started and never ended, in log order. Pure. */
+export function unfinishedCompactions(events: readonly SessionEvent[]): UnfinishedCompaction[] {
+  const open = new Map<string, UnfinishedCompaction>()
+  // A summary commits with the replacement message appended right after it.
+  let summarized: UnfinishedCompaction | undefined
+  for (const event of events) {
+    const justSummarized = summarized
+    summarized = undefined
+    switch (event.type) {
+      case 'compaction/start': {
+        const { compactionId, turn } = event.data as SessionEventMap['compaction/start']
+        open.set(compactionId, { compactionId, turn, startSeq: event.seq, committed: false })
+        break
+      }
+      case 'compaction/summary':
+        summarized = open.get((event.data as SessionEventMap['compaction/summary']).compactionId)
+        break
+      case 'user/message':
+        if (justSummarized && typeof event.surfaceOp === 'object' && event.surfaceOp.op === 'replace') justSummarized.committed = true
+        break
+      case 'compaction/end':
+        open.delete((event.data as SessionEventMap['compaction/end']).compactionId)
+        break
+    }
+  }
+  return [...open.values()]
+}
+
 /**
- * The events that close a turn a crash left open, so the history never holds a
- * tool call without a result: one explicit error result per call that has none
- * (whether the tool had started decides what the model is told), then `step/end`
- * if a step is open, then `turn/end` with reason `interrupted`. `[]` when no turn
- * is open. Pure: the caller appends them.
+ * The events that close what a crash left open. First a `compaction/end` for
+ * every unfinished compaction (no error when its summary had committed, else
+ * COMPACTION_INTERRUPTED_ERROR). Then, for an open turn, so the history never
+ * holds a tool call without a result: one explicit error result per call that
+ * has none (whether the tool had started decides what the model is told), then
+ * `step/end` if a step is open, then `turn/end` with reason `interrupted`. A
+ * stream the crash cut short (chunks logged, no message citing them) is kept
+ * first as an interrupted assistant message of its text and reasoning. `[]`
+ * when nothing is open. Pure: the caller appends them.
  */
 export function interruptedTurnClosers(events: readonly SessionEvent[]): SessionEvent[] {
   let turn: number | undefined
   let step: number | undefined
   let pending = new Map<CallId, { step: number; callSeq?: number }>()
+  // The chunks of a stream the crash cut short: logged, but no assistant/message cites them yet.
+  let streamed: SessionEvent<'assistant/chunk'>[] = []
+  let route = { provider: 'unknown', model: 'unknown' }
   for (const event of events) {
     switch (event.type) {
+      case 'request/context': {
+        const { provider, model } = event.data as SessionEventMap['request/context']
+        route = { provider, model }
+        break
+      }
+      case 'assistant/chunk': {
+        const { chunk } = event.data as SessionEventMap['assistant/chunk']
+        // A failed attempt's chunks are never part of the history; the retry starts afresh.
+        if (chunk.type === 'finish' && (chunk.reason.kind === 'error' || chunk.reason.kind === 'aborted')) streamed = []
+        else streamed.push(event as SessionEvent<'assistant/chunk'>)
+        break
+      }
       case 'turn/start':
         turn = (event.data as SessionEventMap['turn/start']).turn
         step = undefined
@@ -33,12 +93,14 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
         break
       case 'step/start':
         step = (event.data as SessionEventMap['step/start']).step
+        streamed = []
         break
       case 'step/end':
         step = undefined
         pending = new Map()
         break
       case 'assistant/message': {
+        streamed = []
         const data = event.data as SessionEventMap['assistant/message']
         for (const block of data.message.content) {
           if (block.type === 'tool-call') pending.set(block.id, { step: data.step })
@@ -55,12 +117,37 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
         break
     }
   }
-  if (turn === undefined) return []
+  const compactions = unfinishedCompactions(events)
+  if (turn === undefined && !compactions.length) return []
 
   const last = events.at(-1)!
   let seq = last.seq + 1
   const time = last.time
   const closers: SessionEvent[] = []
+  // A compaction runs inside a step (or between turns): it closes first.
+  for (const open of compactions) {
+    const error = open.committed ? {} : { error: COMPACTION_INTERRUPTED_ERROR }
+    closers.push({ type: 'compaction/end', seq: seq++, time, data: { compactionId: open.compactionId, turn: open.turn, ...error } })
+  }
+  if (turn === undefined) return closers
+  // What the stream had shown survives as a partial, interrupted message (text and reasoning only).
+  const partial = step === undefined ? [] : interruptedContent(streamed.map(event => event.data.chunk))
+  if (partial.length) {
+    closers.push({
+      type: 'assistant/message',
+      seq,
+      time,
+      data: {
+        turn,
+        step: step!,
+        message: { id: `interrupted-assistant-message-${seq}`, role: 'assistant', source: { kind: 'model', ...route }, content: partial },
+        interrupted: true,
+      },
+      surfaceOp: 'append',
+      sourceEventSeqs: streamed.map(event => event.seq),
+    })
+    seq++
+  }
   for (const [callId, call] of pending) {
     const started = call.callSeq !== undefined
     closers.push({
@@ -93,4 +180,10 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
   if (step !== undefined) closers.push({ type: 'step/end', seq: seq++, time, data: { turn, step } })
   closers.push({ type: 'turn/end', seq, time, data: { turn, reason: { kind: 'interrupted' } } })
   return closers
+}
+
+function interruptedContent(chunks: readonly StreamChunk[]) {
+  const assembler = new BlockAssembler()
+  for (const chunk of chunks) assembler.push(chunk)
+  return assembler.interruptedBlocks()
 }

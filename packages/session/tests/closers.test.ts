@@ -141,3 +141,45 @@ describe('interruptedTurnClosers', () => {
     expect(interruptedTurnClosers(repaired.events)).toEqual([])
   })
 })
+
+describe('a stream the crash cut short', () => {
+  const chunk = (session: Session, data: object) => session.append('assistant/chunk', { turn: 2, step: 1, chunk: data as any }).seq
+
+  it('is kept as an interrupted assistant message of its text and reasoning, citing its chunks', () => {
+    const session = Session.create('s')
+    appendToolTurn(session, 1)
+    appendOpenTurn(session, 2)
+    session.append('request/context', { provider: 'deepseek', model: 'deepseek-flash' })
+    const seqs = [
+      chunk(session, { type: 'block-start', index: 0, blockType: 'reasoning' }),
+      chunk(session, { type: 'reasoning-delta', index: 0, text: 'Thinking.' }),
+      chunk(session, { type: 'block-start', index: 1, blockType: 'text' }),
+      chunk(session, { type: 'text-delta', index: 1, text: 'The answer is ' }),
+    ]
+    const closers = interruptedTurnClosers(session.events)
+    expect(closers.map(event => event.type)).toEqual(['assistant/message', 'step/end', 'turn/end'])
+    expect(closers[0]).toMatchObject({
+      data: {
+        turn: 2,
+        step: 1,
+        interrupted: true,
+        message: { role: 'assistant', source: { kind: 'model', provider: 'deepseek', model: 'deepseek-flash' }, content: [{ type: 'reasoning', text: 'Thinking.' }, { type: 'text', text: 'The answer is ' }] },
+      },
+      surfaceOp: 'append',
+      sourceEventSeqs: seqs,
+    })
+    // The closed log projects the partial answer into the history.
+    for (const event of closers) session.append(event.type, event.data as never, event.surfaceOp ? { surfaceOp: event.surfaceOp, sourceEventSeqs: [...event.sourceEventSeqs ?? []] } : undefined)
+    expect(session.deriveMessages().at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'reasoning' }, { type: 'text', text: 'The answer is ' }] })
+  })
+
+  it('a failed attempt before it is dropped; a stream without text leaves no message', () => {
+    const session = Session.create('s')
+    appendToolTurn(session, 1)
+    appendOpenTurn(session, 2)
+    chunk(session, { type: 'text-delta', index: 0, text: 'doomed' })
+    chunk(session, { type: 'finish', reason: { kind: 'error', failure: { code: 'NETWORK', message: 'reset' } } })
+    chunk(session, { type: 'block-start', index: 0, blockType: 'tool-call' })
+    expect(interruptedTurnClosers(session.events).map(event => event.type)).toEqual(['step/end', 'turn/end'])
+  })
+})

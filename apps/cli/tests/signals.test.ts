@@ -1,0 +1,186 @@
+// Every way a `loom run` can be stopped closes its turn first: SIGINT, SIGTERM
+// and SIGHUP (to the process, or to its whole process group through a
+// launcher), and an uncaught error. The log ends with `turn/end` and `sessions
+// verify` finds nothing open.
+import { execFileSync, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { describe, expect, it } from 'vitest'
+import { BIN, cleanEnv, events, loom, MAIN, project, sessionFiles, TSX, type Run } from './helpers.ts'
+
+/** A model that calls bash `sleep 30` and then answers: a turn that runs until it is cancelled. */
+const SLOW_MODEL = `
+- id: scripted
+  disabled: true
+- insert:
+    - id: slow
+      name: '@loom/llm-scripted'
+      config:
+        provider: scripted
+        model: scripted-1
+        script:
+          - text: Sleeping.
+            toolCalls:
+              - { name: bash, arguments: { command: 'sleep 30' } }
+          - Woke up.
+`
+
+/** A row whose plugin takes a minute to unload: the process is still shutting down after its turn closed. */
+const SLOW_EXIT = `
+    - id: slow-exit
+      name: ./slow-exit.ts
+`
+const SLOW_EXIT_PLUGIN = `import type { Context } from '@deepseek-ai/cordis'
+export const name = 'slow-exit'
+export function apply(ctx: Context) {
+  ctx.effect(() => () => new Promise<void>(resolve => setTimeout(resolve, 60_000)))
+}
+`
+
+/** A row whose plugin throws from a timer once a tool starts: an uncaught exception mid-turn. */
+const CRASH = `
+    - id: crash
+      name: ./crash.ts
+`
+const CRASH_PLUGIN = (how: string) => `import type { Context } from '@deepseek-ai/cordis'
+export const name = 'crash'
+export function apply(ctx: Context) {
+  ctx.on('session/event' as any, (_session: unknown, event: { type: string }) => {
+    if (event.type === 'tool/call') setTimeout(() => { ${how} }, 300)
+  })
+}
+`
+
+/** A launcher in front of the CLI, as `pnpm loom` (tsx) or `bin/loom.js` started by another Node put one. */
+const TSX_CLI = createRequire(import.meta.url).resolve('tsx/cli')
+
+interface Started {
+  pid: number
+  /** Resolves once the process has exited. */
+  done: Promise<Run>
+  stdout: () => string
+  stderr: () => string
+}
+
+/** Starts `command args` in its own process group (as a shell starts a job), with the slow model. */
+function start(command: string, args: string[], cwd: string, home: string): Started {
+  const child = spawn(command, args, { cwd, env: cleanEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (data: string) => { stdout += data })
+  child.stderr.setEncoding('utf8').on('data', (data: string) => { stderr += data })
+  const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL') } catch { /* gone */ } }, 45_000)
+  const done = new Promise<Run>(resolve => child.on('close', (code, signal) => {
+    clearTimeout(timer)
+    resolve({ code, signal, stdout, stderr })
+  }))
+  return { pid: child.pid!, done, stdout: () => stdout, stderr: () => stderr }
+}
+
+async function until(condition: () => boolean, what: string, timeoutMs = 30_000) {
+  const started = Date.now()
+  while (!condition()) {
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
+}
+
+const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
+
+/** Waits until the tool runs (the turn is open), then a moment more. */
+async function toolRunning(run: Started) {
+  await until(() => run.stdout().includes('→ bash: sleep 30'), 'the bash call')
+  await sleep(200)
+}
+
+/** The turn was closed and written: the log ends with turn/end, and verify finds it clean. */
+async function expectClosed(home: string) {
+  const [file] = sessionFiles(home)
+  const log = events(file)
+  expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted', reason: { kind: 'user' } } } })
+  const id = JSON.parse(readFileSync(file, 'utf8').split('\n')[0]).id as string
+  // From a plain folder: the test project's own rows (a slow unload, a crash) are not needed to read a log.
+  const verify = await loom(['sessions', 'verify', id], { cwd: project().cwd, home })
+  expect(verify.stdout).toContain(`session ${id}: clean`)
+  expect(verify.stdout).toContain('turns    all closed')
+  expect(verify.code).toBe(0)
+}
+
+/** Another Node on PATH: bin/loom.js started by it runs the CLI in a child process. */
+function otherNode(): string | undefined {
+  try {
+    return execFileSync('which', ['-a', 'node'], { encoding: 'utf8' }).split('\n').filter(Boolean)
+      .find(path => execFileSync(path, ['--version'], { encoding: 'utf8' }).trim() !== process.version)
+  } catch {
+    return undefined
+  }
+}
+
+describe('stopping loom run closes the turn first', () => {
+  for (const [signal, code] of [['SIGTERM', 143], ['SIGHUP', 129], ['SIGINT', 130]] as const) {
+    it(`${signal} to the process: exit ${code}, the turn closed in the log`, { timeout: 60_000 }, async () => {
+      const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
+      const run = start(process.execPath, ['--import', TSX, MAIN, 'run', 'sleep please'], cwd, home)
+      await toolRunning(run)
+      process.kill(run.pid, signal)
+      const result = await run.done
+      expect(result.code, result.stderr).toBe(code)
+      expect(result.stderr).toContain('the turn ended: aborted (user)')
+      await expectClosed(home)
+    })
+  }
+
+  it('SIGTERM to the process group through bin/loom.js on another Node (the launcher passes it on too): one request, exit 143', { timeout: 60_000 }, async () => {
+    const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
+    // Without another Node, the launcher runs the CLI in its own process: still a group kill.
+    const run = start(otherNode() ?? process.execPath, [BIN, 'run', 'sleep please'], cwd, home)
+    await toolRunning(run)
+    process.kill(-run.pid, 'SIGTERM')
+    const result = await run.done
+    expect(result.code, result.stderr).toBe(143)
+    await expectClosed(home)
+  })
+
+  it('SIGTERM to the process group through tsx (what `pnpm loom` runs): exit 143, the turn closed', { timeout: 60_000 }, async () => {
+    const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
+    const run = start(process.execPath, [TSX_CLI, MAIN, 'run', 'sleep please'], cwd, home)
+    await toolRunning(run)
+    process.kill(-run.pid, 'SIGTERM')
+    const result = await run.done
+    expect(result.code, result.stderr).toBe(143)
+    await expectClosed(home)
+  })
+
+  it('the same signal twice at once is one request; a second one later exits at once', { timeout: 60_000 }, async () => {
+    const { cwd, home } = project({ 'loom.yml': SLOW_MODEL + SLOW_EXIT, 'slow-exit.ts': SLOW_EXIT_PLUGIN })
+    const run = start(process.execPath, ['--import', TSX, MAIN, 'run', 'sleep please'], cwd, home)
+    await toolRunning(run)
+    process.kill(run.pid, 'SIGTERM')
+    await sleep(50)
+    process.kill(run.pid, 'SIGTERM')
+    // The turn is closed and written; the deployment is still unloading.
+    await until(() => run.stderr().includes('the turn ended: aborted (user)'), 'the turn end')
+    let exited = false
+    void run.done.then(() => { exited = true })
+    await sleep(1000)
+    expect(exited).toBe(false)
+
+    const forced = Date.now()
+    process.kill(run.pid, 'SIGTERM')
+    const result = await run.done
+    expect(result.code).toBe(143)
+    expect(Date.now() - forced).toBeLessThan(5000)
+    await expectClosed(home)
+  })
+
+  for (const [what, how] of [['an uncaught exception', "throw new Error('boom from a timer')"], ['an unhandled rejection', "void Promise.reject(new Error('boom from a promise'))"]] as const) {
+    it(`${what} mid-turn: the turn is cancelled and written, exit 1`, { timeout: 60_000 }, async () => {
+      const { cwd, home } = project({ 'loom.yml': SLOW_MODEL + CRASH, 'crash.ts': CRASH_PLUGIN(how) })
+      const run = start(process.execPath, ['--import', TSX, MAIN, 'run', 'sleep please'], cwd, home)
+      const result = await run.done
+      expect(result.code, result.stderr).toBe(1)
+      expect(result.stderr).toMatch(/loom: internal error: Error: boom from a/)
+      await expectClosed(home)
+    })
+  }
+})
