@@ -6,6 +6,7 @@ import { CLI_ROOT, compose, dumpRows, type Composition } from './compose.ts'
 import { formatTime } from './describe.ts'
 import { dev } from './dev.ts'
 import { BootError, ConfigError, UsageError } from './errors.ts'
+import { redact, redactDeep, secretValues } from '@loom/secrets'
 import type { CachePrices, ReportedEconomics } from '@loom/session'
 import type { PromptReport, Runner, StatsReport, VerifyReport } from './runner.ts'
 import { processIo, styler, type Io } from './term.ts'
@@ -159,7 +160,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
   const cwd = options.cwd ?? process.cwd()
   const err = styler(io.stderr)
   const fail = (message: string, code = 1) => {
-    io.stderr.write(err.red(`loom: ${message}`) + '\n')
+    io.stderr.write(err.red(`loom: ${redact(message, hostSecrets())}`) + '\n')
     return code
   }
   let parsed: Parsed
@@ -399,10 +400,15 @@ function describeVerify(report: VerifyReport): string {
   return lines.join('\n') + '\n'
 }
 
+/** The host's secret values (provider keys, tokens, passwords in URLs): never printed. */
+const hostSecrets = () => secretValues(process.env)
+
 function printConfig(composition: Composition, json: boolean, io: Io) {
   const layers = composition.layers.map(({ kind, label, file }) => ({ kind, label, file }))
+  // A literal `apiKey:` in loom.yml, or a known secret inside any value, is shown as [REDACTED].
+  const rows = redactDeep(composition.rows, hostSecrets())
   if (json) {
-    io.stdout.write(JSON.stringify({ layers, rows: composition.rows }, null, 2) + '\n')
+    io.stdout.write(JSON.stringify({ layers, rows }, null, 2) + '\n')
     return
   }
   const width = Math.max(...layers.map(layer => `${layer.kind} ${layer.label}`.length))
@@ -411,12 +417,12 @@ function printConfig(composition: Composition, json: boolean, io: Io) {
     '# Layers, applied in order over an empty list:',
     ...layers.map(layer => `#   ${`${layer.kind} ${layer.label}`.padEnd(width)}  ${layer.file.startsWith(CLI_ROOT) ? '<loom>/' + layer.file.slice(CLI_ROOT.length) : layer.file}`),
   ]
-  io.stdout.write(header.join('\n') + '\n' + dumpRows(composition.rows))
+  io.stdout.write(header.join('\n') + '\n' + dumpRows(rows))
 }
 
 function printPrompt(report: PromptReport, json: boolean, io: Io) {
   if (json) {
-    io.stdout.write(JSON.stringify(report, null, 2) + '\n')
+    io.stdout.write(JSON.stringify(redactDeep(report, hostSecrets()), null, 2) + '\n')
     return
   }
   const out = styler(io.stdout)
@@ -441,5 +447,5 @@ function printPrompt(report: PromptReport, json: boolean, io: Io) {
     [3, 5, 6],
   )
   text += '\n' + table(['OWNER', 'ROWS', 'CHARS', 'TOKENS'], totals.byOwner.map(t => [t.owner, String(t.rows), String(t.chars), String(t.tokens)]), [1, 2, 3])
-  io.stdout.write(text)
+  io.stdout.write(redact(text, hostSecrets()))
 }

@@ -49,14 +49,16 @@ export type Redactor = (text: string, options?: RedactOptions) => string
 /**
  * A redactor for a fixed list of secret values: one RegExp of all of them
  * (longest first, so a secret containing another is replaced whole), compiled
- * once, then a second pass for credentials recognized by their context.
+ * once, then (unless `contextual: false`) a second pass for credentials
+ * recognized by their context. Text a model edits from (file contents) wants
+ * `contextual: false`: only the host's own values are hidden, nothing else moves.
  */
-export function createRedactor(secrets: readonly string[]): Redactor {
+export function createRedactor(secrets: readonly string[], { contextual = true }: { contextual?: boolean } = {}): Redactor {
   const known = [...new Set(secrets)].filter(Boolean).sort((a, b) => b.length - a.length)
   const literal = known.length ? new RegExp(known.map(escapeRegExp).join('|'), 'g') : undefined
   return (text, options = {}) => {
     let out = literal ? text.replace(literal, REDACTED) : text
-    out = out.replace(CONTEXT_PATTERN, REDACTED)
+    if (contextual) out = out.replace(CONTEXT_PATTERN, REDACTED)
     if (options.headCut) out = redactHeadFragment(out, known)
     return out
   }

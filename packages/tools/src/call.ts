@@ -11,6 +11,7 @@ import {
   ToolTimeoutError,
 } from './errors.ts'
 import { isPlainObject, snapshotJson } from './json.ts'
+import { redactResult } from './redact.ts'
 import { describe, normalizeContent, normalizeMeta, normalizeResult, normalizeUserMessage, textOf } from './result.ts'
 import type { ToolCallInput, ToolExecutionResult, ToolRunContext } from './types.ts'
 
@@ -143,7 +144,7 @@ export class ToolCallRun {
           result = this.input.signal.aborted && !reviewed.isError ? this.abortOf(reviewed) : reviewed
         }
       }
-      const final = normalizeResult(result)
+      const final = redactResult(normalizeResult(result))
       this.phase = 'done'
       this.host.emitResult(this.exec, final)
       return final

@@ -467,3 +467,26 @@ describe('tools/result and routing', () => {
   })
 })
 
+
+describe('the host\'s secrets never leave through a result', () => {
+  it('redacts secret values of the environment from text and error messages, leaving everything else', async () => {
+    const previous = process.env.DEEPSEEK_API_KEY
+    process.env.DEEPSEEK_API_KEY = 'sk-live-0123456789abcdef'
+    try {
+      const h = await host()
+      h.ctx.tools.register(tool('leak', ({ text }: { text: string }) => {
+        if (text.startsWith('fail')) throw new Error(text)
+        return text
+      }))
+      const run = (name: string, args: object) => h.run(name, args)
+      const ok = await run('leak', { text: 'key=sk-live-0123456789abcdef; password: "hunter22"' })
+      expect(ok).toMatchObject({ isError: false, content: [{ type: 'text', text: 'key=[REDACTED]; password: "hunter22"' }] })
+      const failed = await run('leak', { text: 'fail sk-live-0123456789abcdef' })
+      expect(failed).toMatchObject({ isError: true, error: { message: 'fail [REDACTED]' } })
+      expect(JSON.stringify(failed)).not.toContain('sk-live')
+    } finally {
+      if (previous === undefined) delete process.env.DEEPSEEK_API_KEY
+      else process.env.DEEPSEEK_API_KEY = previous
+    }
+  })
+})

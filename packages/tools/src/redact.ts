@@ -1,0 +1,37 @@
+import { deepFreeze, type ContentBlock } from '@loom/llm'
+import { createRedactor, secretValues, type Redactor } from '@loom/secrets'
+import type { ToolExecutionResult } from './types.ts'
+
+let cached: { key: string; redactor: Redactor } | undefined
+
+/** A redactor of the host's secret values (provider keys and the like), rebuilt when they change. */
+function hostRedactor(): Redactor | undefined {
+  const secrets = secretValues(process.env)
+  if (!secrets.length) return undefined
+  const key = secrets.join('\0')
+  // Only the values themselves: the model edits files from what it read, so nothing else may move.
+  if (cached?.key !== key) cached = { key, redactor: createRedactor(secrets, { contextual: false }) }
+  return cached.redactor
+}
+
+/**
+ * The result with every secret value of the host's environment replaced by
+ * `[REDACTED]`, in its text and its error message: whatever a tool read (a
+ * `.env` file, a command's output, an error echoing a request), the host's keys
+ * never reach the model or the session log. The same frozen result when nothing
+ * was found.
+ */
+export function redactResult(result: ToolExecutionResult): ToolExecutionResult {
+  const redactor = hostRedactor()
+  if (!redactor) return result
+  let changed = false
+  const text = (value: string) => {
+    const out = redactor(value)
+    if (out !== value) changed = true
+    return out
+  }
+  const content = result.content.map((block): ContentBlock => (block.type === 'text' ? { ...block, text: text(block.text) } : block))
+  const error = result.isError ? { ...result.error, message: text(result.error.message) } : undefined
+  if (!changed) return result
+  return deepFreeze({ ...result, content, ...(error && { error }) }) as ToolExecutionResult
+}
