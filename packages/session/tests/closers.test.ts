@@ -169,7 +169,10 @@ describe('a stream the crash cut short', () => {
       sourceEventSeqs: seqs,
     })
     // The closed log projects the partial answer into the history.
-    for (const event of closers) session.append(event.type, event.data as never, event.surfaceOp ? { surfaceOp: event.surfaceOp, sourceEventSeqs: [...event.sourceEventSeqs ?? []] } : undefined)
+    for (const event of closers) {
+      if (event.surfaceOp) session.append(event.type, event.data as never, { surfaceOp: event.surfaceOp, sourceEventSeqs: [...event.sourceEventSeqs ?? []] })
+      else session.append(event.type, event.data as never)
+    }
     expect(session.deriveMessages().at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'reasoning' }, { type: 'text', text: 'The answer is ' }] })
   })
 
