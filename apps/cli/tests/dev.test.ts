@@ -5,7 +5,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { BIN, cleanEnv, events, project, sessionFiles } from './helpers.ts'
+import { BIN, SLOW_MODEL, cleanEnv, events, project, sessionFiles } from './helpers.ts'
 
 const plugin = (section: string, text: string) => `import type { Context } from '@deepseek-ai/cordis'
 export const name = 'greeter'
@@ -24,22 +24,6 @@ ${midway}  ctx.systemPrompt.tools(() => ({ schemas: [{ name: 'greet_${version}',
 }
 `
 
-/** A model that calls bash `sleep 30` and then answers: a task that runs until cancelled. */
-const SLOW_MODEL = `
-- id: scripted
-  disabled: true
-- insert:
-    - id: slow
-      name: '@loom/llm-scripted'
-      config:
-        provider: scripted
-        model: scripted-1
-        script:
-          - text: Sleeping.
-            toolCalls:
-              - { name: bash, arguments: { command: 'sleep 30' } }
-          - Woke up.
-`
 
 const rows = (...names: string[]) => `- insert:\n${names.map(name => `    - id: ${name.replace(/\W/g, '')}\n      name: ./${name}\n`).join('')}`
 

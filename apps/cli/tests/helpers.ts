@@ -100,3 +100,20 @@ export function events(file: string): { type: string; seq: number; data: any }[]
 }
 
 export const ESC = '\x1b'
+
+/** A loom.yml whose model calls bash \`sleep 30\` and then answers: a turn that runs until it is cancelled. */
+export const SLOW_MODEL = `
+- id: scripted
+  disabled: true
+- insert:
+    - id: slow
+      name: '@loom/llm-scripted'
+      config:
+        provider: scripted
+        model: scripted-1
+        script:
+          - text: Sleeping.
+            toolCalls:
+              - { name: bash, arguments: { command: 'sleep 30' } }
+          - Woke up.
+`

@@ -5,26 +5,10 @@ import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DEMO_LABEL } from '../src/demo-model.ts'
-import { ESC, events, loom, project, sessionFiles } from './helpers.ts'
+import { ESC, SLOW_MODEL, events, loom, project, sessionFiles } from './helpers.ts'
 
 const README = '# Sample project\n\nThis sample project exists to show what the offline demo model does with a README.\n'
 
-/** A model that never answers without a tool: bash `sleep 30`, for the cancel test. */
-const SLOW_MODEL = `
-- id: scripted
-  disabled: true
-- insert:
-    - id: slow
-      name: '@loom/llm-scripted'
-      config:
-        provider: scripted
-        model: scripted-1
-        script:
-          - text: Sleeping.
-            toolCalls:
-              - { name: bash, arguments: { command: 'sleep 30' } }
-          - Woke up.
-`
 
 const FAILING_MODEL = `
 - id: scripted

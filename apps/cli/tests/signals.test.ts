@@ -6,24 +6,8 @@ import { execFileSync, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
-import { BIN, cleanEnv, events, loom, MAIN, project, sessionFiles, TSX, type Run } from './helpers.ts'
+import { BIN, MAIN, SLOW_MODEL, TSX, cleanEnv, events, loom, project, sessionFiles, type Run } from './helpers.ts'
 
-/** A model that calls bash `sleep 30` and then answers: a turn that runs until it is cancelled. */
-const SLOW_MODEL = `
-- id: scripted
-  disabled: true
-- insert:
-    - id: slow
-      name: '@loom/llm-scripted'
-      config:
-        provider: scripted
-        model: scripted-1
-        script:
-          - text: Sleeping.
-            toolCalls:
-              - { name: bash, arguments: { command: 'sleep 30' } }
-          - Woke up.
-`
 
 /** A row whose plugin takes a minute to unload: the process is still shutting down after its turn closed. */
 const SLOW_EXIT = `

@@ -1,6 +1,7 @@
 // One HTTP request whose answer is a server-sent event stream, as every
 // streaming model API speaks it: timeouts for a stalled or endless answer, a
 // bound on the bytes read, and transport failures mapped onto LlmError codes.
+import { createRedactor } from '@loom/secrets'
 import { errorChain, LlmError } from './errors.ts'
 import { SseLimitError, SseParser, type SseEvent } from './sse.ts'
 
@@ -147,4 +148,47 @@ export function parseRetryAfter(headers: Headers, now = Date.now()): number | un
 export function abortedError(signal: AbortSignal): LlmError {
   const reason: unknown = signal.reason
   return new LlmError('the call was aborted', 'ABORTED', reason === undefined ? {} : { cause: reason })
+}
+
+/** Where a route's base URL and API key come from: options win over environment variables. */
+export interface EndpointOptions {
+  baseUrl?: string
+  baseUrlEnv?: string
+  defaultBaseUrl: string
+  apiKey?: string
+  apiKeyEnv?: string
+  /** Where `*Env` variables are read from, at call time. Default `process.env`. */
+  env?: () => Readonly<Record<string, string | undefined>>
+}
+
+/** A route's base URL and key for one call, and what to tell the user to check about the key. */
+export interface Endpoint {
+  baseUrl: string
+  apiKey: string
+  /** `DEEPSEEK_API_KEY`, or `the apiKey option`. */
+  keySource: string
+  /** Removes this key, and any credential a server echoes, from text bound for an error. */
+  redact(text: string): string
+}
+
+/**
+ * Resolves the endpoint on every call (a key exported after boot is used without
+ * a restart); no key is `MISSING_CREDENTIAL`, naming the variable to set.
+ */
+export function resolveEndpoint(provider: string, options: EndpointOptions): Endpoint {
+  const env = (options.env ?? (() => process.env))()
+  const fromEnv = (name: string | undefined) => (name ? env[name]?.trim() : undefined) || undefined
+  const literalKey = options.apiKey?.trim() || undefined
+  const apiKey = literalKey ?? fromEnv(options.apiKeyEnv)
+  if (!apiKey) {
+    const where = options.apiKeyEnv ? `set the ${options.apiKeyEnv} environment variable or the apiKey option` : 'set the apiKey option'
+    throw new LlmError(`no API key for provider "${provider}": ${where}`, 'MISSING_CREDENTIAL')
+  }
+  const redactor = createRedactor([apiKey])
+  return {
+    baseUrl: options.baseUrl?.trim() || fromEnv(options.baseUrlEnv) || options.defaultBaseUrl,
+    apiKey,
+    keySource: literalKey || !options.apiKeyEnv ? 'the apiKey option' : options.apiKeyEnv,
+    redact: text => redactor(text),
+  }
 }

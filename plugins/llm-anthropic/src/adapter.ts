@@ -1,6 +1,8 @@
 import {
   abortedError,
+  DEFAULT_RETRY_POLICY,
   fetchEventStream,
+  resolveEndpoint,
   LlmAdapter,
   LlmError,
   type GenerateOptions,
@@ -8,7 +10,7 @@ import {
   type ResolvedRetryPolicy,
   type StreamChunk,
 } from '@loom/llm'
-import { httpError, redactCredential, type CredentialHint } from './errors.ts'
+import { httpError, type CredentialHint } from './errors.ts'
 import { buildBody, type ThinkingMode } from './request.ts'
 import { EventMapper } from './response.ts'
 
@@ -21,7 +23,6 @@ export const ANTHROPIC_VERSION = '2023-06-01'
 export const DEFAULT_MODELS: readonly string[] = Object.freeze(['claude-sonnet-5-5', 'claude-opus-5-5', 'claude-fable-5-1', 'claude-haiku-4-5'])
 /** `off` sends `thinking: {type: "disabled"}`; the rest go as `output_config.effort`. */
 export const DEFAULT_REASONING_EFFORTS: readonly string[] = Object.freeze(['off', 'low', 'medium', 'high', 'xhigh', 'max'])
-export const RETRYABLE_CODES: readonly string[] = Object.freeze(['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK'])
 
 export interface AnthropicOptions {
   /** Base URL, without `/v1/messages` (a trailing `/v1` is accepted). Wins over `baseUrlEnv`. */
@@ -72,9 +73,6 @@ export const DEFAULTS = {
   maxRetries: 5,
   idleTimeoutMs: 300_000,
   maxResponseBytes: 32 * 1024 * 1024,
-  initialDelayMs: 500,
-  maxDelayMs: 10_000,
-  jitterRatio: 0.1,
 }
 
 /**
@@ -89,15 +87,9 @@ export class AnthropicAdapter extends LlmAdapter {
   }
 
   override providerRetryPolicy(_provider: string): ResolvedRetryPolicy {
-    return {
-      mode: 'normal',
-      maxRetries: this.options.maxRetries ?? DEFAULTS.maxRetries,
-      retryableCodes: RETRYABLE_CODES,
-      initialDelayMs: DEFAULTS.initialDelayMs,
-      maxDelayMs: DEFAULTS.maxDelayMs,
-      jitterRatio: DEFAULTS.jitterRatio,
-    }
+    return { ...DEFAULT_RETRY_POLICY, ...(this.options.maxRetries !== undefined && { maxRetries: this.options.maxRetries }) }
   }
+
 
   override async listModels(provider: string): Promise<readonly LlmModelInfo[]> {
     return (this.options.models ?? DEFAULT_MODELS).map(id => this.modelInfo(provider, id))
@@ -124,17 +116,14 @@ export class AnthropicAdapter extends LlmAdapter {
     }
   }
 
+  /** The base URL and key of this call (read on every call). */
+  private endpoint(provider: string) {
+    return resolveEndpoint(provider, { ...this.options, defaultBaseUrl: this.options.defaultBaseUrl ?? DEFAULTS.defaultBaseUrl })
+  }
+
   /** The request one call sends; throws MISSING_CREDENTIAL / BAD_REQUEST for bad configuration. */
-  buildRequest(options: GenerateOptions): { url: string; headers: Record<string, string>; body: Record<string, unknown>; apiKey: string } {
-    const env = (this.options.env ?? (() => process.env))()
-    const pick = (value: string | undefined, envName: string | undefined) =>
-      value?.trim() || (envName ? env[envName]?.trim() : undefined) || undefined
-    const apiKey = pick(this.options.apiKey, this.options.apiKeyEnv)
-    if (!apiKey) {
-      const where = this.options.apiKeyEnv ? `set the ${this.options.apiKeyEnv} environment variable or the apiKey option` : 'set the apiKey option'
-      throw new LlmError(`${options.provider}: no API key for route "${options.provider}": ${where}`, 'MISSING_CREDENTIAL')
-    }
-    const baseUrl = pick(this.options.baseUrl, this.options.baseUrlEnv) ?? this.options.defaultBaseUrl ?? DEFAULTS.defaultBaseUrl
+  buildRequest(options: GenerateOptions, endpoint = this.endpoint(options.provider)): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
+    const { apiKey, baseUrl } = endpoint
     let url: string
     try {
       const base = baseUrl.replace(/\/+$/, '')
@@ -156,20 +145,16 @@ export class AnthropicAdapter extends LlmAdapter {
       thinkingBudgetTokens: this.options.thinkingBudgetTokens ?? DEFAULTS.thinkingBudgetTokens,
       ...(this.options.prefixMismatchBehavior && { prefixMismatchBehavior: this.options.prefixMismatchBehavior }),
     })
-    return { url, headers, body, apiKey }
-  }
-
-  /** What error messages tell the user to check. */
-  private hint(): CredentialHint {
-    return { credential: this.options.apiKey?.trim() || !this.options.apiKeyEnv ? `the route's apiKey option` : this.options.apiKeyEnv }
+    return { url, headers, body }
   }
 
   async *stream(options: GenerateOptions): AsyncGenerator<StreamChunk, void, undefined> {
     const { signal, provider } = options
     if (signal?.aborted) throw abortedError(signal)
-    const request = this.buildRequest(options)
-    const hint = this.hint()
-    const redact = (text: string) => redactCredential(text, request.apiKey)
+    const endpoint = this.endpoint(provider)
+    const request = this.buildRequest(options, endpoint)
+    const hint: CredentialHint = { credential: endpoint.keySource }
+    const redact = endpoint.redact
     const events = fetchEventStream({
       provider,
       url: request.url,

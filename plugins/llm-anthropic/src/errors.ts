@@ -7,19 +7,8 @@ const QUOTA_RE = /credit balance|billing|quota|insufficient[ _-]?(balance|funds|
 
 /** What the route's error messages name as the credential to check. */
 export interface CredentialHint {
-  /** e.g. `ANTHROPIC_API_KEY`, or `the route's apiKey option`. */
+  /** e.g. `ANTHROPIC_API_KEY`, or `the apiKey option`. */
   credential: string
-}
-
-/**
- * Removes the key from text that goes into an error (a proxy may echo the
- * request), and any `x-api-key: …` or `Bearer …` value a server echoes back.
- */
-export function redactCredential(text: string, apiKey: string | undefined): string {
-  let out = apiKey ? text.split(apiKey).join('[REDACTED]') : text
-  out = out.replace(/(x-api-key["']?\s*[:=]\s*["']?)[^\s"',;}]+/gi, '$1[REDACTED]')
-  out = out.replace(/(bearer\s+)[^\s"',;}]+/gi, '$1[REDACTED]')
-  return out
 }
 
 interface ErrorBody { type: string; message: string; requestId?: string }

@@ -9,11 +9,10 @@ export {
   AnthropicAdapter,
   DEFAULT_MODELS,
   DEFAULT_REASONING_EFFORTS,
-  RETRYABLE_CODES,
   VERSION,
   type AnthropicOptions,
 } from './adapter.ts'
-export { httpError, redactCredential, streamError } from './errors.ts'
+export { httpError, streamError } from './errors.ts'
 export {
   breakpointsOf,
   buildBody,

@@ -185,7 +185,7 @@ describe('request', () => {
     const adapter = new AnthropicAdapter({ apiKeyEnv: 'ANTHROPIC_API_KEY', baseUrlEnv: 'ANTHROPIC_BASE_URL', defaultBaseUrl: 'http://127.0.0.1:9', env: () => env })
     const missing = await collect(adapter)
     expect(missing.error?.code).toBe('MISSING_CREDENTIAL')
-    expect(missing.error?.message).toBe('anthropic: no API key for route "anthropic": set the ANTHROPIC_API_KEY environment variable or the apiKey option')
+    expect(missing.error?.message).toBe('no API key for provider "anthropic": set the ANTHROPIC_API_KEY environment variable or the apiKey option')
     expect(server.requests).toHaveLength(0)
 
     env.ANTHROPIC_API_KEY = KEY
@@ -591,7 +591,7 @@ describe('errors', () => {
     const secret = 'sk-ant-api03-SECRET-value-1234567890'
     const server = await serve([
       { type: 'http_error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key', echoKey: true },
-      { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'bad request Authorization: Bearer abc.def', echoKey: true },
+      { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'bad request Authorization: Bearer abc.def.ghi', echoKey: true },
       { type: 'error_event', errorType: 'api_error', message: 'boom', echoKey: true },
     ], { apiKey: secret })
     const adapter = adapterFor(server, { apiKey: secret })
@@ -603,8 +603,8 @@ describe('errors', () => {
       expect(JSON.stringify(error.failure)).not.toContain(secret)
       expect(error.message).toContain('[REDACTED]')
     }
-    expect(errors[0].message).toContain(`check the route's apiKey option (route "anthropic")`)
-    expect(errors[1].message).not.toContain('abc.def')
+    expect(errors[0].message).toContain(`check the apiKey option (route "anthropic")`)
+    expect(errors[1].message).not.toContain('abc.def.ghi')
     // A refused connection carries no key either.
     const closed = adapterFor({ url: 'http://127.0.0.1:9', requests: [], close: async () => {} }, { apiKey: secret })
     const refused = await collect(closed)

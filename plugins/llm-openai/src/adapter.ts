@@ -1,10 +1,12 @@
 import {
   abortedError,
+  DEFAULT_RETRY_POLICY,
   fetchEventStream,
   LlmAdapter,
   LlmError,
   parseRetryAfter,
   requestIdOf,
+  resolveEndpoint,
   type ContentBlock,
   type GenerateOptions,
   type LlmModelInfo,
@@ -15,7 +17,6 @@ import {
   type TokenUsage,
   type ToolSchema,
 } from '@loom/llm'
-import { redactCredential } from './redact.ts'
 
 /** Sent as `User-Agent: loom/<VERSION>`; kept equal to package.json by a test. */
 export const VERSION = '0.1.0'
@@ -73,15 +74,10 @@ export interface OpenAICompatibleOptions {
 const DEFAULTS = {
   defaultBaseUrl: 'https://api.deepseek.com',
   contextWindow: 128_000,
-  maxRetries: 5,
   idleTimeoutMs: 300_000,
   maxResponseBytes: 32 * 1024 * 1024,
-  initialDelayMs: 500,
-  maxDelayMs: 10_000,
-  jitterRatio: 0.1,
 }
 
-const RETRYABLE_CODES = Object.freeze(['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK'])
 const CONTEXT_RE = /context[ _-]?length|context[ _-]?window|maximum context|too many tokens|prompt is too long|input is too long|reduce the length/i
 const QUOTA_RE = /quota|insufficient[ _-]?(balance|funds|credits?)|billing|credit balance|payment required/i
 
@@ -98,16 +94,9 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
   }
 
   override providerRetryPolicy(_provider: string): ResolvedRetryPolicy {
-    const retry = this.options.retry ?? {}
-    return {
-      mode: 'normal',
-      maxRetries: this.options.maxRetries ?? DEFAULTS.maxRetries,
-      retryableCodes: RETRYABLE_CODES,
-      initialDelayMs: retry.initialDelayMs ?? DEFAULTS.initialDelayMs,
-      maxDelayMs: retry.maxDelayMs ?? DEFAULTS.maxDelayMs,
-      jitterRatio: retry.jitterRatio ?? DEFAULTS.jitterRatio,
-    }
+    return { ...DEFAULT_RETRY_POLICY, ...this.options.retry, ...(this.options.maxRetries !== undefined && { maxRetries: this.options.maxRetries }) }
   }
+
 
   override async listModels(provider: string): Promise<readonly LlmModelInfo[]> {
     return (this.options.models ?? []).map(id => this.modelInfo(provider, id))
@@ -133,35 +122,24 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
     }
   }
 
-  /** The credential of this call, and the text that names where it comes from. */
-  private credential(provider: string): { apiKey: string; source: string } {
-    const env = (this.options.env ?? (() => process.env))()
-    const apiKey = this.options.apiKey?.trim() || (this.options.apiKeyEnv ? env[this.options.apiKeyEnv]?.trim() : undefined)
-    const source = this.options.apiKey?.trim() ? 'the apiKey option' : this.options.apiKeyEnv ?? 'the apiKey option'
-    if (!apiKey) {
-      const where = this.options.apiKeyEnv ? `set the ${this.options.apiKeyEnv} environment variable or the apiKey option` : 'set the apiKey option'
-      throw new LlmError(`no API key for provider "${provider}": ${where}`, 'MISSING_CREDENTIAL')
-    }
-    return { apiKey, source }
+  /** The base URL and key of this call (read on every call). */
+  private endpoint(provider: string) {
+    return resolveEndpoint(provider, { ...this.options, defaultBaseUrl: this.options.defaultBaseUrl ?? DEFAULTS.defaultBaseUrl })
   }
 
   /** The request one call sends; throws MISSING_CREDENTIAL / BAD_REQUEST for bad configuration. */
-  buildRequest(options: GenerateOptions): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
-    const env = (this.options.env ?? (() => process.env))()
-    const { apiKey } = this.credential(options.provider)
-    const fromEnv = this.options.baseUrlEnv ? env[this.options.baseUrlEnv]?.trim() : undefined
-    const baseUrl = this.options.baseUrl?.trim() || fromEnv || this.options.defaultBaseUrl || DEFAULTS.defaultBaseUrl
+  buildRequest(options: GenerateOptions, endpoint = this.endpoint(options.provider)): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
     let url: string
     try {
-      url = new URL(`${baseUrl.replace(/\/+$/, '')}/chat/completions`).href
+      url = new URL(`${endpoint.baseUrl.replace(/\/+$/, '')}/chat/completions`).href
     } catch (cause) {
-      throw new LlmError(`provider "${options.provider}" has an invalid base URL: ${baseUrl}`, 'BAD_REQUEST', { cause })
+      throw new LlmError(`provider "${options.provider}" has an invalid base URL: ${endpoint.baseUrl}`, 'BAD_REQUEST', { cause })
     }
     const headers: Record<string, string> = {
       ...this.options.headers,
       'content-type': 'application/json',
       accept: 'text/event-stream',
-      authorization: `Bearer ${apiKey}`,
+      authorization: `Bearer ${endpoint.apiKey}`,
       'user-agent': `loom/${VERSION}`,
     }
     return { url, headers, body: buildBody(options, this.options.thinking, this.options.reasoningHistory ?? 'tool-calls') }
@@ -170,8 +148,8 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
   async *stream(options: GenerateOptions): AsyncGenerator<StreamChunk, void, undefined> {
     const { signal, provider } = options
     if (signal?.aborted) throw abortedError(signal)
-    const request = this.buildRequest(options)
-    const { apiKey, source } = this.credential(provider)
+    const endpoint = this.endpoint(provider)
+    const request = this.buildRequest(options, endpoint)
     const events = fetchEventStream({
       provider,
       url: request.url,
@@ -181,8 +159,8 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
       idleTimeoutMs: this.options.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
       requestTimeoutMs: this.options.requestTimeoutMs,
       maxResponseBytes: this.options.maxResponseBytes ?? DEFAULTS.maxResponseBytes,
-      httpError: (status, text, headers) => httpError(provider, status, text, headers, source),
-      redact: text => redactCredential(text, apiKey),
+      httpError: (status, text, headers) => httpError(provider, status, text, headers, endpoint.keySource),
+      redact: endpoint.redact,
     })
     const mapper = new ChunkMapper(provider)
     try {
