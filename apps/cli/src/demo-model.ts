@@ -138,6 +138,6 @@ function answer(task: string, listing: Call | undefined, read: Call | undefined,
       lines.push('', `${path} is titled "${title ?? path}"${prose ? `; it begins: "${prose.trim().slice(0, 200)}"` : '.'}`)
     }
   }
-  lines.push('', `You asked: "${task.trim()}". I am a scripted demo that always lists the directory and reads its README; with DEEPSEEK_API_KEY (or OPENAI_BASE_URL and OPENAI_API_KEY) set, the same command uses a real model.`)
+  lines.push('', `You asked: "${task.trim()}". I am a scripted demo that always lists the directory and reads its README; with DEEPSEEK_API_KEY, ANTHROPIC_API_KEY (or OPENAI_BASE_URL and OPENAI_API_KEY) set, the same command uses a real model.`)
   return lines.join('\n')
 }
