@@ -31,7 +31,7 @@ export class MockAdapter extends LlmAdapter {
 }
 
 // The canonical chunk sequences of the spec (section 2.10) ship with the scripted adapter.
-export { textResponse, toolCallResponse } from '@loom/llm-scripted'
+export { textResponse, toolCallResponse } from '@loom/llm/testing'
 
 /** A stream that delivers `chunks` and then waits until the request is aborted. */
 export function hanging(chunks: StreamChunk[]) {

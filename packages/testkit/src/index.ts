@@ -16,4 +16,4 @@ export {
   type RunResult,
 } from './host.ts'
 export { snapshotRequest } from './snapshot.ts'
-export type { ScriptEntry } from '@loom/llm-scripted'
+export type { ScriptEntry } from '@loom/llm/testing'

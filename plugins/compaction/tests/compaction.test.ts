@@ -1,6 +1,6 @@
 import type { Agent } from '@loom/agent-loop'
 import { userText, type ContentBlock, type GenerateOptions, type Message, type UserMessage } from '@loom/llm'
-import type { ScriptResult } from '@loom/llm-scripted'
+import type { ScriptResult } from '@loom/llm/testing'
 import type { SessionEvent, SessionEventMap } from '@loom/session'
 import { createHost, type Host, type Mounted } from '@loom/testkit'
 import { defineTool } from '@loom/tools'

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/llm'
-import { ScriptedAdapter, type ScriptedConfig } from './adapter.ts'
+import { ScriptedAdapter, type ScriptedConfig } from '@loom/llm/testing'
 
 export const name = '@loom/llm-scripted'
 export const inject = ['llm']
@@ -58,15 +58,5 @@ export function scriptedAdapterOf(ctx: Context, provider = 'scripted'): Scripted
   return adapter instanceof ScriptedAdapter ? adapter : undefined
 }
 
-export {
-  ScriptedAdapter,
-  type ScriptedConfig,
-  type ScriptedToolCall,
-  type ScriptEntry,
-  type ScriptFailure,
-  type ScriptFunction,
-  type ScriptReply,
-  type ScriptResult,
-} from './adapter.ts'
-export { blockChunks, estimateInputTokens, textResponse, toolCallResponse } from './chunks.ts'
-export { loadReplay, type RecordedResponse } from './replay.ts'
+// The adapter itself lives in the core testing entry point; the plugin only routes it.
+export * from '@loom/llm/testing'

@@ -6,7 +6,7 @@ import {
   type LlmModelInfo,
   type StreamChunk,
   type TokenUsage,
-} from '@loom/llm'
+} from '../index.ts'
 import { blockChunks } from './chunks.ts'
 import { loadReplay } from './replay.ts'
 

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import type { ContentBlock, TokenUsage } from '@loom/llm'
+import type { ContentBlock, TokenUsage } from '../index.ts'
 
 /** One recorded model answer: its content and, when logged, its usage. */
 export interface RecordedResponse {

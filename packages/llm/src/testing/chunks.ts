@@ -1,7 +1,7 @@
 // Chunk sequences: the two canonical helpers other packages' tests use, and the
 // realistic streaming of a scripted reply.
 
-import { estimateHeader, estimateMessage, estimateText, type ContentBlock, type GenerateOptions, type StreamChunk, type TokenUsage } from '@loom/llm'
+import { estimateHeader, estimateMessage, estimateText, type ContentBlock, type GenerateOptions, type StreamChunk, type TokenUsage } from '../index.ts'
 
 /**
  * `block-start`, one `text-delta` per character, `block-end`, usage
