@@ -131,7 +131,7 @@ async function runLoom(): Promise<{ requests: GenerateOptions[]; tools: ToolSche
   const requests = adapter.requests.slice()
   if (requests.length !== STEPS) throw new Error(`cache-economics: expected ${STEPS} requests, the loop sent ${requests.length}`)
   const snapshotTokens = events.reduce((sum, event) =>
-    event.type === 'user/message' && isSnapshot(event.data as Message) ? sum + estimateMessage(event.data as Message) : sum, 0)
+    event.type === 'user/message' && isSnapshot(event.data) ? sum + estimateMessage(event.data) : sum, 0)
   return { requests, tools: requests[0].tools ? [...requests[0].tools] : [], snapshotTokens }
 }
 

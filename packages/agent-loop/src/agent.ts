@@ -18,15 +18,15 @@ import {
   type ToolSchema,
   type UserMessage,
 } from '@loom/llm'
-import { createScope, type Scope } from '@loom/scope'
+import { createScope, type AgentRef, type Scope } from '@loom/scope'
 import {
   canonicalHeader,
   headerEquals,
+  lastEventOfType,
   type AgentCancelCause,
   type CachePrices,
   type RequestSources,
   type Session,
-  type SessionEvent,
   type TurnEndReason,
 } from '@loom/session'
 import { joinContextSections, renderContextSections, renderPrompt, type PromptAssembly } from '@loom/system-prompt'
@@ -83,7 +83,7 @@ type StepEnd = TurnEndReason | null
  * for the agent's scope, logs what changed, freezes the request, streams the
  * model, runs the tools it asked for, and repeats until the model is done.
  */
-export class Agent {
+export class Agent implements AgentRef {
   readonly inbox: Inbox
   #phase: Phase
   #activity: Promise<void> | undefined
@@ -101,9 +101,7 @@ export class Agent {
     // The agent is its own scope key: `assemble({ scope: agent })` sees its layer.
     this.#scope = createScope(home, this)
     this.ctx = this.#scope.ctx
-    let lastTurn = 0
-    for (const event of session.events) if (event.type === 'turn/start') lastTurn = (event.data as { turn: number }).turn
-    this.#phase = { kind: 'idle', lastTurn }
+    this.#phase = { kind: 'idle', lastTurn: lastEventOfType(session.events, 'turn/start')?.data.turn ?? 0 }
     this.inbox = new Inbox(session, {
       inserted: message => loop.emit(this, 'agent/inbox/inserted', { agent: this, message }),
       discarded: message => loop.emit(this, 'agent/inbox/discarded', { agent: this, message }),
@@ -117,6 +115,15 @@ export class Agent {
 
   get id(): string {
     return this.session.id
+  }
+
+  get sessionId(): string {
+    return this.session.id
+  }
+
+  /** The working directory recorded in the session header, if any. */
+  get cwd(): string | undefined {
+    return this.session.header.cwd
   }
 
   get status(): AgentStatus {
@@ -317,7 +324,7 @@ export class Agent {
     signal.throwIfAborted()
     const sections = renderContextSections(assembly)
     const candidate = this.#projection.project(joinContextSections(sections), sections)
-    const decision = await this.loop.waterfall<PreStepDecision>(this, 'agent/pre-step', { agent: this, messages: claimed, turn, step, signal },
+    const decision = await this.loop.waterfall(this, 'agent/pre-step', { agent: this, messages: claimed, turn, step, signal },
       async () => ({ kind: 'enter', messages: candidate ? [...claimed, candidate] : [...claimed] }))
     signal.throwIfAborted()
     return decision.kind === 'reject' ? decision : { kind: 'enter', messages: decision.messages, assembly }
@@ -386,7 +393,7 @@ export class Agent {
 
       const finish = assembler.finish
       if (finish.kind === 'error' || finish.kind === 'aborted') {
-        const action = await this.loop.waterfall<RequestErrorAction>(this, 'agent/request-error', {
+        const action = await this.loop.waterfall(this, 'agent/request-error', {
           agent: this, turn, step, provider: request.provider, failure: finish.failure, retryPolicy: prepared?.retryPolicy, signal,
         }, () => this.#retryByPolicy(turn, step, finish.failure, prepared?.retryPolicy, retries, signal))
         signal.throwIfAborted() // a cancel wins over a retry
@@ -419,8 +426,7 @@ export class Agent {
     if (this.options.pinPrompt) {
       const last = this.session.requestHeader()
       if (last) {
-        const event = lastHeaderEvent(this.session)
-        const sources = event?.data.sources
+        const sources = lastEventOfType(this.session.events, 'request/header')?.data.sources
         return this.#pinned = { system: last.system ?? '', tools: last.tools ?? [], sources: () => sources }
       }
     }
@@ -434,7 +440,7 @@ export class Agent {
 
   async #buildRequest(turn: number, step: number, tools: ToolSchema[], system: string, sources: () => RequestSources | undefined,
     messages: GenerateOptions['messages'], signal: AbortSignal) {
-    const proposed = await this.loop.waterfall<LlmCallConfig>(this, 'agent/request', { agent: this, turn, step, signal },
+    const proposed = await this.loop.waterfall(this, 'agent/request', { agent: this, turn, step, signal },
       async () => deepFreeze(structuredClone(this.#seedConfig())))
     signal.throwIfAborted()
     if (!proposed.provider || !proposed.model) {
@@ -467,7 +473,7 @@ export class Agent {
         // Provenance is metadata: the comparison above ignores it; `changes` attributes the break.
         const provenance = sources()
         const changes = baseline
-          ? headerChanges({ header: baseline, sources: lastHeaderEvent(this.session)?.data.sources }, { header, sources: provenance })
+          ? headerChanges({ header: baseline, sources: lastEventOfType(this.session.events, 'request/header')?.data.sources }, { header, sources: provenance })
           : undefined
         this.session.append('request/header', { header, reason: 'change', ...(provenance && { sources: provenance }), ...(changes && { changes }) })
       }
@@ -583,14 +589,6 @@ interface PromptSelection {
   system: string
   tools: ToolSchema[]
   sources: () => RequestSources | undefined
-}
-
-function lastHeaderEvent(session: Session): SessionEvent<'request/header'> | undefined {
-  const events = session.events
-  for (let i = events.length - 1; i >= 0; i--) {
-    if (events[i].type === 'request/header') return events[i] as SessionEvent<'request/header'>
-  }
-  return undefined
 }
 
 /** `''` is no arguments; text that is not JSON is passed on as is (the tool reports it). */

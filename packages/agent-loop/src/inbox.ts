@@ -23,7 +23,7 @@ export class Inbox {
     const from = session.header.seedLength ?? 0
     for (const event of session.events.slice(from)) {
       if (event.type !== 'agent/inbox/spliced') continue
-      const data = event.data as Splice
+      const data = event.data
       try {
         this.#check(data.target, data.start, data.removedCount ?? 0, data.inserted)
       } catch (cause) {

@@ -2,8 +2,20 @@ import { AgentLoop } from './service.ts'
 
 export default AgentLoop
 export { Agent, type AgentOptions, type TurnLimits, type AgentStatus, type CancelOptions, type PreStepDecision, type RequestErrorAction } from './agent.ts'
+export type {
+  AgentPayload,
+  AgentWaterfallListener,
+  ErrorPayload,
+  InboxClaimedPayload,
+  InboxPayload,
+  PreStepPayload,
+  RequestErrorPayload,
+  RequestPayload,
+  SessionStartPayload,
+  StatusPayload,
+  TurnStoppingPayload,
+} from './events.ts'
 export { Inbox, type InboxNotify, type InboxTarget } from './inbox.ts'
 export { CLEARED_RUNTIME_CONTEXT, RUNTIME_CONTEXT_OWNER, RuntimeContextProjection } from './runtime-context.ts'
 export { AgentLoop, type AgentLoopConfig, type CreateAgentOptions } from './service.ts'
 export { buildManifest, type Manifest, type ManifestInput, type ManifestKind, type ManifestRow, type ManifestTotal } from './manifest.ts'
-export { agentCwd } from './cwd.ts'

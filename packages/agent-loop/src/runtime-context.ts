@@ -7,14 +7,14 @@ export const CLEARED_RUNTIME_CONTEXT = 'Current runtime context: none. Earlier r
 
 type Retained = undefined | null | { seq: number; text: string | undefined }
 
-function isOwned(event: SessionEvent): boolean {
+function isOwned(event: SessionEvent): event is SessionEvent<'user/message'> {
   if (event.type !== 'user/message') return false
-  const source = (event.data as UserMessage).source
+  const { source } = event.data
   return source.kind === 'plugin' && source.plugin === RUNTIME_CONTEXT_OWNER
 }
 
-function textOf(event: SessionEvent): string | undefined {
-  const { content } = event.data as UserMessage
+function textOf(event: SessionEvent<'user/message'>): string | undefined {
+  const { content } = event.data
   return content.length === 1 && content[0].type === 'text' ? content[0].text : undefined
 }
 

@@ -1,12 +1,13 @@
-import { Context, Service } from '@deepseek-ai/cordis'
+import { Context, Service, type Events } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { Llm } from '@loom/llm'
-import { scopeTarget, type Scoped } from '@loom/scope'
+import { scopeTarget } from '@loom/scope'
 import type { Session, SessionStore } from '@loom/session'
 import type { AssembleContext, SystemPrompt } from '@loom/system-prompt'
 import type { ToolRuntime } from '@loom/tools'
 import { isAbsolute } from 'node:path'
 import { Agent, type AgentOptions } from './agent.ts'
+import type {} from './events.ts' // the agent/* event declarations
 
 export const name = '@loom/agent-loop'
 
@@ -34,6 +35,13 @@ declare module '@deepseek-ai/cordis' {
 }
 
 type Handle = { agent: Agent; detachSession: () => void; leave?: () => void }
+
+/** The agent events whose listeners wrap a `next` (see events.ts). */
+type AgentWaterfall = 'agent/pre-step' | 'agent/request' | 'agent/request-error'
+/** The fire-and-forget agent events. */
+type AgentNotification = Exclude<Extract<keyof Events, `agent/${string}`>, AgentWaterfall | 'agent/turn-stopping'>
+type PayloadOf<K extends keyof Events> = Parameters<Events[K]>[0]
+type ResultOf<K extends AgentWaterfall> = Awaited<ReturnType<Events[K]>>
 
 /**
  * The agents of a host (ctx key `agents`). Each agent gets its own scope: a
@@ -63,10 +71,11 @@ export class AgentLoop extends Service {
     super(ctx, 'agents')
     this.config = { maxParallelToolCalls, maxSteps }
     this.home = ctx
+    // The route is this loop's own option, not part of AgentRef.
     const agentOf = (c: AssembleContext) => c.agent instanceof Agent ? c.agent : undefined
     ctx.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)
     ctx.systemPrompt.variable('model', c => agentOf(c)?.options.model)
-    ctx.systemPrompt.variable('cwd', c => agentOf(c)?.session.header.cwd)
+    ctx.systemPrompt.variable('cwd', c => c.agent?.cwd)
   }
 
   get systemPrompt(): SystemPrompt { return this.home.systemPrompt }
@@ -144,7 +153,7 @@ export class AgentLoop extends Service {
   }
 
   /** Fire-and-forget, routed to the agent's listeners and unscoped ones; failures are logged. */
-  emit(agent: Agent, name: string, payload: object): void {
+  emit<K extends AgentNotification>(agent: Agent, name: K, payload: PayloadOf<K>): void {
     const logger = this.home.logger('agents')
     for (const listener of this.home.events.dispatch('emit', [scopeTarget(this, agent), name, payload])) {
       try {
@@ -156,12 +165,22 @@ export class AgentLoop extends Service {
     }
   }
 
-  waterfall<T>(agent: Agent, name: string, payload: object, next: () => Promise<T>): Promise<T> {
-    return (this.home.waterfall as any)(scopeTarget(this, agent) as Scoped<AgentLoop>, name, payload, next)
+  /**
+   * Runs the agent's listeners of a waterfall around `inner`, outermost first.
+   * Each `next()` returns a promise even when the listener after it answers
+   * synchronously, as the event types promise.
+   */
+  waterfall<K extends AgentWaterfall>(agent: Agent, name: K, payload: PayloadOf<K>, inner: () => Promise<ResultOf<K>>): Promise<ResultOf<K>> {
+    const listeners = this.home.events.dispatch('waterfall', [scopeTarget(this, agent), name, payload])
+    const step = async (index: number): Promise<ResultOf<K>> => {
+      const listener = listeners[index]
+      return listener ? await listener(payload, () => step(index + 1)) : inner()
+    }
+    return step(0)
   }
 
-  async serial(agent: Agent, name: string, payload: object): Promise<void> {
-    await (this.home.serial as any)(scopeTarget(this, agent), name, payload)
+  async serial(agent: Agent, name: 'agent/turn-stopping', payload: PayloadOf<'agent/turn-stopping'>): Promise<void> {
+    await this.home.serial(scopeTarget(this, agent), name, payload)
   }
 }
 

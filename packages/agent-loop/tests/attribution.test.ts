@@ -47,7 +47,7 @@ function greeter(one: string) {
 }
 
 function onRequest(ctx: Context, edit: (config: LlmCallConfig, payload: { turn: number }) => LlmCallConfig) {
-  ctx.on('agent/request' as any, async (payload: { turn: number }, next: () => Promise<LlmCallConfig>) => edit(await next(), payload))
+  ctx.on('agent/request', async (payload: { turn: number }, next: () => Promise<LlmCallConfig>) => edit(await next(), payload))
 }
 
 const tmpDirs: string[] = []

@@ -47,7 +47,7 @@ async function slowAbortHarness() {
   const held = gate()
   const entered = gate()
   let first = true
-  h.agent.ctx.on('agent/turn-stopping' as any, async () => {
+  h.agent.ctx.on('agent/turn-stopping', async () => {
     if (!first) return
     first = false
     entered.release()
@@ -186,7 +186,7 @@ describe('cancellation (5.5)', () => {
     const h = await harness({
       script: [[...textChunks('doomed partial').slice(0, 2), finishWith('error', { message: 'overloaded', code: 'SERVICE_UNAVAILABLE' })], textResponse('never')],
     })
-    h.agent.ctx.on('agent/request-error' as any, () => {
+    h.agent.ctx.on('agent/request-error', () => {
       h.agent.cancel({ kind: 'user' })
       return undefined
     })
@@ -358,7 +358,7 @@ describe('cancellation (5.5)', () => {
 
   it('a cancel in turn-stopping aborts the turn after one step (95)', async () => {
     const h = await harness({ script: [textResponse('done'), textResponse('never')] })
-    h.agent.ctx.on('agent/turn-stopping' as any, () => { h.agent.cancel({ kind: 'user' }) })
+    h.agent.ctx.on('agent/turn-stopping', () => { h.agent.cancel({ kind: 'user' }) })
     h.send('go')
     await h.settle()
 
@@ -369,7 +369,7 @@ describe('cancellation (5.5)', () => {
 
   it('a cancel from the running-status listener prevents the turn (96)', async () => {
     const h = await harness({ script: [textResponse('never')] })
-    h.agent.ctx.on('agent/status' as any, ({ status }: { status: string }) => {
+    h.agent.ctx.on('agent/status', ({ status }: { status: string }) => {
       if (status === 'running') h.agent.cancel({ kind: 'user' })
     })
     h.send('go')
@@ -381,7 +381,7 @@ describe('cancellation (5.5)', () => {
 
     const b = await harness({ script: [textResponse('ok'), textResponse('never')] })
     let first = true
-    b.agent.ctx.on('agent/status' as any, ({ status }: { status: string }) => {
+    b.agent.ctx.on('agent/status', ({ status }: { status: string }) => {
       if (status !== 'running' || !first) return
       first = false
       b.agent.cancel({ kind: 'user' })
@@ -514,7 +514,7 @@ describe('cancellation (5.5)', () => {
 
   it('every cooperative boundary settles on a cancel (100)', async () => {
     const boundaries: Record<string, (h: Harness, entered: () => void) => void> = {
-      'pre-step': (h, entered) => h.agent.ctx.on('agent/pre-step' as any, async (payload: any, next: () => Promise<unknown>) => {
+      'pre-step': (h, entered) => h.agent.ctx.on('agent/pre-step', async (payload, next) => {
         entered()
         await untilAbort(payload.signal)
         return next()
@@ -524,12 +524,12 @@ describe('cancellation (5.5)', () => {
         await untilAbort(context.signal!)
         return next()
       }),
-      request: (h, entered) => h.agent.ctx.on('agent/request' as any, async (payload: any, next: () => Promise<unknown>) => {
+      request: (h, entered) => h.agent.ctx.on('agent/request', async (payload, next) => {
         entered()
         await untilAbort(payload.signal)
         return next()
       }),
-      'turn-stopping': (h, entered) => h.agent.ctx.on('agent/turn-stopping' as any, async (payload: any) => {
+      'turn-stopping': (h, entered) => h.agent.ctx.on('agent/turn-stopping', async payload => {
         entered()
         await untilAbort(payload.signal)
       }),

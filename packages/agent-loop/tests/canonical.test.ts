@@ -9,7 +9,7 @@ describe('canonical logs', () => {
   it('(A) a one-step text turn writes exactly these 16 events', async () => {
     const h = await harness({ script: [textResponse('ok')] })
     const claimed: unknown[] = []
-    h.agent.ctx.on('agent/inbox/claimed' as any, ({ message, turn }: any) => claimed.push({ id: message.id, turn, after: h.types().at(-1) }))
+    h.agent.ctx.on('agent/inbox/claimed', ({ message, turn }) => claimed.push({ id: message.id, turn, after: h.types().at(-1) }))
     const message = userText('hi')
     h.agent.followup(message)
     await h.settle()
@@ -74,7 +74,7 @@ describe('canonical logs', () => {
       },
     })
     const preSteps: number[] = []
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: any, next: () => Promise<unknown>) => {
+    h.agent.ctx.on('agent/pre-step', async (payload, next) => {
       preSteps.push(payload.messages.length)
       return next()
     })

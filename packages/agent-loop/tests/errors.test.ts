@@ -70,7 +70,7 @@ describe('errors and recovery (5.4)', () => {
       ],
     })
     const seen: unknown[] = []
-    h.agent.ctx.on('agent/request-error' as any, (payload: any) => {
+    h.agent.ctx.on('agent/request-error', (payload) => {
       seen.push({ turn: payload.turn, step: payload.step, code: payload.failure.code, mode: payload.retryPolicy?.mode })
       return { kind: 'retry' }
     })
@@ -95,7 +95,7 @@ describe('errors and recovery (5.4)', () => {
         textResponse('recovered'),
       ],
     })
-    h.agent.ctx.on('agent/request-error' as any, () => ({ kind: 'retry' }))
+    h.agent.ctx.on('agent/request-error', () => ({ kind: 'retry' }))
     h.send('hi')
     await h.settle()
 
@@ -115,7 +115,7 @@ describe('errors and recovery (5.4)', () => {
 
   it('a cancel in the request-error listener beats its retry (73)', async () => {
     const h = await harness({ script: [[finishWith('error', { message: 'rate limited', code: 'RATE_LIMIT' })], textResponse('never')] })
-    h.agent.ctx.on('agent/request-error' as any, () => {
+    h.agent.ctx.on('agent/request-error', () => {
       h.agent.cancel({ kind: 'user' })
       return { kind: 'retry' }
     })
@@ -129,14 +129,14 @@ describe('errors and recovery (5.4)', () => {
   it('a failing or silent request-error listener leaves the failure terminal (74)', async () => {
     const failure = { message: 'rate limited', code: 'RATE_LIMIT' }
     const throwing = await harness({ script: [[finishWith('error', failure)], textResponse('never')] })
-    throwing.agent.ctx.on('agent/request-error' as any, () => { throw new Error('recovery failed') })
+    throwing.agent.ctx.on('agent/request-error', () => { throw new Error('recovery failed') })
     throwing.send('hi')
     await throwing.settle()
     expect(throwing.adapter.requests).toHaveLength(1)
     expect(turnEndReasons(throwing.events())).toEqual([{ kind: 'error', error: { message: 'recovery failed', code: 'UNKNOWN' } }])
 
     const silent = await harness({ script: [[finishWith('error', failure)], textResponse('never')] })
-    silent.agent.ctx.on('agent/request-error' as any, () => undefined)
+    silent.agent.ctx.on('agent/request-error', () => undefined)
     silent.send('hi')
     await silent.settle()
     expect(silent.adapter.requests).toHaveLength(1)
@@ -146,8 +146,8 @@ describe('errors and recovery (5.4)', () => {
   it('a failing agent/request middleware is not a request error (75)', async () => {
     const h = await harness({ script: [textResponse('never')] })
     let requestErrors = 0
-    h.agent.ctx.on('agent/request-error' as any, () => { requestErrors++ })
-    h.agent.ctx.on('agent/request' as any, () => { throw new LlmError('middleware failed', 'MIDDLEWARE') })
+    h.agent.ctx.on('agent/request-error', (_payload, next) => (requestErrors++, next()))
+    h.agent.ctx.on('agent/request', () => { throw new LlmError('middleware failed', 'MIDDLEWARE') })
     h.send('hi')
     await h.settle()
 
@@ -158,7 +158,7 @@ describe('errors and recovery (5.4)', () => {
 
   it('a coded plugin error keeps its code in the turn end (76)', async () => {
     const h = await harness({ script: [textResponse('never')] })
-    h.agent.ctx.on('agent/request' as any, () => { throw new LlmError('server overloaded', 'RATE_LIMIT') })
+    h.agent.ctx.on('agent/request', () => { throw new LlmError('server overloaded', 'RATE_LIMIT') })
     h.send('hi')
     await h.settle()
 
@@ -169,7 +169,7 @@ describe('errors and recovery (5.4)', () => {
     const h = await harness({ script: [textResponse('never')] })
     const errors = collect<ErrorPayload>(h.agent, 'agent/error')
     const thrown = { code: 500 }
-    h.agent.ctx.on('agent/request' as any, () => { throw thrown })
+    h.agent.ctx.on('agent/request', () => { throw thrown })
     h.send('hi')
     await h.settle()
 

@@ -75,7 +75,7 @@ export async function harness(options: {
   await options.setup?.(ctx)
   const agent = ctx.agents.create(options.id ?? 'a1', options.agent ?? { provider: 'mock', model: 'mock' })
   const statuses: string[] = []
-  agent.ctx.on('agent/status' as any, ({ status }: { status: string }) => { statuses.push(status) })
+  agent.ctx.on('agent/status', ({ status }: { status: string }) => { statuses.push(status) })
   return {
     root,
     ctx,

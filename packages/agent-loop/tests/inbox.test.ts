@@ -130,7 +130,7 @@ describe('inbox unit behaviour (spec 1.8)', () => {
     h.ctx.on('session/event', (session, event) => {
       if (session === h.agent.session) seen.push({ type: event.type, pending: h.agent.inbox.nextStep.map(textOf) })
     })
-    h.agent.ctx.on('agent/inbox/inserted' as any, () => { notified.push({ pending: h.agent.inbox.nextStep.map(textOf) }) })
+    h.agent.ctx.on('agent/inbox/inserted', () => { notified.push({ pending: h.agent.inbox.nextStep.map(textOf) }) })
     h.agent.inject(plugin('one'))
     h.agent.inject(plugin('two'))
     expect(seen).toEqual([{ type: 'agent/inbox/spliced', pending: [] }, { type: 'agent/inbox/spliced', pending: ['one'] }])
@@ -242,9 +242,9 @@ describe('5.7 inbox contracts', () => {
     const discarded: string[] = []
     const claimed: Array<{ message: string; turn: number }> = []
     h.ctx.on('session/event', (session, event) => { if (session === h.agent.session) order.push(event.type) })
-    h.agent.ctx.on('agent/inbox/inserted' as any, ({ message }: any) => { inserted.push(message.id); order.push('inserted') })
-    h.agent.ctx.on('agent/inbox/discarded' as any, ({ message }: any) => { discarded.push(message.id); order.push('discarded') })
-    h.agent.ctx.on('agent/inbox/claimed' as any, ({ message, turn }: any) => { claimed.push({ message: message.id, turn }); order.push('claimed') })
+    h.agent.ctx.on('agent/inbox/inserted', ({ message }) => { inserted.push(message.id); order.push('inserted') })
+    h.agent.ctx.on('agent/inbox/discarded', ({ message }) => { discarded.push(message.id); order.push('discarded') })
+    h.agent.ctx.on('agent/inbox/claimed', ({ message, turn }) => { claimed.push({ message: message.id, turn }); order.push('claimed') })
 
     const c = plugin('context')
     const p = userText('prompt')

@@ -3,13 +3,11 @@
 import { createUserMessage, userText, type GenerateOptions, type Message, type StreamChunk, type UserMessage } from '@loom/llm'
 import { Session, type SessionEvent } from '@loom/session'
 import { defineTool, type ToolRunContext } from '@loom/tools'
-import { Agent, type PreStepDecision } from '@loom/agent-loop'
+import { Agent } from '@loom/agent-loop'
 import { describe, expect, it } from 'vitest'
 import { harness, textResponse, toolCallResponse, type Harness } from './harness.ts'
 
 // ---- helpers (local to this file) ----
-
-type Next<T> = () => Promise<T>
 
 function plugin(text: string): UserMessage {
   return createUserMessage({ content: [{ type: 'text', text }], source: { kind: 'plugin', plugin: 'test' } })
@@ -91,7 +89,7 @@ describe('5.1 turn and step lifecycle', () => {
   it('(2) a turn opens synchronously inside the waking send', async () => {
     const h = await harness({ script: [textResponse('ok')] })
     const claimed: Array<{ id: string; turn: number; log: string[] }> = []
-    h.agent.ctx.on('agent/inbox/claimed' as any, ({ message, turn }: any) => {
+    h.agent.ctx.on('agent/inbox/claimed', ({ message, turn }) => {
       claimed.push({ id: message.id, turn, log: h.types() })
     })
     const message = userText('x')
@@ -285,7 +283,7 @@ describe('5.1 turn and step lifecycle', () => {
   it('(11) pre-step coordinates', async () => {
     const h = await harness({ script: [toolCallResponse('c1', 'echo', { text: 'hi' }), textResponse('done')], setup: ctx => { ctx.tools.register(echoTool()) } })
     const seen: unknown[] = []
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: any, next: Next<PreStepDecision>) => {
+    h.agent.ctx.on('agent/pre-step', async (payload, next) => {
       seen.push({ turn: payload.turn, step: payload.step, messages: payload.messages.length })
       return next()
     })
@@ -297,7 +295,7 @@ describe('5.1 turn and step lifecycle', () => {
   it('(12) the pre-step runs before step/start', async () => {
     const h = await harness({ script: [toolCallResponse('c1', 'echo', { text: 'hi' }), textResponse('done')], setup: ctx => { ctx.tools.register(echoTool()) } })
     const last: string[] = []
-    h.agent.ctx.on('agent/pre-step' as any, async (_payload: any, next: Next<PreStepDecision>) => {
+    h.agent.ctx.on('agent/pre-step', async (_payload, next) => {
       last.push(h.types().at(-1)!)
       return next()
     })
@@ -312,7 +310,8 @@ describe('5.1 turn and step lifecycle', () => {
     const h = await harness({ script: [textResponse('ok')] })
     const original = userText('freeze me')
     const checks: Record<string, unknown> = {}
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: any) => {
+    // `any`: the test tries the mutations the types forbid.
+    h.agent.ctx.on('agent/pre-step', async (payload: any) => {
       const m = payload.messages[0]
       checks.messages = Object.isFrozen(payload.messages)
       checks.message = Object.isFrozen(m)
@@ -339,7 +338,7 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(14) a pre-step reject blocks the turn and drops the claimed message', async () => {
     const h = await harness({ script: [] })
-    h.agent.ctx.on('agent/pre-step' as any, async () => ({ kind: 'reject' }))
+    h.agent.ctx.on('agent/pre-step', async () => ({ kind: 'reject' }))
     h.send('do something')
     await h.settle()
 
@@ -356,7 +355,7 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(15) a reject stops the driver; later work stays queued', async () => {
     const h = await harness({ script: [textResponse('ok safe'), textResponse('ok wake')] })
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: any, next: Next<PreStepDecision>) =>
+    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
       payload.messages.some((m: UserMessage) => textOf(m) === 'secret') ? { kind: 'reject' } : next())
     h.send('secret')
     h.send('safe')
@@ -380,13 +379,13 @@ describe('5.1 turn and step lifecycle', () => {
   it('(16) a reject after earlier steps ends the turn blocked', async () => {
     const h = await harness({ script: [textResponse('ok')] })
     let forced = false
-    h.agent.ctx.on('agent/turn-stopping' as any, ({ agent }: { agent: Agent }) => {
+    h.agent.ctx.on('agent/turn-stopping', ({ agent }: { agent: Agent }) => {
       if (!forced) {
         forced = true
         agent.inject(plugin('more'))
       }
     })
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: any, next: Next<PreStepDecision>) =>
+    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
       payload.step >= 2 ? { kind: 'reject' } : next())
     h.send('go')
     await h.settle()
@@ -398,7 +397,7 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(17) an empty first step ends the turn completed with no step', async () => {
     const h = await harness({ script: [] })
-    h.agent.ctx.on('agent/pre-step' as any, async () => ({ kind: 'enter', messages: [] }))
+    h.agent.ctx.on('agent/pre-step', async () => ({ kind: 'enter', messages: [] }))
     h.send('go')
     await h.settle()
 
@@ -412,13 +411,13 @@ describe('5.1 turn and step lifecycle', () => {
   it('(18) an empty continuation closes the turn without another step', async () => {
     const h = await harness({ script: [textResponse('ok')] })
     let forced = false
-    h.agent.ctx.on('agent/turn-stopping' as any, ({ agent }: { agent: Agent }) => {
+    h.agent.ctx.on('agent/turn-stopping', ({ agent }: { agent: Agent }) => {
       if (!forced) {
         forced = true
         agent.inject(plugin('extra context'))
       }
     })
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: any, next: Next<PreStepDecision>) =>
+    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
       payload.step >= 2 ? { kind: 'enter', messages: [] } : next())
     h.send('finish once')
     await h.settle()
@@ -433,7 +432,7 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(19) an enter decision may rewrite the messages', async () => {
     const h = await harness({ script: [textResponse('ok')] })
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: any) => ({
+    h.agent.ctx.on('agent/pre-step', async (payload) => ({
       kind: 'enter',
       messages: [{ ...payload.messages[0], content: [{ type: 'text', text: 'REWRITTEN' }] }],
     }))
@@ -450,7 +449,7 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(20) an enter decision may add context', async () => {
     const h = await harness({ script: [textResponse('ok')] })
-    h.agent.ctx.on('agent/pre-step' as any, async (_payload: any, next: Next<PreStepDecision>) => {
+    h.agent.ctx.on('agent/pre-step', async (_payload, next) => {
       const decision = await next()
       return decision.kind === 'enter' ? { kind: 'enter', messages: [...decision.messages, plugin('added')] } : decision
     })
@@ -468,7 +467,7 @@ describe('5.1 turn and step lifecycle', () => {
     const h = await harness({ script: [] })
     const boom = new Error('prompt hook broke')
     let thrown = false
-    h.agent.ctx.on('agent/pre-step' as any, async (_payload: any, next: Next<PreStepDecision>) => {
+    h.agent.ctx.on('agent/pre-step', async (_payload, next) => {
       if (!thrown) {
         thrown = true
         throw boom
@@ -476,7 +475,7 @@ describe('5.1 turn and step lifecycle', () => {
       return next()
     })
     const errors: any[] = []
-    h.agent.ctx.on('agent/error' as any, (payload: any) => { errors.push(payload) })
+    h.agent.ctx.on('agent/error', (payload) => { errors.push(payload) })
     h.send('first')
     h.send('second')
     await h.settle()
@@ -494,7 +493,7 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(22) turn-stopping can force more steps', async () => {
     const h = await harness({ script: [textResponse('1'), textResponse('2'), textResponse('3')] })
-    h.agent.ctx.on('agent/turn-stopping' as any, ({ agent }: { agent: Agent }) => {
+    h.agent.ctx.on('agent/turn-stopping', ({ agent }: { agent: Agent }) => {
       if (ofType(h, 'step/end').length < 3) agent.steer(userText('continue'))
     })
     h.send('go')
@@ -562,7 +561,7 @@ describe('5.1 turn and step lifecycle', () => {
       script: [withFinish(textResponse('first half'), { kind: 'max-tokens' }), textResponse('second half'), textResponse('next turn')],
     })
     let forced = false
-    h.agent.ctx.on('agent/turn-stopping' as any, ({ agent }: { agent: Agent }) => {
+    h.agent.ctx.on('agent/turn-stopping', ({ agent }: { agent: Agent }) => {
       if (!forced) {
         forced = true
         agent.inject(plugin('continue after truncation'))

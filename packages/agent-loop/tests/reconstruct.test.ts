@@ -46,7 +46,7 @@ describe('reconstructRequests', () => {
       setup: ctx => {
         ctx.tools.register(echo)
         ctx.systemPrompt.context({ name: 'clock', order: 0, text: () => `Tick ${++clock}.` })
-        ctx.on('agent/request-error' as any, () => ({ kind: 'retry' }))
+        ctx.on('agent/request-error', () => ({ kind: 'retry' }))
       },
     })
     h.send('echo twice')

@@ -25,7 +25,7 @@ const frozenDeep = (request: GenerateOptions) => Object.isFrozen(request) && Obj
 
 /** An `agent/request` listener: `edit` maps the proposed config (frozen) to the one to use. */
 function onRequest(ctx: Context, edit: (config: LlmCallConfig, payload: { turn: number; step: number }) => LlmCallConfig) {
-  ctx.on('agent/request' as any, async (payload: { turn: number; step: number }, next: () => Promise<LlmCallConfig>) => edit(await next(), payload))
+  ctx.on('agent/request', async (payload: { turn: number; step: number }, next: () => Promise<LlmCallConfig>) => edit(await next(), payload))
 }
 
 const tmpDirs: string[] = []
@@ -72,7 +72,7 @@ describe('5.2 prompt, header and request', () => {
   it('contains a strict-variable failure in its turn, after the step opened (37)', async () => {
     const h = await harness({ script: [textResponse('ok')], prompt: { persona: 'In {{cwd}}.' } })
     const errors: unknown[] = []
-    h.agent.ctx.on('agent/error' as any, ({ error }: { error: unknown }) => { errors.push(error) })
+    h.agent.ctx.on('agent/error', ({ error }: { error: unknown }) => { errors.push(error) })
     await turn(h.agent, 'hi')
 
     const message = 'prompt variable "{{cwd}}" has no value for this assembly (section "deployment:persona")'
@@ -573,7 +573,7 @@ describe('Loom request rules', () => {
       setup: ctx => { ctx.systemPrompt.variable('now', () => '12:00', { stability: 'step' }) },
     })
     const errors: unknown[] = []
-    h.agent.ctx.on('agent/error' as any, ({ error }: { error: unknown }) => { errors.push(error) })
+    h.agent.ctx.on('agent/error', ({ error }: { error: unknown }) => { errors.push(error) })
     await turn(h.agent, 'what time is it?')
 
     const message = 'prompt section "deployment:persona" (plugin "@loom/system-prompt") references step-stable variable "{{now}}" (plugin "test-host"); '

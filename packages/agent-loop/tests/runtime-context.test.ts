@@ -61,10 +61,10 @@ describe('5.3 runtime context', () => {
     const dispose = h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
     const payloads: number[] = []
     const decisions: number[] = []
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: { messages: readonly UserMessage[] }, next: () => Promise<{ kind: string; messages: UserMessage[] }>) => {
+    h.agent.ctx.on('agent/pre-step', async (payload, next) => {
       payloads.push(payload.messages.length)
       const decision = await next()
-      decisions.push(decision.messages.length)
+      decisions.push(decision.kind === 'enter' ? decision.messages.length : -1)
       return decision
     })
     const prompt = await turn(h.agent, 'hi')
@@ -99,7 +99,7 @@ describe('5.3 runtime context', () => {
       setup: ctx => { ctx.tools.register(noop) },
     })
     h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: { step: number; messages: UserMessage[] }, next: () => Promise<unknown>) =>
+    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
       payload.step === 1 ? { kind: 'enter', messages: [...payload.messages] } : next())
     await turn(h.agent, 'hi')
 
@@ -185,7 +185,7 @@ describe('5.3 runtime context', () => {
   it('does not commit a candidate whose step was rejected (65)', async () => {
     const h = await harness({ script: [textResponse('one')] })
     h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
-    h.agent.ctx.on('agent/pre-step' as any, async (payload: { turn: number }, next: () => Promise<unknown>) =>
+    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
       payload.turn === 1 ? { kind: 'reject' } : next())
     await turn(h.agent, 'blocked')
     expect(turnEnds(h.events())).toEqual([{ kind: 'blocked' }])

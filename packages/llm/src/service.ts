@@ -388,15 +388,7 @@ export class Llm extends Service {
       return source?.kind === 'model' && source.replayState !== undefined && this.routes.get(source.provider)?.adapter !== adapter
     }
     // The common case touches nothing: no copy of a long history per call.
-    let any = false
-    for (const message of options.messages) {
-      // `role` first: every message has it in the same place, so this stays cheap on long histories.
-      if (message.role === 'assistant' && message.source?.kind === 'model' && message.source.replayState !== undefined && foreign(message)) {
-        any = true
-        break
-      }
-    }
-    if (!any) return options
+    if (!replayIndices(options.messages).some(index => foreign(options.messages[index]))) return options
     const messages = options.messages.map((message): Message => {
       if (!foreign(message)) return message
       const source = message.source as Extract<Message['source'], { kind: 'model' }>
@@ -407,6 +399,38 @@ export class Llm extends Service {
     if (Object.isFrozen(options)) Object.freeze(request)
     return isAgentLoopRequest(options) ? markAgentLoopRequest(request) : request
   }
+}
+
+/**
+ * Where the replay state of a history was found, by the history's first message.
+ * Consecutive calls of one conversation resend the same frozen messages plus a few
+ * new ones; a message that was frozen when read cannot change, so it is not read
+ * again, and a call costs the same however long the history has grown.
+ */
+const replayScans = new WeakMap<Message, { messages: readonly Message[]; frozen: number; replay: number[] }>()
+
+/** Indices of the assistant messages that carry replay state. */
+function replayIndices(history: readonly Message[]): number[] {
+  if (history.length === 0) return []
+  // A plain copy: V8 reads a frozen array element by element many times slower.
+  const messages = [...history]
+  const last = replayScans.get(messages[0])
+  // The leading messages that are the very objects, frozen, found there last time.
+  let i = 0
+  if (last) {
+    const known = Math.min(last.frozen, messages.length)
+    while (i < known && messages[i] === last.messages[i]) i++
+  }
+  const replay = last ? last.replay.filter(index => index < i) : []
+  let frozen = i
+  for (; i < messages.length; i++) {
+    const message = messages[i]
+    const source = message.source
+    if (message.role === 'assistant' && source?.kind === 'model' && source.replayState !== undefined) replay.push(i)
+    if (frozen === i && Object.isFrozen(message) && Object.isFrozen(source)) frozen++
+  }
+  replayScans.set(messages[0], { messages, frozen, replay })
+  return replay
 }
 
 // The plugin name is what `fiber.name` reports.

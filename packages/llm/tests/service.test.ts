@@ -439,6 +439,32 @@ describe('replay state', () => {
     expect(fromOther.source.replayState).toEqual({ response: { id: 'resp-1' } })
   })
 
+  it('a history resent with more messages is judged again: routes, new messages and unfrozen ones are re-read', async () => {
+    const h = await host()
+    const adapter = new FakeAdapter()
+    h.llm.registerAdapter(['a'], adapter)
+    const user = userText('hi')
+    const fromB = withReplay('b')
+    const history = [user, fromB]
+    await collect(h.llm.stream(request('a', { messages: history })))
+    expect(adapter.requests[0].messages[1].source).toEqual({ kind: 'model', provider: 'b', model: 'old' })
+
+    // Provider b is now served by the same adapter: the same message is forwarded whole.
+    h.llm.registerAdapter(['b'], adapter)
+    const later = withReplay('gone')
+    await collect(h.llm.stream(request('a', { messages: [...history, later] })))
+    expect(adapter.requests[1].messages[1]).toBe(fromB)
+    expect(adapter.requests[1].messages[2].source).toEqual({ kind: 'model', provider: 'gone', model: 'old' })
+
+    // An unfrozen message may change between calls: it is read every time.
+    const mutable = { id: 'm', role: 'assistant' as const, content: [], source: { kind: 'model' as const, provider: 'elsewhere', model: 'm' } }
+    await collect(h.llm.stream(request('a', { messages: [user, mutable] })))
+    expect(adapter.requests[2].messages[1]).toBe(mutable)
+    ;(mutable.source as { replayState?: unknown }).replayState = { response: 1 }
+    await collect(h.llm.stream(request('a', { messages: [user, mutable] })))
+    expect(adapter.requests[3].messages[1].source).toEqual({ kind: 'model', provider: 'elsewhere', model: 'm' })
+  })
+
   it('leaves messages without replay state alone', async () => {
     const h = await host()
     const adapter = new FakeAdapter()

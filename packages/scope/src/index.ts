@@ -1,3 +1,4 @@
+export type { AgentRef } from './agent.ts'
 export {
   admits,
   bindScopeParent,

@@ -1,5 +1,5 @@
 import { BlockAssembler, type CallId, type StreamChunk } from '@loom/llm'
-import type { SessionEvent, SessionEventMap } from './events.ts'
+import type { SessionEvent } from './events.ts'
 
 export const TOOL_NOT_STARTED_TEXT =
   'The tool call was interrupted before Loom recorded it as started. Retry it if it is still needed.'
@@ -31,18 +31,18 @@ export function unfinishedCompactions(events: readonly SessionEvent[]): Unfinish
     summarized = undefined
     switch (event.type) {
       case 'compaction/start': {
-        const { compactionId, turn } = event.data as SessionEventMap['compaction/start']
+        const { compactionId, turn } = event.data
         open.set(compactionId, { compactionId, turn, startSeq: event.seq, committed: false })
         break
       }
       case 'compaction/summary':
-        summarized = open.get((event.data as SessionEventMap['compaction/summary']).compactionId)
+        summarized = open.get(event.data.compactionId)
         break
       case 'user/message':
         if (justSummarized && typeof event.surfaceOp === 'object' && event.surfaceOp.op === 'replace') justSummarized.committed = true
         break
       case 'compaction/end':
-        open.delete((event.data as SessionEventMap['compaction/end']).compactionId)
+        open.delete(event.data.compactionId)
         break
     }
   }
@@ -70,19 +70,19 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
   for (const event of events) {
     switch (event.type) {
       case 'request/context': {
-        const { provider, model } = event.data as SessionEventMap['request/context']
+        const { provider, model } = event.data
         route = { provider, model }
         break
       }
       case 'assistant/chunk': {
-        const { chunk } = event.data as SessionEventMap['assistant/chunk']
+        const { chunk } = event.data
         // A failed attempt's chunks are never part of the history; the retry starts afresh.
         if (chunk.type === 'finish' && (chunk.reason.kind === 'error' || chunk.reason.kind === 'aborted')) streamed = []
-        else streamed.push(event as SessionEvent<'assistant/chunk'>)
+        else streamed.push(event)
         break
       }
       case 'turn/start':
-        turn = (event.data as SessionEventMap['turn/start']).turn
+        turn = event.data.turn
         step = undefined
         pending = new Map()
         break
@@ -92,7 +92,7 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
         pending = new Map()
         break
       case 'step/start':
-        step = (event.data as SessionEventMap['step/start']).step
+        step = event.data.step
         streamed = []
         break
       case 'step/end':
@@ -101,19 +101,19 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
         break
       case 'assistant/message': {
         streamed = []
-        const data = event.data as SessionEventMap['assistant/message']
+        const data = event.data
         for (const block of data.message.content) {
           if (block.type === 'tool-call') pending.set(block.id, { step: data.step })
         }
         break
       }
       case 'tool/call': {
-        const call = pending.get((event.data as SessionEventMap['tool/call']).callId)
+        const call = pending.get(event.data.callId)
         if (call) call.callSeq = event.seq
         break
       }
       case 'tool/result':
-        pending.delete((event.data as SessionEventMap['tool/result']).message.source.callId)
+        pending.delete(event.data.message.source.callId)
         break
     }
   }

@@ -138,7 +138,8 @@ export interface SurfaceIntent {
   sourceEventSeqs?: number[]
 }
 
-export interface SessionEvent<T extends SessionEventType = SessionEventType> {
+/** One logged event of the single type `T`. */
+export interface SessionEventBase<T extends SessionEventType> {
   readonly type: T
   /** Index in the log: dense from 0. */
   readonly seq: number
@@ -149,6 +150,21 @@ export interface SessionEvent<T extends SessionEventType = SessionEventType> {
   readonly sourceEventSeqs?: readonly number[]
   /** A reader that does not know this type may skip it. */
   readonly ignorable?: true
+}
+
+/**
+ * A logged event: a union over the types in `T` (default: every type), so a
+ * check of `event.type` narrows `event.data`. `SessionEvent<'turn/end'>` is one type.
+ */
+export type SessionEvent<T extends SessionEventType = SessionEventType> = { [K in T]: SessionEventBase<K> }[T]
+
+/** The last event of `type` in `events`, scanning back from the end. */
+export function lastEventOfType<T extends SessionEventType>(events: readonly SessionEvent[], type: T): SessionEvent<T> | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i]
+    if (event.type === type) return event as SessionEvent<T>
+  }
+  return undefined
 }
 
 /** Line 1 of a stored log, and `session.header` in memory. */

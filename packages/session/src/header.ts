@@ -1,5 +1,5 @@
 import type { LlmCallConfig } from '@loom/llm'
-import type { RequestHeader, SessionEvent } from './events.ts'
+import { lastEventOfType, type RequestHeader, type SessionEvent } from './events.ts'
 
 /**
  * Request headers: what a model call carried besides the history. The loop logs
@@ -43,9 +43,6 @@ export function headerEquals(a: RequestHeader, b: RequestHeader): boolean {
 
 /** The header in force at the end of `events` (the last `request/header`), else `from`. */
 export function foldRequestHeader(events: readonly SessionEvent[], from?: RequestHeader): RequestHeader | undefined {
-  for (let i = events.length - 1; i >= 0; i--) {
-    const event = events[i]
-    if (event.type === 'request/header') return canonicalHeader((event as SessionEvent<'request/header'>).data.header)
-  }
-  return from
+  const event = lastEventOfType(events, 'request/header')
+  return event ? canonicalHeader(event.data.header) : from
 }

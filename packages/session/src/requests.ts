@@ -1,5 +1,5 @@
 import type { Message, StreamChunk, TokenUsage, ToolSchema } from '@loom/llm'
-import type { RequestHeader, SessionEvent, SessionEventMap } from './events.ts'
+import type { RequestHeader, SessionEvent } from './events.ts'
 import { canonicalHeader } from './header.ts'
 import { Session } from './session.ts'
 import { Surface } from './surface.ts'
@@ -50,7 +50,7 @@ export function reconstructRequests(events: readonly SessionEvent[]): Reconstruc
 
   for (const event of events) {
     if (event.type === 'assistant/chunk') {
-      const { turn, step, chunk } = event.data as SessionEventMap['assistant/chunk']
+      const { turn, step, chunk } = event.data
       if (!current || (previousChunk && isTerminal(previousChunk))) {
         current = {
           turn: turn ?? null,
@@ -79,7 +79,7 @@ export function reconstructRequests(events: readonly SessionEvent[]): Reconstruc
       const message = projector.deriveEventMessage(event)
       if (message) messages.push(message)
     }
-    if (event.type === 'request/header') header = canonicalHeader((event as SessionEvent<'request/header'>).data.header)
+    if (event.type === 'request/header') header = canonicalHeader(event.data.header)
   }
   return requests
 }

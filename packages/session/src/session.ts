@@ -39,20 +39,27 @@ export class Session {
   /** Length of the seed this session was built from (0 for a fresh session). */
   readonly firstLiveSeq: number
 
-  readonly #log: SessionEvent[] = []
+  readonly #log: SessionEvent[]
   #snapshot: readonly SessionEvent[] | undefined
-  readonly #surface = new Surface()
+  readonly #surface = new Surface(seq => this.#log[seq])
   #messages: Message[] = []
   #requestHeader: RequestHeader | undefined
   #requestContext: RequestContext | undefined
   #publishing = false
+  /** `#log[0, #unfrozen)` was adopted from a restore and is frozen only when first handed out. */
+  #unfrozen = 0
 
   /** A detached session from a copy of `seed`; with a seed (even `[]`) it ends with a `session/end-seed` marker. */
   static create(id: SessionId, seed?: readonly SessionEvent[], header?: SessionHeader): Session {
     return new Session(id, seed, header, false)
   }
 
-  /** Like `create`, but takes ownership of freshly parsed events and freezes them in place. */
+  /**
+   * Like `create`, but takes ownership of `seed` (the array, which becomes the log,
+   * and its freshly parsed events: plain JSON trees no one else holds) and freezes
+   * the events in place the first time this session hands any of them out
+   * (`events`, `deriveMessages`, `requestContext`).
+   */
   static fromRestore(id: SessionId, seed: readonly SessionEvent[], header: SessionHeader): Session {
     return new Session(id, seed, header, true)
   }
@@ -60,6 +67,8 @@ export class Session {
   private constructor(id: SessionId, seed: readonly SessionEvent[] | undefined, header: SessionHeader | undefined, adopt: boolean) {
     this.header = deepFreeze(adopt ? header! : structuredClone(header ?? { version: SESSION_FORMAT_VERSION, id, createdAt: Date.now() }))
     if (this.header.id !== id) throw new Error(`session header id "${this.header.id}" does not match session id "${id}"`)
+    // An adopted seed array is the log itself: no copy, and no push per event.
+    this.#log = adopt ? seed as SessionEvent[] : []
     if (!seed) {
       this.firstLiveSeq = 0
       return
@@ -71,9 +80,11 @@ export class Session {
       const event = adopt ? raw : jsonOnly(raw, raw.type, 'data')
       const shape = dataProblem(event.type, event.data)
       if (shape) throw new Error(`seed event at index ${index} ("${event.type}") ${shape}`)
-      this.#commit(deepFreeze(event))
+      this.#commit(adopt ? event : deepFreeze(event), adopt ? 'adopted' : 'copied')
     })
     this.firstLiveSeq = seed.length
+    if (adopt) this.#unfrozen = seed.length
+    this.#messages = this.#project()
     if (seed.at(-1)?.type !== 'session/end-seed') {
       // The marker closes the inherited prefix; it is never published (no store is attached yet).
       this.#commit(deepFreeze({ type: 'session/end-seed', seq: seed.length, time: Date.now(), data: {} }))
@@ -86,7 +97,9 @@ export class Session {
 
   /** The whole log, frozen; the same array until the next append. */
   get events(): readonly SessionEvent[] {
-    return (this.#snapshot ??= Object.freeze(this.#log.slice()))
+    this.#freezeAdopted()
+    // Spread rather than slice: several times faster on a long log.
+    return (this.#snapshot ??= Object.freeze([...this.#log]))
   }
 
   /** The seq the next event gets. */
@@ -105,6 +118,7 @@ export class Session {
     if (shape) throw new Error(`session event "${type}" ${shape}`)
     if (this.#publishing) throw new Error('session append cannot reenter while another append is being published')
 
+    // `type` and `data` correlate through T, which TypeScript cannot follow into the union: one cast.
     const event = deepFreeze({
       type,
       seq: this.#log.length,
@@ -112,7 +126,7 @@ export class Session {
       data: copy,
       ...(markers.surfaceOp !== undefined && { surfaceOp: markers.surfaceOp }),
       ...(markers.sourceEventSeqs !== undefined && { sourceEventSeqs: markers.sourceEventSeqs }),
-    }) as SessionEvent<T>
+    }) as SessionEvent<T> & SessionEvent
     this.#commit(event)
 
     const publish = publishers.get(this)
@@ -127,23 +141,44 @@ export class Session {
     return event
   }
 
-  /** Validates against the surface, then stores: a rejected event leaves no trace. */
-  #commit(event: SessionEvent) {
+  /**
+   * Validates against the surface, then stores: a rejected event leaves no trace.
+   * A seed event leaves the history to the constructor, which projects it once, at
+   * the end; an adopted one is in the log already.
+   */
+  #commit(event: SessionEvent, seed?: 'copied' | 'adopted') {
     const apply = this.#surface.plan(event)
     const replacement = apply()
-    this.#log.push(event)
+    if (seed !== 'adopted') this.#log.push(event)
     this.#snapshot = undefined
+    if (event.type === 'request/header') {
+      this.#requestHeader = deepFreeze(canonicalHeader(structuredClone(event.data.header)))
+    } else if (event.type === 'request/context') {
+      this.#requestContext = event.data
+    }
+    if (seed) return
     if (replacement) {
-      this.#messages = this.#surface.nodes.map(seq => this.deriveEventMessage(this.#surface.eventAt(seq)!)).filter(m => m !== null)
+      this.#messages = this.#project()
     } else if (event.surfaceOp === 'append') {
       const message = this.deriveEventMessage(event)
       if (message) this.#messages.push(message)
     }
-    if (event.type === 'request/header') {
-      this.#requestHeader = deepFreeze(canonicalHeader(structuredClone((event as SessionEvent<'request/header'>).data.header)))
-    } else if (event.type === 'request/context') {
-      this.#requestContext = event.data as RequestContext
+  }
+
+  /** The history of the current surface, from scratch. */
+  #project(): Message[] {
+    const messages: Message[] = []
+    for (const seq of this.#surface.nodes) {
+      const message = this.deriveEventMessage(this.#log[seq])
+      if (message) messages.push(message)
     }
+    return messages
+  }
+
+  /** Freezes the adopted events before anything of them leaves this session. */
+  #freezeAdopted() {
+    for (let i = 0; i < this.#unfrozen; i++) freezeTree(this.#log[i])
+    this.#unfrozen = 0
   }
 
   /** The header of the latest `request/header`, canonical and frozen. */
@@ -152,27 +187,46 @@ export class Session {
   }
 
   requestContext(): RequestContext | undefined {
+    this.#freezeAdopted()
     return this.#requestContext
   }
 
   /** The model history: a fresh array over the shared frozen messages of the surface. */
   deriveMessages(): Message[] {
-    return this.#messages.slice()
+    this.#freezeAdopted()
+    return [...this.#messages]
   }
 
   /** The message an event contributes to the history, if any. */
   deriveEventMessage(event: SessionEvent): Message | null {
     switch (event.type) {
       case 'user/message':
-        return event.data as SessionEventMap['user/message']
+        return event.data
       case 'assistant/message': {
-        const { message } = event.data as SessionEventMap['assistant/message']
+        const { message } = event.data
         return message.content.length ? message : null
       }
       case 'tool/result':
-        return (event.data as SessionEventMap['tool/result']).message
+        return event.data.message
       default:
         return null
+    }
+  }
+}
+
+/**
+ * `deepFreeze` for the trees JSON.parse builds: plain objects and arrays only, so
+ * no exotic objects to skip; a frozen object is not walked again.
+ */
+function freezeTree(value: object): void {
+  if (Object.isFrozen(value)) return
+  Object.freeze(value)
+  if (Array.isArray(value)) {
+    for (const item of value) if (typeof item === 'object' && item !== null) freezeTree(item)
+  } else {
+    for (const key of Object.keys(value)) {
+      const item = (value as Record<string, unknown>)[key]
+      if (typeof item === 'object' && item !== null) freezeTree(item)
     }
   }
 }

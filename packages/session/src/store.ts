@@ -241,10 +241,10 @@ export class SessionStore extends Service {
     }
     const seed = events.slice(0, events.length ? end + 1 : 0)
     for (let i = seed.length - 1; i >= 0; i--) {
-      const { type, data } = seed[i]
-      if (type === 'turn/end') break
-      if (type === 'turn/start') {
-        throw new SessionForkError('OPEN_TURN', `fork boundary ${end} in session "${parent.id}" ends inside open turn ${(data as { turn: number }).turn}`)
+      const event = seed[i]
+      if (event.type === 'turn/end') break
+      if (event.type === 'turn/start') {
+        throw new SessionForkError('OPEN_TURN', `fork boundary ${end} in session "${parent.id}" ends inside open turn ${event.data.turn}`)
       }
     }
     return this.create(childId, {

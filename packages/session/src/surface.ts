@@ -19,6 +19,8 @@ export interface Replacement {
   shadowedSeqs: number[]
 }
 
+const UNCHANGED = () => undefined
+
 const isSafeSeq = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0
 
 /** Checks the surface markers of an event that is about to get `event.seq`. */
@@ -53,8 +55,16 @@ export function checkSurfaceMarkers(event: Pick<SessionEvent, 'type' | 'seq' | '
 export class Surface implements SurfaceState {
   nodes: number[] = []
   replaceGeneration = 0
-  /** The event of each node, for the tool/result rewrite rules. */
-  #eventOf = new Map<number, SessionEvent>()
+  /** The events of the current nodes by seq (holes elsewhere), unless a log is lent. */
+  readonly #kept: (SessionEvent | undefined)[] | undefined
+
+  /**
+   * `logged`: the event of a seq, from a log the caller keeps anyway; without it the
+   * surface keeps the events of its nodes itself (for the tool/result rewrite rules).
+   */
+  constructor(private readonly logged?: (seq: number) => SessionEvent | undefined) {
+    this.#kept = logged ? undefined : []
+  }
 
   /**
    * Validates `event` against the current surface and returns the function that
@@ -64,11 +74,11 @@ export class Surface implements SurfaceState {
   plan(event: SessionEvent): () => Replacement | undefined {
     checkSurfaceMarkers(event)
     const op: SurfaceOp | undefined = event.surfaceOp
-    if (op === undefined) return () => undefined
+    if (op === undefined) return UNCHANGED
     if (op === 'append') {
       return () => {
         this.nodes.push(event.seq)
-        this.#eventOf.set(event.seq, event)
+        if (this.#kept) this.#kept[event.seq] = event
         return undefined
       }
     }
@@ -86,21 +96,24 @@ export class Surface implements SurfaceState {
     if (event.type === 'tool/result') this.#checkToolResultRewrite(event, shadowed)
     return () => {
       this.nodes.splice(i, j - i + 1, event.seq)
-      for (const seq of shadowed) this.#eventOf.delete(seq)
-      this.#eventOf.set(event.seq, event)
+      if (this.#kept) {
+        for (const seq of shadowed) this.#kept[seq] = undefined
+        this.#kept[event.seq] = event
+      }
       this.replaceGeneration++
       return { seq: event.seq, start: op.start, end: op.end, shadowedSeqs: shadowed }
     }
   }
 
+  /** The event of a current node. */
   eventAt(seq: number): SessionEvent | undefined {
-    return this.#eventOf.get(seq)
+    return this.logged ? this.logged(seq) : this.#kept![seq]
   }
 
   /** A pruned tool result may change only the content of its result block. */
   #checkToolResultRewrite(event: SessionEvent, shadowed: number[]) {
     if (shadowed.length !== 1) throw new Error('tool/result surface replacement must rewrite exactly one current node')
-    const original = this.#eventOf.get(shadowed[0])
+    const original = this.eventAt(shadowed[0])
     if (original?.type !== 'tool/result') throw new Error('tool/result surface replacement must target a current tool/result')
     if (JSON.stringify(withoutResultContent(event.data)) !== JSON.stringify(withoutResultContent(original.data))) {
       throw new Error('tool/result surface replacement may change only content')

@@ -1,7 +1,7 @@
 // Request header helpers: canonicalHeader, headerEquals, foldRequestHeader (spec §1.7; contract 123).
 import type { LlmCallConfig, ToolSchema } from '@loom/llm'
 import { describe, expect, it } from 'vitest'
-import type { RequestHeader, SessionEvent } from '../src/events.ts'
+import { lastEventOfType, type RequestHeader, type SessionEvent } from '../src/events.ts'
 import { canonicalHeader, foldRequestHeader, headerEquals } from '../src/header.ts'
 import { Session } from '../src/session.ts'
 
@@ -117,5 +117,19 @@ describe('foldRequestHeader', () => {
 
   it('returns undefined without a logged header or a fallback', () => {
     expect(foldRequestHeader(log())).toBeUndefined()
+  })
+})
+
+describe('lastEventOfType', () => {
+  it('returns the last event of the type, narrowed, or undefined', () => {
+    const session = Session.create('s')
+    session.append('turn/start', { turn: 1 })
+    session.append('turn/end', { turn: 1, reason: { kind: 'completed' } })
+    session.append('turn/start', { turn: 2 })
+    session.append('turn/end', { turn: 2, reason: { kind: 'blocked' } })
+    expect(lastEventOfType(session.events, 'turn/start')?.data.turn).toBe(2)
+    expect(lastEventOfType(session.events, 'turn/end')?.data.reason).toEqual({ kind: 'blocked' })
+    expect(lastEventOfType(session.events, 'request/header')).toBeUndefined()
+    expect(lastEventOfType([], 'turn/end')).toBeUndefined()
   })
 })

@@ -169,6 +169,35 @@ describe('seeds', () => {
     expect(session.deriveMessages()[0]).toBe(events[1].data)
   })
 
+  it('freezes the adopted events before handing out any part of them, whichever way is asked first', () => {
+    const restored = () => [
+      raw(0, 'turn/start', { turn: 1 }),
+      raw(1, 'request/context', { ...MODEL, contextWindow: 10 }),
+      raw(2, 'user/message', JSON.parse(JSON.stringify(userText('hi'))), { surfaceOp: 'append' }),
+    ]
+    const meta = { version: 0 as const, id: 'r', createdAt: 5 }
+    const byMessages = restored()
+    expect(isDeepFrozen(Session.fromRestore('r', byMessages, { ...meta }).deriveMessages()[0])).toBe(true)
+    expect(byMessages.every(isDeepFrozen)).toBe(true)
+    const byContext = restored()
+    expect(Object.isFrozen(Session.fromRestore('r', byContext, { ...meta }).requestContext())).toBe(true)
+    expect(byContext.every(isDeepFrozen)).toBe(true)
+    const byEvents = restored()
+    expect(Session.fromRestore('r', byEvents, { ...meta }).events.every(isDeepFrozen)).toBe(true)
+  })
+
+  it('projects a restored history with replacements once, as live appends would', () => {
+    const live = Session.create('r')
+    appendToolTurn(live, 1)
+    appendToolTurn(live, 2)
+    const turn1 = live.surface.nodes.slice(0, 3)
+    live.append('user/message', userText('summary'), { surfaceOp: { op: 'replace', start: turn1[0], end: turn1[2] }, sourceEventSeqs: turn1 })
+    appendToolTurn(live, 3)
+    const restored = Session.fromRestore('r', JSON.parse(JSON.stringify(live.events)), JSON.parse(JSON.stringify(live.header)))
+    expect(restored.deriveMessages()).toEqual(live.deriveMessages())
+    expect(restored.surface).toEqual({ ...live.surface, replaceGeneration: 1 })
+  })
+
   it('still validates restored events', () => {
     expect(() => Session.fromRestore('r', [raw(1, 'turn/start', { turn: 1 })], { version: 0, id: 'r', createdAt: 1 }))
       .toThrow(/seed must be contiguous from 0/)

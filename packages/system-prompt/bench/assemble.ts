@@ -18,7 +18,7 @@ export const BASE: Size = { sections: 30, tools: 40, providers: 8, variables: 10
 
 const scaled = (scale: number): Size => ({ ...BASE, sections: BASE.sections * scale, tools: BASE.tools * scale })
 
-async function deployment(size: Size) {
+export async function deployment(size: Size) {
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: 'You work in {{cwd}} with {{model}}.' })
   const plugins = await Promise.all(Array.from({ length: size.providers }, (_, p) =>

@@ -6,23 +6,54 @@
  */
 export function cloneParameters<T>(value: T, tool: string, owner: string): T {
   try {
-    return clone(value, new Set())
+    try {
+      return clone(value, 0)
+    } catch (error) {
+      if (error !== TOO_DEEP) throw error
+      // Deeper than any real schema: maybe a cycle. The exact walk tells.
+      return cloneTracked(value, new Set())
+    }
   } catch (error) {
     if (!(error instanceof Error)) throw error
     throw new DOMException(`parameters of tool "${tool}" (plugin "${owner}") cannot be cloned: ${error.message}`, 'DataCloneError')
   }
 }
 
-function clone<T>(value: T, ancestors: Set<object>): T {
-  if (typeof value !== 'object' || value === null) {
-    return typeof value === 'function' || typeof value === 'symbol' ? structuredClone(value) : value
+// The fast walk counts depth instead of tracking ancestors (a Set per call costs
+// more than the copy); past this depth it hands over to the tracked walk.
+const MAX_DEPTH = 64
+const TOO_DEEP = Symbol('too deep')
+
+function clone<T>(value: T, depth: number): T {
+  if (typeof value !== 'object' || value === null) return leaf(value)
+  if (depth > MAX_DEPTH) throw TOO_DEEP
+  if (Array.isArray(value)) {
+    const copy = new Array(value.length)
+    for (let i = 0; i < value.length; i++) copy[i] = clone(value[i], depth + 1)
+    return copy as T
   }
-  const proto = Object.getPrototypeOf(value)
-  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return structuredClone(value)
+  if (!isPlain(value)) return structuredClone(value)
+  const copy: Record<string, unknown> = {}
+  for (const key of Object.keys(value)) copy[key] = clone((value as Record<string, unknown>)[key], depth + 1)
+  return copy as T
+}
+
+function cloneTracked<T>(value: T, ancestors: Set<object>): T {
+  if (typeof value !== 'object' || value === null) return leaf(value)
+  if (!Array.isArray(value) && !isPlain(value)) return structuredClone(value)
   if (ancestors.has(value)) throw new Error('they contain a reference cycle')
   ancestors.add(value)
   const copy: any = Array.isArray(value) ? [] : {}
-  for (const key of Object.keys(value)) copy[key] = clone((value as any)[key], ancestors)
+  for (const key of Object.keys(value)) copy[key] = cloneTracked((value as any)[key], ancestors)
   ancestors.delete(value)
   return copy
+}
+
+function leaf<T>(value: T): T {
+  return typeof value === 'function' || typeof value === 'symbol' ? structuredClone(value) : value
+}
+
+function isPlain(value: object): boolean {
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
 }

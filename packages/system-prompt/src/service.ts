@@ -193,7 +193,10 @@ export class SystemPrompt extends Service {
    */
   async assemble(context: AssembleContext = {}): Promise<PromptAssembly> {
     const { scope } = context
-    const layers = [this.layers.global, ...this.layers.chainLayers(scope)]
+    // `this` is the framework's tracing proxy: read what is needed once.
+    const { layers: registry, config } = this
+    const warn = (message: string) => this.warnOnce(message)
+    const layers = [registry.global, ...registry.chainLayers(scope)]
     const suppressed = layers.some(layer => !layer.suppressors.isEmpty())
 
     // Variables first: every provider runs, shadowed ones included (global first).
@@ -211,8 +214,8 @@ export class SystemPrompt extends Service {
       variableInfo[name] = resolved.get(name)!.info
     }
 
-    const sectionEntries = this.layers.merge(scope, layer => layer.sections)
-    const contextEntries = this.layers.merge(scope, layer => layer.contexts)
+    const sectionEntries = registry.merge(scope, layer => layer.sections)
+    const contextEntries = registry.merge(scope, layer => layer.contexts)
 
     // Tools add up across layers (no shadowing); providers are snapshotted first.
     const providers = layers.flatMap(layer => [...layer.toolProviders.values()])
@@ -228,7 +231,7 @@ export class SystemPrompt extends Service {
     }
 
     const registered = [...sectionEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
-    this.warnTies('section', registered)
+    warnTies('section', registered, warn)
     const complete = registered.filter(entry => entry.value.complete === true)
     if (complete.length > 1) {
       throw new Error(`multiple complete prompt sections are active: ${complete.map(entry => JSON.stringify(entry.value.name)).join(', ')}`)
@@ -246,7 +249,7 @@ export class SystemPrompt extends Service {
     let contexts: AssembledContext[] = []
     if (!suppressed) {
       const active = [...contextEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
-      this.warnTies('context', active)
+      warnTies('context', active, warn)
       contexts = active.map(({ value, owner }): AssembledContext => ({
         name: value.name,
         text: value.budget ? applyBudget(resolveText(value.text, context), value.name, value.budget.maxChars) : resolveText(value.text, context),
@@ -257,8 +260,8 @@ export class SystemPrompt extends Service {
       }))
     }
 
-    const tools = orderTools(collected, knownNames, this.config.toolOrder)
-    this.warnDuplicateTools(tools)
+    const tools = orderTools(collected, knownNames, config.toolOrder)
+    warnDuplicateTools(tools, warn)
 
     const assembly: PromptAssembly = { sections, contexts, tools, variables, variableInfo }
     const result = await this.ctx.waterfall(
@@ -275,27 +278,27 @@ export class SystemPrompt extends Service {
     return final
   }
 
-  /** Logs one warning per pair of same-order entries: their order is decided by name only. */
-  private warnTies(kind: 'section' | 'context', sorted: readonly Entry<{ name: string; order: number }>[]) {
-    for (let i = 1; i < sorted.length; i++) {
-      const [a, b] = [sorted[i - 1], sorted[i]]
-      if (a.value.order !== b.value.order) continue
-      this.warnOnce(`prompt ${kind}s "${a.value.name}" (plugin "${a.owner}") and "${b.value.name}" (plugin "${b.owner}") share order ${a.value.order}; they are ordered by name. Give them distinct orders to state the intent.`)
-    }
-  }
-
-  private warnDuplicateTools(tools: readonly AssembledTool[]) {
-    for (let i = 1; i < tools.length; i++) {
-      const [a, b] = [tools[i - 1], tools[i]]
-      if (a.name !== b.name) continue
-      this.warnOnce(`tool "${a.name}" is provided more than once (plugins "${a.owner}" and "${b.owner}"); models reject duplicate tool names.`)
-    }
-  }
-
   private warnOnce(message: string) {
     if (this.warned.has(message)) return
     this.warned.add(message)
     this.ctx.logger('system-prompt').warn(message)
+  }
+}
+
+/** Warns once per pair of same-order entries: their order is decided by name only. */
+function warnTies(kind: 'section' | 'context', sorted: readonly Entry<{ name: string; order: number }>[], warn: (message: string) => void) {
+  for (let i = 1; i < sorted.length; i++) {
+    const [a, b] = [sorted[i - 1], sorted[i]]
+    if (a.value.order !== b.value.order) continue
+    warn(`prompt ${kind}s "${a.value.name}" (plugin "${a.owner}") and "${b.value.name}" (plugin "${b.owner}") share order ${a.value.order}; they are ordered by name. Give them distinct orders to state the intent.`)
+  }
+}
+
+function warnDuplicateTools(tools: readonly AssembledTool[], warn: (message: string) => void) {
+  for (let i = 1; i < tools.length; i++) {
+    const [a, b] = [tools[i - 1], tools[i]]
+    if (a.name !== b.name) continue
+    warn(`tool "${a.name}" is provided more than once (plugins "${a.owner}" and "${b.owner}"); models reject duplicate tool names.`)
   }
 }
 
@@ -304,6 +307,8 @@ export class SystemPrompt extends Service {
  * system text between steps and break every provider's prompt cache.
  */
 function assertStableSections(assembly: PromptAssembly) {
+  const info = assembly.variableInfo ?? {}
+  if (!Object.keys(info).some(name => info[name]?.stability === 'step')) return
   for (const section of assembly.sections) {
     if (section.literal) continue
     for (const name of referencedVariables(section.text)) {

@@ -1,4 +1,4 @@
-import type { ScopeKey } from '@loom/scope'
+import type { AgentRef, ScopeKey } from '@loom/scope'
 
 /**
  * How often a contribution may change. `static`: fixed for the deployment;
@@ -8,8 +8,10 @@ import type { ScopeKey } from '@loom/scope'
  */
 export type Stability = 'static' | 'session' | 'step'
 
-/** The request an assembly is built for. Other packages add fields (for example `agent`). */
+/** The request an assembly is built for. Callers may add fields of their own. */
 export interface AssembleContext {
+  /** The agent the assembly is for (the agent loop passes it); absent for an agent-less assembly. */
+  agent?: AgentRef
   /** Selects the layers this assembly sees and the listeners it is routed to. */
   scope?: ScopeKey
   /** Passed through to providers and listeners; never inspected by `assemble()`. */

@@ -226,7 +226,7 @@ describe('L. signal and AssembleContext passthrough', () => {
     h.ctx.on('system-prompt/assemble', async (_assembly, context, next) => (spy('global-listener')(context), next()))
     s.ctx.on('system-prompt/assemble', async (_assembly, context, next) => (spy('scoped-listener')(context), next()))
 
-    const agent = { id: 'agent-1' }
+    const agent = { id: 'agent-1', sessionId: 'agent-1' }
     const signal = new AbortController().signal
     const context: AssembleContext = { scope: s.key, signal, who: 'alice', agent }
     await h.sp.assemble(context)

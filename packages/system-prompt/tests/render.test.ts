@@ -135,6 +135,24 @@ describe('strict interpolation', () => {
       .toThrow(new Error('prompt variable "{{none}}" has no value for this assembly (section "s1")'))
   })
 
+  it('a text rendered again gives the same result or the same error (templates are kept per text)', () => {
+    const text = 'A {{model}} B {{cwd}} C'
+    expect(one(text, { model: 'm1', cwd: '/a' })).toBe('A m1 B /a C')
+    expect(one(text, { model: 'm2', cwd: '/b' })).toBe('A m2 B /b C')
+    expect(() => one(text, { model: 'm' })).toThrow(new Error('unknown prompt variable "{{cwd}}" in section "s"; registered variables: model'))
+    expect(() => one(text, { model: 'm', cwd: undefined })).toThrow(new Error('prompt variable "{{cwd}}" has no value for this assembly (section "s")'))
+    const broken = '{{model}} then {{ bad }}'
+    for (let i = 0; i < 2; i++) {
+      expect(() => one(broken, {})).toThrow(new Error('unknown prompt variable "{{model}}" in section "s"; registered variables: (none)'))
+      expect(() => one(broken, { model: 'm' })).toThrow(new Error(malformedName(' bad ')))
+      expect(() => renderContextSnapshot(assembly({ contexts: [context('c', broken)], variables: { model: 'm' } })))
+        .toThrow(new Error(malformedName(' bad ', 'c', 'context')))
+    }
+    const lone = '{{model}} then a lone {{ stays'
+    expect(one(lone, { model: 'm' })).toBe('m then a lone {{ stays')
+    expect(one(lone, { model: 'n' })).toBe('n then a lone {{ stays')
+  })
+
   it('renderPrompt ignores contexts and tools and does not mutate its input', () => {
     const input: PromptAssembly = {
       sections: [section('a', 'A {{model}}'), section('b', '')],

@@ -148,6 +148,22 @@ describe('assembled tool objects', () => {
     expect((await h.asm()).tools.map(t => [t.name, t.owner])).toEqual([['a', 'tool-plugin'], ['b', 'host']])
   })
 
+  it('parameters of any depth are copied; a cycle rejects the assembly with DataCloneError', async () => {
+    const h = await root()
+    let deep: Record<string, unknown> = { type: 'string' }
+    for (let i = 0; i < 200; i++) deep = { type: 'object', properties: { [`p${i}`]: deep }, required: [`p${i}`] }
+    h.sp.tools(() => ({ schemas: [{ name: 'deep', description: 'd', parameters: deep }] }))
+    const [tool] = (await h.asm()).tools
+    expect(tool.parameters).toEqual(deep)
+    expect(tool.parameters).not.toBe(deep)
+
+    const other = await root()
+    const cyclic: Record<string, unknown> = { type: 'object' }
+    cyclic.properties = { self: cyclic }
+    other.sp.tools(() => ({ schemas: [{ name: 'cyclic', description: 'd', parameters: cyclic }] }))
+    await expect(other.asm()).rejects.toMatchObject({ name: 'DataCloneError', message: expect.stringContaining('tool "cyclic"') })
+  })
+
   it('non-cloneable parameters reject the assembly with DataCloneError', async () => {
     const h = await root()
     expect(() => h.sp.tools(() => ({ schemas: [{ name: 't', description: 'd', parameters: { fn: () => 1 } }] })))

@@ -3,7 +3,7 @@ import { Context, type Fiber, type Plugin } from '@deepseek-ai/cordis'
 import AgentLoop, { type Agent, type AgentLoopConfig } from '@loom/agent-loop'
 import Llm, { userText, type AdapterRegistration, type GenerateOptions, type UserMessage } from '@loom/llm'
 import { ScriptedAdapter, type ScriptEntry } from '@loom/llm/testing'
-import SessionStore, { type Session, type SessionEvent, type TurnEndReason } from '@loom/session'
+import SessionStore, { lastEventOfType, type Session, type SessionEvent, type TurnEndReason } from '@loom/session'
 import SystemPrompt, { interpolate, type PromptAssembly, type Stability, type SystemPromptConfig, type ToolSchema } from '@loom/system-prompt'
 import ToolRuntime, { type ToolExecutionResult } from '@loom/tools'
 import { snapshotRequest } from './snapshot.ts'
@@ -186,7 +186,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   const defaultCwd = options.cwd ?? process.cwd()
 
   const created: Created[] = []
-  ctx.on('agent/created' as any, ({ agent }: { agent: Agent }) => { created.push({ kind: 'agent', id: agent.id, value: agent }) })
+  ctx.on('agent/created', ({ agent }) => { created.push({ kind: 'agent', id: agent.id, value: agent }) })
   ctx.on('session/created', session => { created.push({ kind: 'session', id: session.id, value: session }) })
 
   const adapters: ScriptedAdapter[] = []
@@ -592,18 +592,10 @@ function formatArg(arg: unknown): string {
 }
 
 function lastAssistantText(events: readonly SessionEvent[]): string {
-  for (let i = events.length - 1; i >= 0; i--) {
-    const event = events[i]
-    if (event.type !== 'assistant/message') continue
-    const content = (event.data as unknown as { message: { content: { type: string; text?: string }[] } }).message.content
-    return content.filter(block => block.type === 'text').map(block => block.text).join('')
-  }
-  return ''
+  const content = lastEventOfType(events, 'assistant/message')?.data.message.content ?? []
+  return content.map(block => (block.type === 'text' ? block.text : '')).join('')
 }
 
 function lastTurnEnd(events: readonly SessionEvent[]): TurnEndReason | undefined {
-  for (let i = events.length - 1; i >= 0; i--) {
-    if (events[i].type === 'turn/end') return (events[i].data as { reason: TurnEndReason }).reason
-  }
-  return undefined
+  return lastEventOfType(events, 'turn/end')?.data.reason
 }

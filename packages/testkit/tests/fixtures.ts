@@ -62,7 +62,7 @@ export function leaky(victimCtx: () => Context) {
     inject: ['systemPrompt', 'tools', 'agents'],
     apply(ctx: Context) {
       ctx.root.on('tools/change', () => {})
-      ctx.on('agent/created' as any, () => {}) // its own: removed on dispose, never reported
+      ctx.on('agent/created', () => {}) // its own: removed on dispose, never reported
       handles.push(setInterval(() => {}, 60_000))
       handles.push(setTimeout(() => {}, 60_000).unref())
       const other = victimCtx()

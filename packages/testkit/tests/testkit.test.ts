@@ -1,3 +1,4 @@
+import type { Context } from '@deepseek-ai/cordis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createHost, type Host } from '@loom/testkit'
 import { defineTool } from '@loom/tools'
@@ -76,8 +77,8 @@ describe('mount and delta', () => {
     const perAgent = await host.mount({
       name: 'per-agent',
       inject: ['agents'],
-      apply(ctx: any) {
-        ctx.on('agent/created', ({ agent }: any) => {
+      apply(ctx: Context) {
+        ctx.on('agent/created', ({ agent }) => {
           agent.ctx.systemPrompt.section({ name: 'per-agent:note', order: 220, text: 'Agent {{model}}.' })
         })
       },
@@ -90,9 +91,9 @@ describe('mount and delta', () => {
     const override = await host.mount({
       name: 'override',
       inject: ['agents'],
-      apply(ctx: any) {
-        ctx.on('agent/created', ({ agent }: any) => {
-          if (agent.session.header.cwd !== '/srv/special') return
+      apply(ctx: Context) {
+        ctx.on('agent/created', ({ agent }) => {
+          if (agent.cwd !== '/srv/special') return
           // Registered in the agent's scope, undone with this plugin.
           ctx.effect(() => agent.ctx.systemPrompt.section({ name: 'deployment:persona', order: 0, text: 'Special in {{cwd}}.' }), 'override')
         })

@@ -1,3 +1,4 @@
+import type { AgentRef } from '@loom/scope'
 import type { ToolCallRun } from './call.ts'
 import { abortedBeforeDispatchResult } from './errors.ts'
 import { normalizeResult } from './result.ts'
@@ -15,7 +16,7 @@ export interface ToolCallRequest {
 export interface RunToolCallsOptions<C extends ToolCallRequest = ToolCallRequest> {
   /** In model order. */
   calls: readonly C[]
-  agent?: unknown
+  agent?: AgentRef
   scope?: object
   signal: AbortSignal
   /** Most bodies in flight at once; a positive integer (the loop's default is 10). */

@@ -1,4 +1,5 @@
 import type { ContentBlock, UserMessage } from '@loom/llm'
+import type { AgentRef } from '@loom/scope'
 
 export type { ToolSchema } from '@loom/system-prompt'
 
@@ -21,7 +22,7 @@ export interface ToolRunContext {
   /** Snapshot of the arguments, deeply frozen. A raw string when the model's JSON was invalid. */
   readonly arguments: unknown
   /** The initiator (the agent that made the call), passed through. */
-  readonly agent?: unknown
+  readonly agent?: AgentRef
   /** The scope the call runs in: selects the visible tools and the hooks that hear it. */
   readonly scope?: object
   /** Always present. The body's signal also fires when `timeoutMs` passes. */
@@ -69,7 +70,7 @@ export interface ToolCallInput {
   callId: string
   name: string
   arguments: unknown
-  agent?: unknown
+  agent?: AgentRef
   scope?: object
   signal: AbortSignal
 }

@@ -1,7 +1,7 @@
 // Shared fixtures: a host with the prompt registry and the tool runtime, plugins and scopes.
 import { Context } from '@deepseek-ai/cordis'
 import { userText } from '@loom/llm'
-import { createScope, type Scope, type ScopeKey } from '@loom/scope'
+import { createScope, type AgentRef, type Scope, type ScopeKey } from '@loom/scope'
 import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime, { defineTool, type ToolDefinition, type ToolExecutionResult, type ToolRunContext, type ToolSpec } from '@loom/tools'
 
@@ -17,7 +17,7 @@ export interface Host {
   /** Assembled tool names for a scope. */
   promptTools(scope?: ScopeKey): Promise<string[]>
   /** Runs one call with a fresh signal unless given. */
-  run(name: string, args?: unknown, extra?: Partial<{ callId: string; scope: object; agent: unknown; signal: AbortSignal }>): Promise<ToolExecutionResult>
+  run(name: string, args?: unknown, extra?: Partial<{ callId: string; scope: object; agent: AgentRef; signal: AbortSignal }>): Promise<ToolExecutionResult>
   errors: unknown[]
 }
 

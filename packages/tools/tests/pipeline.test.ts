@@ -421,7 +421,7 @@ describe('tools/result and routing', () => {
     h.ctx.on('tools/result', () => { throw new Error('observer broke') })
     h.ctx.on('tools/result', (exec, result) => { got.push([exec, result]) })
     h.ctx.tools.register(simple('t', 'out'))
-    const agent = { id: 'agent-1' }
+    const agent = { id: 'agent-1', sessionId: 'agent-1' }
     const result = await h.run('t', { }, { callId: 'call-9', agent })
     expect(got).toHaveLength(1)
     expect(got[0][1]).toBe(result)

@@ -2,7 +2,6 @@ import { join, relative, resolve, sep } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { AssembleContext } from '@loom/system-prompt'
-import { agentCwd } from '@loom/agent-loop'
 import { directoryChain, FileCache, findGitRoot } from './files.ts'
 import { compileKeepPatterns } from './markdown.ts'
 import { renderInstructions, type FoundFile } from './render.ts'
@@ -37,7 +36,7 @@ export const Config: Schema<Config> = Schema.object({
 }) as Schema<Config>
 
 function cwdOf(context: AssembleContext): string {
-  return agentCwd(context.agent) ?? process.cwd()
+  return context.agent?.cwd ?? process.cwd()
 }
 
 /** `AGENTS.md` and `CLAUDE.md` from the project root down to the agent's working directory, as one system section. */

@@ -1,8 +1,7 @@
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import type { Agent, PreStepDecision, RequestErrorAction } from '@loom/agent-loop'
-import type { UserMessage } from '@loom/llm'
-import { Compaction, type CompactionConfig, type RequestErrorPayload } from './compaction.ts'
+import type {} from '@loom/agent-loop'
+import { Compaction, type CompactionConfig } from './compaction.ts'
 import { PRUNER_DEFAULTS, prunerConfig, ToolResultPruner } from './pruner.ts'
 
 export {
@@ -77,15 +76,12 @@ export function apply(ctx: Context, config: Config) {
   ctx.provide('toolResultPruner', pruner)
   ctx.provide('compaction', compaction)
   if (config.auto) {
-    ctx.on('agent/pre-step' as any, async (
-      payload: { agent: Agent; messages: readonly UserMessage[]; turn: number; step: number; signal: AbortSignal },
-      next: () => Promise<PreStepDecision>,
-    ) => {
+    ctx.on('agent/pre-step', async (payload, next) => {
       await compaction.preStep(payload)
       return next()
     })
   }
-  ctx.on('agent/request-error' as any, async (payload: RequestErrorPayload, next: () => Promise<RequestErrorAction>): Promise<RequestErrorAction> => {
+  ctx.on('agent/request-error', async (payload, next) => {
     if (await compaction.requestError(payload)) return { kind: 'retry' }
     return next()
   })

@@ -3,7 +3,7 @@
 // The original event stays in the log; a replacing `tool/result` (same message
 // id, only the content changed) takes its place on the surface.
 import { estimateMessage, type ContentBlock, type ToolResultMessage } from '@loom/llm'
-import type { Session, SessionEventMap } from '@loom/session'
+import type { Session } from '@loom/session'
 
 export const PRUNE_MARKER = '\n\n[... tool result middle pruned ...]\n\n'
 /** The marker's length in code points (39). */
@@ -103,8 +103,8 @@ export function pruneSession(session: Session, config: PrunerConfig = PRUNER_DEF
   for (const seq of nodes) {
     const event = events[seq]
     if (event?.type !== 'tool/result') continue
-    const data = event.data as SessionEventMap['tool/result']
-    const message = data.message as ToolResultMessage
+    const data = event.data
+    const { message } = data
     const block = message.content[0]
     const pruned = pruneContent(block.content, config)
     if (!pruned) continue

@@ -2,7 +2,6 @@ import { resolve } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { AssembleContext } from '@loom/system-prompt'
-import { agentCwd } from '@loom/agent-loop'
 import { GitRunner, readGitState, type GitState } from './git.ts'
 
 export { GitRunner, readGitState, type GitState } from './git.ts'
@@ -44,7 +43,7 @@ export function workspaceText(cwd: string, git?: GitState): string {
 
 export function apply(ctx: Context, config: Config) {
   const cwdOf = (context: AssembleContext) =>
-    resolve(config.root ?? agentCwd(context.agent) ?? process.cwd())
+    resolve(config.root ?? context.agent?.cwd ?? process.cwd())
   const owner = ctx.fiber.name
   const runner = new GitRunner(config.git)
   ctx.effect(() => () => runner.dispose(), `${name}: git processes`)

@@ -18,10 +18,8 @@ export const Config: Schema<Config> = Schema.object({
   maxNotes: Schema.natural().min(1).default(20).description('Most notes one agent keeps; the oldest go first.'),
 })
 
-/** The agent a call or an assembly belongs to (its id), if any. */
-function agentId(agent: unknown): string {
-  return (agent as { id?: string } | undefined)?.id ?? 'global'
-}
+/** The notes of calls and assemblies that belong to no agent. */
+const GLOBAL = 'global'
 
 export function apply(ctx: Context, config: Config) {
   // Plugin state lives in apply: a reload starts from a fresh map.
@@ -40,7 +38,7 @@ export function apply(ctx: Context, config: Config) {
     order: 50,
     literal: true, // note text is the model's own: never a template
     text: (context: AssembleContext) => {
-      const list = notes.get(agentId(context.agent)) ?? []
+      const list = notes.get(context.agent?.id ?? GLOBAL) ?? []
       return list.length ? `Open notes:\n${list.map(note => `- ${note}`).join('\n')}` : ''
     },
   })
@@ -55,10 +53,10 @@ export function apply(ctx: Context, config: Config) {
       additionalProperties: false,
     },
     execute: (args, exec) => {
-      const list = notes.get(agentId(exec.agent)) ?? []
+      const list = notes.get(exec.agent?.id ?? GLOBAL) ?? []
       list.push(args.text)
       const dropped = list.splice(0, Math.max(0, list.length - config.maxNotes))
-      notes.set(agentId(exec.agent), list)
+      notes.set(exec.agent?.id ?? GLOBAL, list)
       return dropped.length ? `Noted. (${dropped.length} oldest note dropped: at most ${config.maxNotes}.)` : 'Noted.'
     },
   }))

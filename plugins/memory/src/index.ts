@@ -2,13 +2,15 @@ import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { Message } from '@loom/llm'
+import type { AgentRef } from '@loom/scope'
+import type { SessionStore } from '@loom/session'
 import type { AssembleContext } from '@loom/system-prompt'
-import { agentCwd } from '@loom/agent-loop'
+import type {} from '@loom/agent-loop'
 import { FileCache } from './files.ts'
 import { matchEntries, parseIndex } from './select.ts'
 
 export const name = '@loom/memory'
-export const inject = ['systemPrompt']
+export const inject = ['systemPrompt', 'sessions']
 
 export const INDEX_CONTEXT = 'memory:index'
 export const INDEX_ORDER = 30
@@ -47,10 +49,8 @@ function userTextOf(message: Message | undefined): string | undefined {
 }
 
 /** The latest user-written text in an agent's history. */
-function lastUserTextInLog(agent: unknown): string | undefined {
-  const session = (agent as { session?: { deriveMessages?: () => readonly Message[] } } | undefined)?.session
-  if (typeof session?.deriveMessages !== 'function') return undefined
-  const messages = session.deriveMessages()
+function lastUserTextInLog(sessions: SessionStore, agent: AgentRef): string | undefined {
+  const messages = sessions.get(agent.sessionId)?.deriveMessages() ?? []
   for (let index = messages.length - 1; index >= 0; index--) {
     const text = userTextOf(messages[index])
     if (text !== undefined) return text
@@ -86,10 +86,10 @@ export function apply(ctx: Context, config: Config) {
   const cache = new FileCache()
   // The newest user message an agent claimed from its inbox: at the first step of a
   // turn it is claimed but not yet in the log when the prompt is assembled.
-  const claimed = new WeakMap<object, string>()
+  const claimed = new WeakMap<AgentRef, string>()
 
   const locate = (context: AssembleContext) => {
-    const cwd = agentCwd(context.agent) ?? process.cwd()
+    const cwd = context.agent?.cwd ?? process.cwd()
     const root = resolve(cwd, config.root ?? '.')
     const path = resolve(root, file)
     const rel = relative(root, path)
@@ -115,7 +115,7 @@ export function apply(ctx: Context, config: Config) {
 
   const recordsText = (context: AssembleContext): string => {
     const agent = context.agent
-    const message = (typeof agent === 'object' && agent !== null ? claimed.get(agent) : undefined) ?? lastUserTextInLog(agent)
+    const message = agent && (claimed.get(agent) ?? lastUserTextInLog(ctx.sessions, agent))
     if (message === undefined) return ''
     const { path, dir } = locate(context)
     const read = cache.read(path, MAX_INDEX_FILE_BYTES)
@@ -174,7 +174,7 @@ export function apply(ctx: Context, config: Config) {
   // File text, never a template: a `{{` in the index or a record reaches the model as written.
   ctx.systemPrompt.context({ name: INDEX_CONTEXT, order: INDEX_ORDER, stability: 'session', literal: true, text: indexText })
   ctx.systemPrompt.context({ name: RECORDS_CONTEXT, order: RECORDS_ORDER, stability: 'step', literal: true, text: recordsText })
-  ;(ctx as any).on('agent/inbox/claimed', ({ agent, message }: { agent: object; message: Message }) => {
+  ctx.on('agent/inbox/claimed', ({ agent, message }) => {
     const text = userTextOf(message)
     if (text !== undefined) claimed.set(agent, text)
   })

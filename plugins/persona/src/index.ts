@@ -45,11 +45,10 @@ export function apply(ctx: Context, config: Config) {
     registrations.set(agent, dispose)
   }
 
-  const on = ctx.on.bind(ctx) as unknown as (event: string, listener: (payload: { agent: Agent }) => void) => () => void
-  on('agent/created', ({ agent }) => applyTo(agent))
+  ctx.on('agent/created', ({ agent }) => applyTo(agent))
   // The registration lives on this plugin's fiber, not the agent's: remove it when
   // the agent goes. Unloading the plugin removes all of them (fiber effects).
-  on('agent/disposed', ({ agent }) => {
+  ctx.on('agent/disposed', ({ agent }) => {
     registrations.get(agent)?.()
     registrations.delete(agent)
   })

@@ -1,10 +1,12 @@
 // Durable storage figures: append throughput (each batch is one fsync'd write)
 // at several batch sizes, and the cost of loading a long log compared with the
-// bare JSON.parse of its lines (the ratio is what the scanner, validation and
-// projection add).
+// bare JSON.parse of its lines (the ratio is what reading the file, the scanner,
+// validation and projection add): medians of alternating rounds.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import type { SessionEvent } from '@loom/session'
 import { longSession } from '../../../packages/session/bench/derive.ts'
 import { JsonlFiles } from '../src/store.ts'
@@ -39,7 +41,7 @@ export async function benchAppend(batchSizes = [1, 10, 100, 1000], total = 2000)
   return figures
 }
 
-export async function benchLoad(size = 100_000): Promise<LoadFigure> {
+export async function benchLoad(size = 100_000, rounds = 7): Promise<LoadFigure> {
   const root = mkdtempSync(join(tmpdir(), 'loom-bench-'))
   const files = new JsonlFiles({ root, packChunks: true })
   const events: readonly SessionEvent[] = longSession(size).events
@@ -47,15 +49,29 @@ export async function benchLoad(size = 100_000): Promise<LoadFigure> {
   const path = files.pathOf(header('load'))
   const text = readFileSync(path, 'utf8')
 
-  let start = process.hrtime.bigint()
-  for (const line of text.split('\n')) if (line) JSON.parse(line)
-  const parse = ms(start)
+  // Alternate the two, each from a collected heap (a collection owed to earlier
+  // work is charged to neither); the first round warms up and is dropped.
+  const parses: number[] = []
+  const loads: number[] = []
+  for (let round = 0; round <= rounds; round++) {
+    collectGarbage()
+    let start = process.hrtime.bigint()
+    for (const line of text.split('\n')) if (line) JSON.parse(line)
+    const parse = ms(start)
 
-  start = process.hrtime.bigint()
-  const log = await files.read(path, 'load')
-  files.restore(log)
-  const load = ms(start)
+    collectGarbage()
+    start = process.hrtime.bigint()
+    const log = await files.read(path, 'load')
+    files.restore(log)
+    const load = ms(start)
+    if (round > 0) {
+      parses.push(parse)
+      loads.push(load)
+    }
+  }
   rmSync(root, { recursive: true, force: true })
+  const parse = median(parses)
+  const load = median(loads)
   return {
     bench: 'session-jsonl/load',
     events: events.length,
@@ -64,4 +80,16 @@ export async function benchLoad(size = 100_000): Promise<LoadFigure> {
     json_parse_ms: Math.round(parse * 10) / 10,
     ratio: Math.round((load / parse) * 100) / 100,
   }
+}
+
+const median = (samples: number[]) => samples.slice().sort((a, b) => a - b)[samples.length >> 1]
+
+// `gc` without restarting node with --expose-gc.
+let gc: (() => void) | undefined
+function collectGarbage() {
+  if (!gc) {
+    setFlagsFromString('--expose-gc')
+    gc = runInNewContext('gc') as () => void
+  }
+  gc()
 }

@@ -23,7 +23,7 @@ export function installCheckpoints(ctx: Context) {
   }, { global: true })
 
   ctx.on('tools/execute', async (exec: ToolRunContext, next) => {
-    const session = live((exec.agent as { session?: Session } | undefined)?.session?.id)
+    const session = live(exec.agent?.sessionId)
     if (session) {
       await ctx.sessions.flush(session)
       if (exec.signal.aborted) return abortedBeforeDispatchResult()
@@ -31,8 +31,11 @@ export function installCheckpoints(ctx: Context) {
     return next()
   }, { global: true })
 
-  ctx.on('agent/pre-step' as any, async (payload: { agent?: { session?: Session } }, next: () => Promise<unknown>) => {
-    const session = live(payload.agent?.session?.id)
+  // Typed by @loom/agent-loop's event declarations (same typecheck program). Not a
+  // declared dependency: agent-loop's tests depend on this package, and pnpm warns
+  // on a workspace cycle; at runtime the event simply never fires without the loop.
+  ctx.on('agent/pre-step', async (payload, next) => {
+    const session = live(payload.agent.sessionId)
     if (session) await ctx.sessions.flush(session)
     return next()
   }, { global: true })

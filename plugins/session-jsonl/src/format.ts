@@ -34,9 +34,11 @@ function hasKeysInOrder(obj: JsonObject, keys: readonly string[]): boolean {
 }
 
 function hasKeySet(obj: JsonObject, required: readonly string[], optional: readonly string[] = []): boolean {
-  const actual = Object.keys(obj)
-  return required.every((key) => Object.hasOwn(obj, key))
-    && actual.every((key) => required.includes(key) || optional.includes(key))
+  for (const key of required) if (!Object.hasOwn(obj, key)) return false
+  let expected = required.length
+  for (const key of optional) if (Object.hasOwn(obj, key)) expected++
+  // Every required and present optional key is there: any further key is foreign.
+  return Object.keys(obj).length === expected
 }
 
 // ---------------------------------------------------------------------------
@@ -273,38 +275,49 @@ export function decodeRecord(value: unknown): SessionEvent[] {
   return [value as unknown as SessionEvent]
 }
 
+// Rows are most of a long log: what decoding one needs is built once, here.
+const ROW_KEYS = ['type', 'seq0', 'time0', 'data']
+const TEXT_ROW_DATA_KEYS = ['turn', 'step', 'index', 'dt', 'texts']
+const TOOL_ROW_DATA_KEYS = ['turn', 'step', 'index', 'id', 'dt', 'args']
+const TOOL_ROW_OPTIONAL_KEYS = ['name']
+const ROW_INTEGER_KEYS = ['turn', 'step', 'index'] as const
+const isString = (value: unknown) => typeof value === 'string'
+
+function malformedRow(tag: string, why: string) {
+  return new SessionPersistenceCorruptionError(`malformed ${tag} storage row: ${why}`)
+}
+
 function decodeRow(tag: string, row: JsonObject): SessionEvent[] {
-  const malformed = (why: string) => new SessionPersistenceCorruptionError(`malformed ${tag} storage row: ${why}`)
   const kind = KIND_BY_ROW_TAG[tag]
   const isTool = kind === 'tool-call-delta'
-  if (!hasKeySet(row, ['type', 'seq0', 'time0', 'data'])) throw malformed(`expected keys type, seq0, time0, data, got ${Object.keys(row).join(', ')}`)
-  if (!isCount(row.seq0)) throw malformed(`seq0 must be a safe non-negative integer, got ${describe(row.seq0)}`)
-  if (!Number.isSafeInteger(row.time0)) throw malformed(`time0 must be a safe integer, got ${describe(row.time0)}`)
+  if (!hasKeySet(row, ROW_KEYS)) throw malformedRow(tag, `expected keys type, seq0, time0, data, got ${Object.keys(row).join(', ')}`)
+  if (!isCount(row.seq0)) throw malformedRow(tag, `seq0 must be a safe non-negative integer, got ${describe(row.seq0)}`)
+  if (!Number.isSafeInteger(row.time0)) throw malformedRow(tag, `time0 must be a safe integer, got ${describe(row.time0)}`)
   const data = row.data
   const payloadKey = isTool ? 'args' : 'texts'
-  const required = isTool ? ['turn', 'step', 'index', 'id', 'dt', 'args'] : ['turn', 'step', 'index', 'dt', 'texts']
-  if (!isObject(data) || !hasKeySet(data, required, isTool ? ['name'] : [])) {
-    throw malformed(`data must have exactly the keys ${required.join(', ')}${isTool ? ' (and optionally name)' : ''}`)
+  const required = isTool ? TOOL_ROW_DATA_KEYS : TEXT_ROW_DATA_KEYS
+  if (!isObject(data) || !hasKeySet(data, required, isTool ? TOOL_ROW_OPTIONAL_KEYS : [])) {
+    throw malformedRow(tag, `data must have exactly the keys ${required.join(', ')}${isTool ? ' (and optionally name)' : ''}`)
   }
-  for (const key of ['turn', 'step', 'index'] as const) {
-    if (!Number.isSafeInteger(data[key])) throw malformed(`data.${key} must be a safe integer, got ${describe(data[key])}`)
+  for (const key of ROW_INTEGER_KEYS) {
+    if (!Number.isSafeInteger(data[key])) throw malformedRow(tag, `data.${key} must be a safe integer, got ${describe(data[key])}`)
   }
-  if (isTool && typeof data.id !== 'string') throw malformed(`data.id must be a string, got ${describe(data.id)}`)
-  if (isTool && Object.hasOwn(data, 'name') && typeof data.name !== 'string') throw malformed(`data.name must be a string, got ${describe(data.name)}`)
+  if (isTool && typeof data.id !== 'string') throw malformedRow(tag, `data.id must be a string, got ${describe(data.id)}`)
+  if (isTool && Object.hasOwn(data, 'name') && typeof data.name !== 'string') throw malformedRow(tag, `data.name must be a string, got ${describe(data.name)}`)
   const payloads = data[payloadKey]
-  if (!Array.isArray(payloads) || payloads.length === 0 || !payloads.every((p) => typeof p === 'string')) {
-    throw malformed(`data.${payloadKey} must be a non-empty array of strings`)
+  if (!Array.isArray(payloads) || payloads.length === 0 || !payloads.every(isString)) {
+    throw malformedRow(tag, `data.${payloadKey} must be a non-empty array of strings`)
   }
   const dt = data.dt
-  if (!Array.isArray(dt) || dt.length !== payloads.length - 1 || !dt.every((d) => Number.isSafeInteger(d))) {
-    throw malformed(`data.dt must be an array of ${payloads.length - 1} safe integers`)
+  if (!Array.isArray(dt) || dt.length !== payloads.length - 1 || !dt.every(Number.isSafeInteger)) {
+    throw malformedRow(tag, `data.dt must be an array of ${payloads.length - 1} safe integers`)
   }
 
   const events: SessionEvent[] = []
   let time = row.time0 as number
   for (let k = 0; k < payloads.length; k++) {
     if (k > 0) time += dt[k - 1] as number
-    if (!Number.isSafeInteger(time)) throw malformed(`time of member ${k} is not a safe integer`)
+    if (!Number.isSafeInteger(time)) throw malformedRow(tag, `time of member ${k} is not a safe integer`)
     // Built in the same key order the writer required, so the JSON is identical.
     let chunk: JsonObject
     if (!isTool) {

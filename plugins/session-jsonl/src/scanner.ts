@@ -14,12 +14,18 @@ export interface ScanResult {
   header: SessionHeader
   /** The contiguous committed prefix, seqs 0..n-1. */
   events: SessionEvent[]
+  /** The first committed event whose type `knownTypes` lacks and that is not ignorable. */
+  unknown?: SessionEvent
   /** UTF-8 byte length of the committed prefix; the tail is torn iff this is less than the file size. */
   committedBytes: number
 }
 
-/** Scans a plaintext (compression 'none') log. `location` names it in errors. */
-export function scanLog(text: string, location: string): ScanResult {
+/**
+ * Scans a plaintext (compression 'none') log. `location` names it in errors.
+ * `knownTypes`: report the first committed event of another type (checked here,
+ * while each event is at hand, rather than in a second pass over a long log).
+ */
+export function scanLog(text: string, location: string, knownTypes?: ReadonlySet<string>): ScanResult {
   const where = ` (raw log: ${location})`
   const corrupt = (message: string) => new SessionPersistenceCorruptionError(`${message}${where}`)
 
@@ -41,11 +47,16 @@ export function scanLog(text: string, location: string): ScanResult {
   // 2. Event lines. After the first damaged line (the "issue") nothing more is
   //    accepted; later lines are only inspected for a turn/end, which would
   //    prove the damage sits inside the committed region.
-  const events: SessionEvent[] = []
-  let committedBytes = Buffer.byteLength(headerLine, 'utf8') + 1
+  // Accepted events, in blocks joined once at the end: one push at a time into a
+  // single array of a long log costs more than the blocks and the join.
+  const blocks: SessionEvent[][] = [[]]
+  let count = 0
+  let unknown: SessionEvent | undefined
   let issue: SessionPersistenceCorruptionError | undefined
   let lineNumber = 1
   let start = headerEnd + 1
+  // Where the committed prefix ends, in characters: counted in bytes once, at the end.
+  let committedEnd = start
   for (;;) {
     const end = text.indexOf('\n', start)
     // 3. A final fragment without a newline was never committed: ignore it.
@@ -61,26 +72,46 @@ export function scanLog(text: string, location: string): ScanResult {
       issue ??= corrupt(`corrupt session log: unparsable committed event at line ${lineNumber}`)
       continue
     }
-    const closesTurn = decoded.some((event) => event.type === 'turn/end')
     if (issue !== undefined) {
-      if (closesTurn) throw issue
+      if (closesTurn(decoded)) throw issue
       continue
     }
 
     // Every event of the row must continue the dense seq sequence; otherwise
     // none of the row is accepted.
-    const mismatch = decoded.findIndex((event, k) => event.seq !== events.length + k)
+    const mismatch = seqMismatch(decoded, count)
     if (mismatch !== -1) {
       issue = corrupt(
         `corrupt session log: seq gap in committed region at line ${lineNumber} `
-        + `(expected ${events.length + mismatch}, got ${decoded[mismatch].seq})`,
+        + `(expected ${count + mismatch}, got ${decoded[mismatch].seq})`,
       )
-      if (closesTurn) throw issue
+      if (closesTurn(decoded)) throw issue
       continue
     }
-    events.push(...decoded)
-    committedBytes += Buffer.byteLength(line, 'utf8') + 1
+    for (const event of decoded) {
+      if (knownTypes && !unknown && !knownTypes.has(event.type) && event.ignorable !== true) unknown = event
+      let block = blocks[blocks.length - 1]
+      if (block.length === BLOCK) blocks.push(block = [])
+      block.push(event)
+    }
+    count += decoded.length
+    committedEnd = start
   }
+  const events = blocks.length === 1 ? blocks[0] : ([] as SessionEvent[]).concat(...blocks)
 
-  return { header, events, committedBytes }
+  const committedBytes = Buffer.byteLength(text.slice(0, committedEnd), 'utf8')
+  return { header, events, committedBytes, ...(unknown && { unknown }) }
+}
+
+const BLOCK = 4096
+
+function closesTurn(decoded: readonly SessionEvent[]): boolean {
+  for (const event of decoded) if (event.type === 'turn/end') return true
+  return false
+}
+
+/** The index of the first event that does not continue the seqs from `next`, or -1. */
+function seqMismatch(decoded: readonly SessionEvent[], next: number): number {
+  for (let k = 0; k < decoded.length; k++) if (decoded[k].seq !== next + k) return k
+  return -1
 }

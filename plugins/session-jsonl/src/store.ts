@@ -79,14 +79,12 @@ export class JsonlFiles {
   /** Reads and checks a log; writes nothing. */
   async read(path: string, expectedId?: string): Promise<StoredLog> {
     const { text, revision } = await readLog(path, this.#ops)
-    const { header, events, committedBytes } = scanLog(text, path)
+    const { header, events, committedBytes, unknown } = scanLog(text, path, KNOWN_SESSION_EVENT_TYPES)
     if (expectedId !== undefined && header.id !== expectedId) {
       throw new SessionPersistenceCorruptionError(`session log ${path} holds session "${header.id}", not "${expectedId}"`)
     }
-    for (const event of events) {
-      if (!KNOWN_SESSION_EVENT_TYPES.has(event.type) && event.ignorable !== true) {
-        throw new SessionPersistenceCorruptionError(`stored session "${header.id}" has event type "${event.type}" at seq ${event.seq}, which this build does not know (raw log: ${path})`)
-      }
+    if (unknown) {
+      throw new SessionPersistenceCorruptionError(`stored session "${header.id}" has event type "${unknown.type}" at seq ${unknown.seq}, which this build does not know (raw log: ${path})`)
     }
     return {
       path,

@@ -70,6 +70,22 @@ describe('scanLog', () => {
     expect(Buffer.from(text).subarray(0, result.committedBytes).toString('utf8')).toBe(committed)
   })
 
+  it('reports the first committed event of an unknown type, and none in the torn tail', () => {
+    const known = new Set(['turn/start', 'turn/end', 'step/start', 'step/end', 'assistant/chunk'])
+    const future = (seq: number, extra: object = {}) => ({ ...ev('future/thing', seq, { x: seq }), ...extra }) as SessionEvent
+    expect(scanLog(log(encodeEvents(TURN_1)), LOCATION, known).unknown).toBeUndefined()
+    expect(scanLog(log(encodeEvents([...TURN_1, future(6, { ignorable: true })])), LOCATION, known).unknown).toBeUndefined()
+    const both = scanLog(log(encodeEvents([...TURN_1, future(6), future(7)])), LOCATION, known)
+    expect(both.unknown?.seq).toBe(6)
+    expect(both.events).toHaveLength(8)
+    // Past a seq gap nothing is committed, so nothing there is reported.
+    const tail = scanLog(log([...TURN_1.map(line), line(future(7))]), LOCATION, known)
+    expect(tail.unknown).toBeUndefined()
+    expect(tail.events).toHaveLength(6)
+    // Without the set nothing is checked.
+    expect(scanLog(log(encodeEvents([...TURN_1, future(6)])), LOCATION).unknown).toBeUndefined()
+  })
+
   describe('damage after the last turn/end is a crash tail', () => {
     it('tolerates a seq gap after the last turn/end, keeping the prefix before it', () => {
       const prefix = log(TURN_1.map(line))

@@ -3,7 +3,6 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { AssembleContext } from '@loom/system-prompt'
 import { defineTool } from '@loom/tools'
-import { agentCwd } from '@loom/agent-loop'
 import { displayPath, resolveDirs, SkillScanner, type Skill } from './scan.ts'
 
 export const name = '@loom/skills'
@@ -38,9 +37,8 @@ export function apply(ctx: Context, config: Config) {
   const dirs = config.skillsDir ?? ['.loom/skills']
   const logger = ctx.logger('skills')
   const scanner = new SkillScanner(config.maxSkillBytes ?? 262144, message => logger.warn(message))
-  const rootOf = (agent: unknown) => resolve(config.root !== undefined ? resolve(agentCwd(agent) ?? process.cwd(), config.root) : agentCwd(agent) ?? process.cwd())
-  const scan = (agent: unknown) => {
-    const root = rootOf(agent)
+  const scan = (cwd = process.cwd()) => {
+    const root = resolve(cwd, config.root ?? '.')
     const searched = resolveDirs(root, dirs)
     return { root, searched, ...scanner.scan(searched) }
   }
@@ -51,7 +49,7 @@ export function apply(ctx: Context, config: Config) {
     order: ORDER,
     stability: 'session',
     literal: true,
-    text: (context: AssembleContext) => renderCatalog(scan(context.agent).skills),
+    text: (context: AssembleContext) => renderCatalog(scan(context.agent?.cwd).skills),
   })
 
   ctx.tools.register(defineTool<{ name: string }>({
@@ -65,7 +63,7 @@ export function apply(ctx: Context, config: Config) {
     },
     isConcurrencySafe: true,
     execute(args, exec) {
-      const { root, searched, skills } = scan(exec.agent)
+      const { root, searched, skills } = scan(exec.agent?.cwd)
       const skill = skills.find(candidate => candidate.name === args.name)
       if (!skill) {
         if (skills.length === 0) {

@@ -6,8 +6,6 @@ import {
   deepFreeze,
   estimateHeader,
   estimateMessage,
-  type Message,
-  type StreamChunk,
   type TokenUsage,
 } from '@loom/llm'
 import {
@@ -18,7 +16,6 @@ import {
   SURFACE_EVENT_TYPES,
   type RequestHeader,
   type SessionEvent,
-  type SessionEventMap,
 } from '@loom/session'
 
 /** The estimated tokens of one surface node (a message the model sees). */
@@ -85,20 +82,20 @@ const USAGE_KEYS = ['inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheWrit
 function surfacePrice(event: SessionEvent): number {
   switch (event.type) {
     case 'user/message':
-      return estimateMessage(event.data as Message)
+      return estimateMessage(event.data)
     case 'assistant/message': {
-      const { message } = event.data as SessionEventMap['assistant/message']
+      const { message } = event.data
       return message.content.length ? estimateMessage(message) : 0
     }
     case 'tool/result':
-      return estimateMessage((event.data as SessionEventMap['tool/result']).message)
+      return estimateMessage(event.data.message)
     default:
       return 0
   }
 }
 
 function stepOf(event: SessionEvent, what: string): { turn: number; step: number } {
-  const data = event.data as { turn?: unknown; step?: unknown }
+  const data: unknown = event.data // a replayed log is checked, not trusted
   if (!isRecord(data) || !isCount(data.turn) || !isCount(data.step)) {
     throw new Error(`token meter: ${what} at seq ${event.seq} has no valid turn and step`)
   }
@@ -106,8 +103,8 @@ function stepOf(event: SessionEvent, what: string): { turn: number; step: number
 }
 
 /** The tokens of the assistant content the provider produced, from the chunks the message cites. */
-function providerAssistantTokens(event: SessionEvent, events: readonly SessionEvent[], open: StepStart): number {
-  const data = event.data as SessionEventMap['assistant/message']
+function providerAssistantTokens(event: SessionEvent<'assistant/message'>, events: readonly SessionEvent[], open: StepStart): number {
+  const { data } = event
   const cited = event.sourceEventSeqs
   if (cited === undefined) return data.message.content.length ? estimateMessage(data.message) : 0 // legacy: the durable message
   if (cited.length === 0) return 0 // a known-empty stream
@@ -115,13 +112,13 @@ function providerAssistantTokens(event: SessionEvent, events: readonly SessionEv
   const seen = new Set<number>()
   for (const seq of cited) {
     const source = events[seq]
-    const chunk = source?.data as SessionEventMap['assistant/chunk'] | undefined
-    if (seq >= event.seq || seen.has(seq) || source?.type !== 'assistant/chunk' || !isRecord(chunk)
+    const chunk = source?.type === 'assistant/chunk' ? source.data : undefined
+    if (seq >= event.seq || seen.has(seq) || !isRecord(chunk)
       || chunk.turn !== open.turn || chunk.step !== open.step || !isRecord(chunk.chunk)) {
       throw new Error(`token meter: assistant/message at seq ${event.seq} cites seq ${seq}, which is not an earlier, distinct assistant/chunk of step ${open.step} of turn ${open.turn}`)
     }
     seen.add(seq)
-    assembler.push(chunk.chunk as StreamChunk)
+    assembler.push(chunk.chunk)
   }
   const content = assembler.blocks()
   return content.length ? estimateMessage({ content }) : 0
@@ -176,7 +173,7 @@ export function foldEvent(state: ReplayState, event: SessionEvent, events: reado
 
   switch (event.type) {
     case 'request/header':
-      header = canonicalHeader((event.data as SessionEventMap['request/header']).header)
+      header = canonicalHeader(event.data.header)
       break
     case 'step/start': {
       const { turn, step } = stepOf(event, 'step/start')
@@ -195,7 +192,7 @@ export function foldEvent(state: ReplayState, event: SessionEvent, events: reado
       break
     }
     case 'assistant/message': {
-      const data = event.data as SessionEventMap['assistant/message']
+      const { data } = event
       if (!stepStart || data.turn !== stepStart.turn || data.step !== stepStart.step) {
         throw new Error(`token meter: assistant/message at seq ${event.seq} has no matching step/start event`)
       }

@@ -1,9 +1,9 @@
 import { isUtf8 } from 'node:buffer'
 import { readFile } from 'node:fs/promises'
-import type { WorkspacePath } from './paths.ts'
+import type { WorkspacePath } from '@loom/tools/workspace'
 import { binaryRefusal, statRegularFile } from './read.ts'
 import { replaceFile } from './replace.ts'
-import { looksBinary, plural, SNIFF_BYTES } from './text.ts'
+import { looksBinary, plural, SNIFF_BYTES } from '@loom/tools/workspace'
 
 export interface EditArgs {
   path: string

@@ -3,7 +3,7 @@ import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
 import { editText, type EditArgs } from './edit.ts'
-import { resolveInWorkspace, workspaceRootOf } from './paths.ts'
+import { resolveInWorkspace, workspaceRootOf } from '@loom/tools/workspace'
 import { readLines, type ReadArgs, type ReadLimits } from './read.ts'
 import { writeText, type WriteArgs } from './write.ts'
 
@@ -112,5 +112,5 @@ export function apply(ctx: Context, config: Config) {
   }))
 }
 
-export { displayPath, isInside, OutsideWorkspaceError, realpathLoose, resolveInWorkspace, workspaceRootOf, type WorkspacePath } from './paths.ts'
-export { cutBytes, cutChars, looksBinary, plural, SNIFF_BYTES } from './text.ts'
+export { displayPath, isInside, OutsideWorkspaceError, realpathLoose, resolveInWorkspace, workspaceRootOf, type WorkspacePath } from '@loom/tools/workspace'
+export { cutBytes, cutChars, looksBinary, plural, SNIFF_BYTES } from '@loom/tools/workspace'

@@ -1,6 +1,6 @@
 import { open, stat, type FileHandle } from 'node:fs/promises'
-import type { WorkspacePath } from './paths.ts'
-import { cutChars, looksBinary, plural, SNIFF_BYTES } from './text.ts'
+import type { WorkspacePath } from '@loom/tools/workspace'
+import { cutChars, looksBinary, plural, SNIFF_BYTES } from '@loom/tools/workspace'
 
 export interface ReadLimits {
   /** Lines shown per call (default and maximum of `limit`). */

@@ -1,8 +1,8 @@
 import { mkdir, stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import type { WorkspacePath } from './paths.ts'
+import type { WorkspacePath } from '@loom/tools/workspace'
 import { replaceFile } from './replace.ts'
-import { plural } from './text.ts'
+import { plural } from '@loom/tools/workspace'
 
 export interface WriteArgs {
   path: string

@@ -1,7 +1,7 @@
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
-import { workspaceRootOf } from '@loom/tool-fs/paths'
+import { workspaceRootOf } from '@loom/tools/workspace'
 import { defineTool } from '@loom/tools'
 import { ScanWorkers } from './scan.ts'
 import { globFiles, grepFiles, type GlobArgs, type GrepArgs, type SearchLimits } from './search.ts'

@@ -4,7 +4,7 @@
 // itself (type stripping, or the host's loader), so it holds only erasable TypeScript.
 import { readFileSync } from 'node:fs'
 import { parentPort } from 'node:worker_threads'
-import { cutBytes, looksBinary, SNIFF_BYTES } from '@loom/tool-fs/text'
+import { cutBytes, looksBinary, SNIFF_BYTES } from '@loom/tools/workspace'
 import type { ScanJob, ScanMessage } from './scan.ts'
 
 const post = (message: ScanMessage) => parentPort!.postMessage(message)

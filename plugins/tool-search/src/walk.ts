@@ -1,7 +1,7 @@
 import type { Dirent } from 'node:fs'
 import { readdir, realpath, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { isInside } from '@loom/tool-fs/paths'
+import { isInside } from '@loom/tools/workspace'
 
 export interface WalkedFile {
   /** Path relative to the directory the walk started in, `/`-separated. */

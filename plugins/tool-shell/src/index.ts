@@ -4,7 +4,6 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
-import { agentCwd } from '@loom/agent-loop'
 import { DEFAULT_SECRET_PATTERNS, createRedactor, scrubEnv, secretValues, type Redactor, type SecretPattern } from '@loom/secrets'
 import { reapOrphans } from './procs.ts'
 import { ShellRun, type RunResult, type StreamOutput } from './run.ts'
@@ -130,7 +129,7 @@ export function formatResult(result: RunResult, notes: { clampedFromMs?: number;
 }
 
 async function workingDirectory(config: Config, exec: ToolRunContext): Promise<string> {
-  const cwd = resolve(config.root ?? agentCwd(exec.agent) ?? process.cwd())
+  const cwd = resolve(config.root ?? exec.agent?.cwd ?? process.cwd())
   const info = await stat(cwd).catch(() => undefined)
   if (!info?.isDirectory()) {
     throw new Error(`working directory "${cwd}" does not exist or is not a directory (${name}: config root or the session cwd)`)

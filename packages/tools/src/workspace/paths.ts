@@ -1,7 +1,7 @@
 import { lstat, readlink, realpath } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
-import { agentCwd } from '@loom/agent-loop'
+import type { ToolRunContext } from '../types.ts'
 
 /** A path the model gave, checked against the workspace. */
 export interface WorkspacePath {
@@ -28,13 +28,13 @@ const MAX_LINK_HOPS = 40
  * is the home directory; relative roots resolve against the process cwd), else the
  * calling agent's session cwd, else `process.cwd()`.
  */
-export function workspaceRootOf(configRoot: string | undefined, exec?: { readonly agent?: unknown }): string {
+export function workspaceRootOf(configRoot: string | undefined, exec?: Pick<ToolRunContext, 'agent'>): string {
   if (configRoot !== undefined && configRoot !== '') {
     if (configRoot === '~') return homedir()
     if (configRoot.startsWith('~/')) return join(homedir(), configRoot.slice(2))
     return resolve(configRoot)
   }
-  const cwd = agentCwd(exec?.agent)
+  const cwd = exec?.agent?.cwd
   return cwd !== undefined && isAbsolute(cwd) ? cwd : process.cwd()
 }
 
