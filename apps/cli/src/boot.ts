@@ -24,6 +24,8 @@ export interface BootOptions extends ComposeOptions {
   log?: (level: 'warn' | 'error' | 'info', text: string) => void
   /** Also report `info` logs (default false). */
   verbose?: boolean
+  /** The rows to mount, of the composed ones (default: all); `loom sessions` mounts only its store. */
+  select?: (rows: readonly EntryOptions[]) => EntryOptions[]
 }
 
 export interface Deployment {
@@ -122,7 +124,8 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     }
   })()
 
-  const includeConfig = (rows: Composition['rows']) => ({ path: rootFile, patches: [{ insert: rows }] })
+  const select = options.select ?? (rows => [...rows])
+  const includeConfig = (rows: Composition['rows']) => ({ path: rootFile, patches: [{ insert: select(rows) }] })
   await root.loader.create({ id: DEPLOYMENT_ENTRY, name: 'cordis:include', config: includeConfig(composition.rows) } as never)
   await root.loader.await()
 
@@ -151,7 +154,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
       // The loader would keep a running row on its old config and go on with the
       // others: refuse an invalid value before anything changes.
-      const invalid = await configProblems(root, next.rows)
+      const invalid = await configProblems(root, select(next.rows))
       if (invalid.length) throw new BootError(invalid, 'the edited deployment was not applied')
       const apply = async (rows: Composition['rows']) => {
         await root.loader.update(DEPLOYMENT_ENTRY, { config: includeConfig(rows) } as never)

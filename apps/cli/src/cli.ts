@@ -1,15 +1,22 @@
-// The `loom` command line: parse, compose or boot, dispatch to the runner.
+// The `loom` command line: parse, then run the command on what it needs: the
+// composed rows (`config`), the session store alone (`sessions list`, `show`,
+// `verify`, `repair`, `stats`), or the whole deployment and its runner (`run`,
+// `prompt`, `sessions resume`, `compact`, `dev`). present/ does the printing.
+import { redact } from '@loom/secrets'
+import type { CachePrices } from '@loom/session'
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { boot, type Deployment } from './boot.ts'
-import { CLI_ROOT, compose, dumpRows, type Composition } from './compose.ts'
-import { formatTime } from './describe.ts'
+import { boot, type BootOptions } from './boot.ts'
+import { compose } from './compose.ts'
 import { dev } from './dev.ts'
-import { BootError, ConfigError, UsageError } from './errors.ts'
-import { redact, redactDeep, secretValues } from '@loom/secrets'
-import type { CachePrices, ReportedEconomics } from '@loom/session'
-import type { PromptReport, Runner, StatsReport, VerifyReport } from './runner.ts'
-import { processIo, styler, type Io } from './term.ts'
+import { ConfigError, UsageError } from './errors.ts'
+import { printConfig } from './present/config.ts'
+import { printPrompt } from './present/prompt.ts'
+import { printCompact, printRepair, printSession, printSessionList, printStats, printVerify } from './present/sessions.ts'
+import { hostSecrets, processIo, styler, type Io } from './present/term.ts'
+import { showTurn } from './present/turn.ts'
+import type { Runner } from './runner.ts'
+import { openStore, type StoredSessions } from './sessions.ts'
 
 export const USAGE = `Usage: loom <command> [options]
 
@@ -148,13 +155,14 @@ export type Interrupt = (signal: NodeJS.Signals) => 'stopping' | 'handled' | 'ex
 export interface MainOptions {
   io?: Io
   cwd?: string
-  /** Receives the runner once the deployment is up. */
-  onRunner?: (runner: Runner | undefined) => void
   /** Receives what a stop signal does while the command runs (`undefined`: nothing runs yet, or any more). */
   onInterrupt?: (interrupt: Interrupt | undefined) => void
 }
 
-/** Runs one `loom` invocation; resolves to the exit code. */
+/**
+ * Runs one `loom` invocation; resolves to the exit code. It reads the
+ * environment from `process.env`, as the deployment's plugins do.
+ */
 export async function main(argv: readonly string[], options: MainOptions = {}): Promise<number> {
   const io = options.io ?? processIo
   const cwd = options.cwd ?? process.cwd()
@@ -181,44 +189,56 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
   }
 
   const layers = { cwd, bundles: parsed.bundles, patches: parsed.patches }
-  let deployment: Deployment | undefined
+  const log: BootOptions['log'] = (level, text) => io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n')
+  let opened: { dispose(): Promise<void> } | undefined
   try {
     if (command === 'config') {
       expectArgs(command, rest, 0)
-      printConfig(compose({ ...layers, warn: text => io.stderr.write(`loom: warning: ${text}\n`) }), parsed.json, io)
+      printConfig(io, compose({ ...layers, warn: text => io.stderr.write(`loom: warning: ${text}\n`) }), parsed.json)
       return 0
     }
     if (command === 'dev') {
       expectArgs(command, rest, 0)
       return await dev({ ...layers, provider: parsed.provider, model: parsed.model, io, onInterrupt: options.onInterrupt })
     }
-    const plan = plan_(command, rest)
-    deployment = await boot({ ...layers, log: (level, text) => io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n') })
+    const plan = planCommand(command, rest)
+    // The session leases this process takes name it, so a refused writer reads `(loom run)`.
+    const leaseCommand = ['loom', command, ...(command === 'sessions' ? rest.slice(0, 1) : [])].join(' ')
+    if (plan.on === 'store') {
+      const store = await openStore({ ...layers, log })
+      opened = store
+      store.persistence.leaseCommand = leaseCommand
+      // A signal lets the command finish what it writes (a repair), then exits.
+      options.onInterrupt?.(() => 'stopping')
+      return await plan.run(store, parsed, io)
+    }
+    const deployment = await boot({ ...layers, log })
+    opened = deployment
     const runner = deployment.root.get('runner') as Runner | undefined
     if (!runner) {
       throw new ConfigError('the deployment has no runner: add the row `- id: runner\n    name: \'@loom/cli/runner\'` (the CLI\'s own plugin serves its commands)')
     }
-    // The session leases this process takes name it, so a refused writer reads `(loom run)`.
     const persistence = deployment.root.get('sessionPersistence')
-    if (persistence) persistence.leaseCommand = ['loom', command, ...(command === 'sessions' ? rest.slice(0, 1) : [])].join(' ')
-    options.onRunner?.(runner)
+    if (persistence) persistence.leaseCommand = leaseCommand
     options.onInterrupt?.(() => {
       runner.cancel()
       return 'stopping'
     })
-    return await plan(runner, parsed, io, cwd)
+    return await plan.run(runner, parsed, io, cwd)
   } catch (error) {
-    if (error instanceof UsageError) return fail(error.message, 2)
-    if (error instanceof ConfigError || error instanceof BootError) return fail(error.message)
-    return fail((error as Error)?.message ?? String(error))
+    // A usage error exits 2; known by its name, since the runner's come through
+    // the Cordis loader, which may hold another copy of errors.ts (a hot reload).
+    return fail((error as Error)?.message ?? String(error), (error as Error)?.name === 'UsageError' ? 2 : 1)
   } finally {
-    options.onRunner?.(undefined)
-    await deployment?.dispose().catch(error => fail(`shutting down: ${(error as Error).message}`))
+    await opened?.dispose().catch(error => fail(`shutting down: ${(error as Error).message}`))
     options.onInterrupt?.(undefined)
   }
 }
 
-type Plan = (runner: Runner, parsed: Parsed, io: Io, cwd: string) => Promise<number>
+/** What a command needs, and what it does with it: the session store alone, or the runner of the whole deployment. */
+type Plan =
+  | { on: 'store'; run: (store: StoredSessions, parsed: Parsed, io: Io) => Promise<number> }
+  | { on: 'runner'; run: (runner: Runner, parsed: Parsed, io: Io, cwd: string) => Promise<number> }
 
 function expectArgs(command: string, args: readonly string[], count: number, names = '') {
   if (args.length < count) throw new UsageError(`${command}: missing ${names}`)
@@ -226,18 +246,21 @@ function expectArgs(command: string, args: readonly string[], count: number, nam
 }
 
 /** Checks the command before anything boots, and returns what to do once it did. */
-function plan_(command: string, rest: string[]): Plan {
+function planCommand(command: string, rest: string[]): Plan {
   switch (command) {
     case 'run': {
       const task = rest.join(' ').trim()
       if (!task) throw new UsageError('run: missing the task, as in: loom run "what is in this directory?"')
-      return (runner, parsed, io, cwd) => runner.run(task, { ...parsed, cwd }, io)
+      return { on: 'runner', run: (runner, parsed, io, cwd) => showTurn(io, parsed, watch => runner.run(task, { ...parsed, cwd }, watch)) }
     }
     case 'prompt':
       expectArgs(command, rest, 0)
-      return async (runner, parsed, io, cwd) => {
-        printPrompt(await runner.prompt({ ...parsed, cwd }), parsed.json, io)
-        return 0
+      return {
+        on: 'runner',
+        run: async (runner, parsed, io, cwd) => {
+          printPrompt(io, await runner.prompt({ ...parsed, cwd }), parsed.json)
+          return 0
+        },
       }
     case 'sessions':
       return planSessions(rest)
@@ -254,87 +277,71 @@ function planSessions(rest: string[]): Plan {
   switch (sub) {
     case 'list':
       expectArgs('sessions list', rest.slice(1), 0)
-      return async (runner, parsed, io) => {
-        const sessions = await runner.listSessions()
-        if (parsed.json) {
-          io.stdout.write(JSON.stringify(sessions, null, 2) + '\n')
-        } else if (!sessions.length) {
-          io.stdout.write('no stored sessions\n')
-        } else {
-          const rows = sessions.map(s => [s.id, formatTime(s.createdAt), String(s.turns), s.lastStatus ?? '-', s.cwd ?? '-'])
-          const head = ['ID', 'CREATED', 'TURNS', 'LAST', 'CWD']
-          const widths = head.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)))
-          const fmt = (r: string[]) => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')
-          io.stdout.write([fmt(head), ...rows.map(fmt)].join('\n') + '\n')
-        }
-        return 0
+      return {
+        on: 'store',
+        run: async (store, parsed, io) => {
+          printSessionList(io, await store.list(), parsed.json)
+          return 0
+        },
       }
     case 'show':
       needId()
       expectArgs('sessions show', more, 0)
-      return async (runner, parsed, io) => {
-        const shown = await runner.showSession(id)
-        io.stdout.write(parsed.json ? JSON.stringify({ meta: shown.meta, events: shown.events }, null, 2) + '\n' : shown.text)
-        return 0
+      return {
+        on: 'store',
+        run: async (store, parsed, io) => {
+          printSession(io, await store.show(id), parsed.json)
+          return 0
+        },
       }
     case 'resume': {
       needId()
       const task = more.join(' ').trim()
       if (!task) throw new UsageError('sessions resume: missing the task, as in: loom sessions resume ID "and now?"')
-      return (runner, parsed, io, cwd) => runner.resume(id, task, { ...parsed, cwd }, io)
+      return { on: 'runner', run: (runner, parsed, io, cwd) => showTurn(io, parsed, watch => runner.resume(id, task, { ...parsed, cwd }, watch)) }
     }
     case 'verify':
       needId()
       expectArgs('sessions verify', more, 0)
-      return async (runner, parsed, io) => {
-        const report = await runner.verifySession(id)
-        if (parsed.json) io.stdout.write(JSON.stringify(report, null, 2) + '\n')
-        else io.stdout.write(describeVerify(report))
-        return report.clean ? 0 : 1
+      return {
+        on: 'store',
+        run: async (store, parsed, io) => {
+          const report = await store.verify(id)
+          printVerify(io, report, parsed.json)
+          return report.clean ? 0 : 1
+        },
       }
     case 'repair':
       needId()
       expectArgs('sessions repair', more, 0)
-      return async (runner, parsed, io) => {
-        const { before, after } = await runner.repairSession(id)
-        if (parsed.json) {
-          io.stdout.write(JSON.stringify({ before, after }, null, 2) + '\n')
-        } else if (before.corruption) {
-          io.stdout.write(`session ${id} cannot be repaired: ${before.corruption}\n`)
-        } else if (before.clean) {
-          io.stdout.write(`session ${id} is clean: nothing to repair (${before.events} events)\n`)
-        } else {
-          const done: string[] = []
-          if (before.tornBytes) done.push(`cut a torn tail of ${before.tornBytes} bytes`)
-          for (const compaction of before.unfinishedCompactions ?? []) done.push(`closed the unfinished compaction ${compaction.compactionId}: appended compaction/end`)
-          if (before.openTurn) done.push(`closed the open turn ${before.openTurn.turn}: appended ${before.openTurn.closers.join(', ')}`)
-          io.stdout.write(`repaired session ${id}: ${done.join('; ')}\n${after.clean ? `the log is clean now (${after.events} events)` : 'the log is still not clean'}\n`)
-        }
-        return after.clean ? 0 : 1
+      return {
+        on: 'store',
+        run: async (store, parsed, io) => {
+          const repaired = await store.repair(id)
+          printRepair(io, id, repaired, parsed.json)
+          return repaired.after.clean ? 0 : 1
+        },
       }
     case 'stats':
       needId()
       expectArgs('sessions stats', more, 0)
-      return async (runner, parsed, io) => {
-        const stats = await runner.statsSession(id, statsPrices(parsed.prices))
-        io.stdout.write(parsed.json ? JSON.stringify(stats, null, 2) + '\n' : describeStats(stats))
-        return 0
+      return {
+        on: 'store',
+        run: async (store, parsed, io) => {
+          printStats(io, await store.stats(id, statsPrices(parsed.prices)), parsed.json)
+          return 0
+        },
       }
     case 'compact':
       needId()
       expectArgs('sessions compact', more, 0)
-      return async (runner, parsed, io) => {
-        const report = await runner.compactSession(id, parsed)
-        if (parsed.json) {
-          io.stdout.write(JSON.stringify(report, null, 2) + '\n')
-        } else {
-          const tokens = `~${report.tokensBefore} → ~${report.tokensAfter} estimated tokens`
-          const pruned = report.pruned ? `, ${report.pruned} tool results pruned` : ''
-          io.stdout.write(report.status === 'compacted'
-            ? `compacted session ${id}: ${report.summarized} messages summarized${pruned}; ${tokens}\n`
-            : `session ${id} was not summarized (${report.status}: ${report.reason})${pruned}; ${tokens}\n`)
-        }
-        return report.status === 'refused' || report.status === 'failed' ? 1 : 0
+      return {
+        on: 'runner',
+        run: async (runner, parsed, io) => {
+          const report = await runner.compactSession(id, parsed)
+          printCompact(io, report, parsed.json)
+          return report.status === 'refused' || report.status === 'failed' ? 1 : 0
+        },
       }
     default:
       throw new UsageError(sub ? `unknown sessions command "${sub}" (list, show, resume, verify, repair, stats, compact)` : 'sessions: missing the command (list, show, resume, verify, repair, stats, compact)')
@@ -352,100 +359,4 @@ function statsPrices(typed: Parsed['prices']): Partial<CachePrices> {
     prices[key] = value
   }
   return prices
-}
-
-function describeStats(stats: StatsReport): string {
-  const { requests, totals, prices } = stats
-  const percent = (share: number | null) => share === null ? '-' : `${(Math.floor(share * 1000) / 10).toFixed(1)}%`
-  const money = (value: number) => `$${value.toFixed(6)}`
-  const head = ['#', 'TURN', 'STEP', 'CHARS', 'REUSE', 'HIT TOK', 'MISS TOK', 'OUT TOK', 'INPUT COST', 'REPORTED IN', 'CACHED', 'REPORTED COST']
-  const reported = (r: ReportedEconomics | null) => r ? [String(r.inputTokens), percent(r.hitShare), money(r.inputCost + r.outputCost)] : ['-', '-', '-']
-  const rows = requests.map(r => [String(r.index + 1), String(r.turn ?? '-'), String(r.step ?? '-'), String(r.chars), percent(r.reuse), String(r.hitTokens), String(r.missTokens), String(r.outputTokens), money(r.inputCost), ...reported(r.reported)])
-  const total = ['total', '', '', String(totals.chars), percent(totals.meanReuse), String(totals.hitTokens), String(totals.missTokens), String(totals.outputTokens), money(totals.inputCost), ...reported(totals.reported)]
-  const widths = head.map((h, i) => Math.max(h.length, ...[...rows, total].map(r => r[i].length)))
-  const fmt = (r: string[]) => r.map((c, i) => i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i])).join('  ')
-  const lines = [
-    `session ${stats.id}: ${totals.requests} request${totals.requests === 1 ? '' : 's'}`,
-    `  prices per million tokens: cache hit ${prices.hit}, cache miss ${prices.miss}, output ${prices.output}; tokens ~ characters / 4 of the serialized request`,
-    `  REUSE: share of the previous request's serialization (tools, system, messages) reused unchanged as this one's prefix`,
-    `  REPORTED: what the provider reported (input tokens incl. cache reads, share of them read from its cache, cost of input and output)`,
-    '',
-    fmt(head),
-    ...rows.map(fmt),
-    fmt(total),
-    '',
-    `prefix reuse: mean ${percent(totals.meanReuse)}, min ${percent(totals.minReuse)}`,
-    `estimated input cost: ${money(totals.inputCost)} (${money(totals.uncachedInputCost)} with no cache); output cost: ${money(totals.outputCost)}`,
-    totals.reported
-      ? `reported by the provider (${totals.reported.requests} of ${totals.requests} requests): ${totals.reported.inputTokens} input tokens, ${percent(totals.reported.hitShare)} from its cache; cost ${money(totals.reported.inputCost)} input + ${money(totals.reported.outputCost)} output`
-      : 'the provider reported no usage',
-  ]
-  return lines.join('\n') + '\n'
-}
-
-function describeVerify(report: VerifyReport): string {
-  const lines = [`session ${report.id}: ${report.clean ? 'clean' : 'NOT clean'}`, `  log      ${report.path}`]
-  if (report.corruption) {
-    lines.push(`  corrupt  ${report.corruption}`)
-  } else {
-    lines.push(`  events   ${report.events} committed`)
-    lines.push(`  tail     ${report.tornBytes ? `torn: ${report.tornBytes} bytes after the last complete line would be cut` : 'intact'}`)
-    lines.push(`  turns    ${report.openTurn ? `turn ${report.openTurn.turn} is open; repair appends ${report.openTurn.closers.join(', ')}` : 'all closed'}`)
-    // A crash inside a compaction (`loom sessions compact`, or one before a step) leaves its start without an end.
-    for (const { compactionId, turn } of report.unfinishedCompactions ?? []) {
-      lines.push(`  compact  unfinished compaction ${compactionId} (${turn === null ? 'between turns' : `in turn ${turn}`}); repair appends compaction/end`)
-    }
-    if (!report.clean) lines.push(`  repair with: loom sessions repair ${report.id}`)
-  }
-  return lines.join('\n') + '\n'
-}
-
-/** The host's secret values (provider keys, tokens, passwords in URLs): never printed. */
-const hostSecrets = () => secretValues(process.env)
-
-function printConfig(composition: Composition, json: boolean, io: Io) {
-  const layers = composition.layers.map(({ kind, label, file }) => ({ kind, label, file }))
-  // A literal `apiKey:` in loom.yml, or a known secret inside any value, is shown as [REDACTED].
-  const rows = redactDeep(composition.rows, hostSecrets())
-  if (json) {
-    io.stdout.write(JSON.stringify({ layers, rows }, null, 2) + '\n')
-    return
-  }
-  const width = Math.max(...layers.map(layer => `${layer.kind} ${layer.label}`.length))
-  const header = [
-    '# The deployment as it boots: these rows, in this order, mounted by the Cordis loader.',
-    '# Layers, applied in order over an empty list:',
-    ...layers.map(layer => `#   ${`${layer.kind} ${layer.label}`.padEnd(width)}  ${layer.file.startsWith(CLI_ROOT) ? '<loom>/' + layer.file.slice(CLI_ROOT.length) : layer.file}`),
-  ]
-  io.stdout.write(header.join('\n') + '\n' + dumpRows(rows))
-}
-
-function printPrompt(report: PromptReport, json: boolean, io: Io) {
-  if (json) {
-    io.stdout.write(JSON.stringify(redactDeep(report, hostSecrets()), null, 2) + '\n')
-    return
-  }
-  const out = styler(io.stdout)
-  const rule = (title: string) => out.bold(`── ${title} ${'─'.repeat(Math.max(0, 60 - title.length))}`) + '\n'
-  let text = rule(`route: ${report.provider ? `${report.provider}/${report.model}` : 'none (no model provider is configured)'}`)
-  text += '\n' + rule('system') + report.system + '\n\n'
-  text += rule(`tools, in request order (${report.tools.length})`)
-  report.tools.forEach((tool, i) => {
-    text += `${i + 1}. ${out.bold(tool.name)}  ${out.dim(`← ${tool.owner}`)}\n   ${tool.description}\n`
-  })
-  text += '\n' + rule('runtime-context snapshot (user message)') + (report.runtimeContext || '(none)') + '\n'
-  const { rows, totals } = report.manifest
-  const table = (head: string[], body: string[][], right: number[]) => {
-    const widths = head.map((h, i) => Math.max(h.length, ...body.map(r => r[i].length)))
-    const fmt = (r: string[]) => r.map((c, i) => right.includes(i) ? c.padStart(widths[i]) : i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')
-    return [out.bold(fmt(head)), ...body.map(fmt)].join('\n') + '\n'
-  }
-  text += '\n' + rule(`manifest (${rows.length} rows, ~${totals.tokens} tokens estimated)`)
-  text += table(
-    ['KIND', 'NAME', 'OWNER', 'ORDER', 'STABILITY', 'CHARS', 'TOKENS', 'SHA256'],
-    rows.map(r => [r.kind, r.name, r.owner, String(r.order), r.stability ?? '-', String(r.chars), String(r.tokens), r.sha256.slice(0, 12)]),
-    [3, 5, 6],
-  )
-  text += '\n' + table(['OWNER', 'ROWS', 'CHARS', 'TOKENS'], totals.byOwner.map(t => [t.owner, String(t.rows), String(t.chars), String(t.tokens)]), [1, 2, 3])
-  io.stdout.write(redact(text, hostSecrets()))
 }

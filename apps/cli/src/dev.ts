@@ -17,8 +17,9 @@ import { fileURLToPath } from 'node:url'
 import { boot, startMessage, type Deployment } from './boot.ts'
 import type { Interrupt } from './cli.ts'
 import { BootError, ConfigError } from './errors.ts'
+import { styler, type Io } from './present/term.ts'
+import { showTurn } from './present/turn.ts'
 import type { Runner } from './runner.ts'
-import { styler, type Io } from './term.ts'
 
 export interface DevOptions {
   cwd: string
@@ -152,9 +153,11 @@ export async function dev(options: DevOptions): Promise<number> {
           if (report) say(report.system)
           return 0
         }
+        const current = runner()
+        if (!current) return 1
         task = { cancelled: false }
         try {
-          return await runner()?.run(text, flags, io) ?? 1
+          return await showTurn(io, {}, watch => current.run(text, flags, watch))
         } finally {
           task = undefined
         }

@@ -15,8 +15,3 @@ export class BootError extends Error {
 export class UsageError extends Error {
   override name = 'UsageError'
 }
-
-/** The deployment's prompt does not assemble for an agent (checked before the first model call). */
-export class PromptError extends Error {
-  override name = 'PromptError'
-}

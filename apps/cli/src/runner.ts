@@ -1,20 +1,17 @@
 // The runner: the CLI's own plugin (row `runner`). It picks the model route,
-// creates the agent for the working directory and serves the commands: one
-// headless turn (`run`, `sessions resume`), the next request (`prompt`), and the
-// stored sessions (`sessions list|show|verify|repair`).
+// creates or resumes the agent and runs its turn (`run`, `sessions resume`),
+// builds the next request without sending it (`prompt`), and compacts a stored
+// session (`sessions compact`). It prints nothing: present/ shows what it returns.
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { Agent } from '@loom/agent-loop'
 import { buildManifest, type Manifest } from '@loom/agent-loop'
-import { userText, type AssistantMessage, type TokenUsage, type ToolResultMessage } from '@loom/llm'
-import type { SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
-import { DEFAULT_CACHE_PRICES, MODEL_PRICES, reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics } from '@loom/session'
+import { userText } from '@loom/llm'
+import type { Session, SessionEvent, TurnEndReason } from '@loom/session'
+import { DEFAULT_CACHE_PRICES, MODEL_PRICES, type CachePrices } from '@loom/session'
 import { joinContextSections, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
-import { assistantText, describeCall, describeReason, describeResult, describeRetry, parseArguments, resultOf, transcript } from './describe.ts'
-import { DurableOutput } from './durable.ts'
-import { PromptError, UsageError } from './errors.ts'
-import { processIo, Spinner, styler, type Io } from './term.ts'
+import { UsageError } from './errors.ts'
 import type {} from '@loom/session-jsonl'
 import type { Compaction, CompactionStatus } from '@loom/compaction'
 
@@ -55,42 +52,14 @@ export const Config: Schema<RunnerConfig> = Schema.object({
 export interface RouteFlags { provider?: string; model?: string }
 
 export interface RunFlags extends RouteFlags {
-  json?: boolean
   /** Working directory of the agent (default: process.cwd()). */
   cwd?: string
-  /** Print the model's reasoning as it streams, dimmed. */
-  showReasoning?: boolean
   /** `off` sends reasoning effort `off`; `on` the route's default effort. */
   thinking?: 'on' | 'off'
   reasoningEffort?: string
   maxSteps?: number
   maxInputTokens?: number
   maxCostUsd?: number
-}
-
-export interface ToolCallReport {
-  id: string
-  name: string
-  arguments: unknown
-  isError: boolean | null
-  result: string | null
-  errorCode?: string
-}
-
-/** What `loom run --json` prints. */
-export interface RunReport {
-  sessionId: string
-  status: TurnEndReason['kind'] | 'not-started'
-  reason: unknown
-  text: string
-  toolCalls: ToolCallReport[]
-  usage: Required<TokenUsage>
-  /** Cache reads over all input tokens, as the provider reported them; null without usage. */
-  cacheHitShare: number | null
-  /** Estimated US dollars at the model's prices (an upper bound where off-peak hours bill less). */
-  costUsd: number
-  provider: string
-  model: string
 }
 
 /** What `loom prompt --json` prints. */
@@ -107,20 +76,6 @@ export interface PromptReport {
   manifest: Manifest
 }
 
-export interface SessionSummary {
-  id: string
-  createdAt: number
-  cwd: string | null
-  turns: number
-  events: number
-  lastStatus: string | null
-}
-
-/** What `loom sessions stats --json` prints: prefix reuse and estimated cost of every request of a stored session. */
-export interface StatsReport extends SessionEconomics {
-  id: string
-}
-
 /** What `loom sessions compact --json` prints; tokens are the fixed heuristic's estimate of header + history. */
 export interface CompactReport {
   id: string
@@ -134,25 +89,35 @@ export interface CompactReport {
   reason: string | null
 }
 
-export interface VerifyReport {
-  id: string
-  path: string
-  clean: boolean
-  events: number
-  tornBytes: number
-  openTurn: { turn: number; closers: string[] } | null
-  /** Compactions started and never ended (a crash inside one); repair appends their compaction/end. */
-  unfinishedCompactions: { compactionId: string; turn: number | null }[]
-  corruption: string | null
+/** How a turn ended, as the runner saw it; present/turn.ts shows it. */
+export interface TurnResult {
+  sessionId: string
+  provider: string
+  model: string
+  /** The events this turn appended. */
+  events: readonly SessionEvent[]
+  /** The turn's end reason; none when it did not start. */
+  reason: TurnEndReason | undefined
+  /** Why the turn did not start, as the loop reported it (`agent/error`); none when it has an end reason. */
+  error: string | undefined
+  /** The model's prices, for the turn's cost. */
+  prices: CachePrices
+  /** The turn was cancelled through `cancel()` (a stop signal). */
+  cancelled: boolean
 }
+
+/**
+ * Watches a turn while it runs (the terminal does): called with the runner's
+ * context and the session before the turn starts; the function it returns is
+ * called once every event of the turn is on disk.
+ */
+export type TurnWatcher = (ctx: Context, session: Session) => () => void
 
 declare module '@deepseek-ai/cordis' {
   interface Context {
     runner: Runner
   }
 }
-
-const EXIT_INTERRUPTED = 130
 
 /** What turns on each route of the default bundle. */
 const ROUTE_VARIABLES: Record<string, string> = {
@@ -162,7 +127,7 @@ const ROUTE_VARIABLES: Record<string, string> = {
 }
 
 /**
- * The commands of the `loom` CLI, as a service (ctx key `runner`). The agents it
+ * The agents of the `loom` CLI, as a service (ctx key `runner`). The agents it
  * creates belong to it: unloading the runner disposes them.
  */
 export class Runner extends Service {
@@ -204,42 +169,41 @@ export class Runner extends Service {
     return { provider, model }
   }
 
-  /** Cancels the running turn (SIGINT). */
+  /** Cancels the running turn (a stop signal), and one that has yet to start. */
   cancel(): void {
     this.cancelled = true
     this.active?.cancel({ kind: 'user' })
   }
 
-  /** `loom run`: one headless turn on a new agent for the working directory. */
-  async run(task: string, flags: RunFlags = {}, io: Io = processIo): Promise<number> {
+  /** `loom run`: one turn of a new agent for the working directory. */
+  async run(task: string, flags: RunFlags = {}, watch?: TurnWatcher): Promise<TurnResult> {
     const route = await this.route(flags)
     const cwd = flags.cwd ?? process.cwd()
     const agent = this.home.agents.create(newSessionId(), { ...route, cwd, ...this.agentOptions(route.model, flags) })
-    return this.turn(agent, task, route, flags, io)
+    return this.turn(agent, task, route, watch)
   }
 
-  /** `loom sessions resume ID`: a new turn on a stored session, printed like `run`. */
-  async resume(id: string, task: string, flags: RunFlags = {}, io: Io = processIo): Promise<number> {
+  /** `loom sessions resume ID`: a new turn on a stored session. */
+  async resume(id: string, task: string, flags: RunFlags = {}, watch?: TurnWatcher): Promise<TurnResult> {
     const persistence = this.persistence()
-    let options: RouteFlags = {}
-    const available = this.home.llm.listProviders().map(provider => provider.id)
-    if (flags.provider !== undefined || flags.model !== undefined) {
-      options = await this.route(flags)
-    } else {
-      const stored = await persistence.inspect(id)
-      const last = lastRoute(stored.events)
-      // The route the session used, if this deployment still serves it; else the default route.
-      if (!last || !available.includes(last.provider)) options = await this.route()
-    }
+    const options = await this.resumeRoute(id, flags)
     const model = options.model ?? lastRoute((await persistence.inspect(id)).events)?.model ?? ''
     const agent = await this.home.agents.resume(id, { ...options, ...this.agentOptions(model, flags) })
     const route = { provider: agent.options.provider ?? '', model: agent.options.model ?? '' }
-    return this.turn(agent, task, route, flags, io)
+    return this.turn(agent, task, route, watch)
   }
 
   /** USD per million tokens for `model`: the config's, else the built-in list prices, else deepseek-flash's. */
   prices(model: string): CachePrices {
-    return this.config.prices[model] ?? MODEL_PRICES[model] ?? DEFAULT_CACHE_PRICES
+    return modelPrices(model, this.config.prices)
+  }
+
+  /** The route of a resumed session: the flags', else the one it used if this deployment still serves it, else the default. */
+  private async resumeRoute(id: string, flags: RouteFlags): Promise<RouteFlags> {
+    if (flags.provider !== undefined || flags.model !== undefined) return this.route(flags)
+    const last = lastRoute((await this.persistence().inspect(id)).events)
+    const served = this.home.llm.listProviders().some(provider => provider.id === last?.provider)
+    return served ? {} : this.route()
   }
 
   /** The reasoning effort and the per-turn limits of a run: flags over config. */
@@ -258,111 +222,21 @@ export class Runner extends Service {
     return { ...(reasoningEffort !== undefined && { reasoningEffort }), limits }
   }
 
-  private async turn(agent: Agent, task: string, route: { provider: string; model: string }, flags: RunFlags, io: Io): Promise<number> {
+  /**
+   * One turn of `agent` on `task`, watched by `watch`; the agent is disposed
+   * after it. A prompt that does not assemble ends the turn with that error,
+   * before any model call (the loop's own assembly of the step fails).
+   */
+  private async turn(agent: Agent, task: string, route: { provider: string; model: string }, watch?: TurnWatcher): Promise<TurnResult> {
     const session = agent.session
     const from = session.events.length
-    const json = flags.json === true
-    const out = styler(io.stdout)
-    const spinner = new Spinner(io.stderr, !json && Boolean(io.stderr.isTTY))
-    let atLineStart = true
-    let streamedText = false
-    /** What the last streamed delta was: reasoning is set apart from the answer by a line break. */
-    let streaming: 'text' | 'reasoning' | undefined
-    const write = (text: string) => {
-      if (!text) return
-      spinner.stop()
-      io.stdout.write(text)
-      atLineStart = text.endsWith('\n')
-    }
-    const line = (text: string) => write((atLineStart ? '' : '\n') + text + '\n')
-    const showReasoning = flags.showReasoning === true
-
-    // What presents something as done waits for the disk (see durable.ts).
-    const shown = new DurableOutput(this.home.get('sessionPersistence') !== undefined)
-    const stopDurable = this.home.on('session/durable', (id, seq) => {
-      if (id === session.id) shown.durable(seq)
+    const stopWatching = watch?.(this.home, session) ?? (() => {})
+    let failure: unknown
+    const stopErrors = this.home.on('agent/error', payload => {
+      if (payload.agent === agent) failure ??= payload.error
     })
-    const stopEvents = json ? () => {} : this.home.on('session/event', (target, event) => {
-      if (target !== session) return
-      switch (event.type) {
-        case 'step/start':
-          shown.live(() => spinner.start('thinking'))
-          break
-        case 'assistant/chunk': {
-          const { chunk } = event.data as SessionEventMap['assistant/chunk']
-          if (chunk.type === 'text-delta') {
-            shown.live(() => {
-              if (streaming === 'reasoning' && !atLineStart) write('\n')
-              write(chunk.text)
-              streamedText = true
-              streaming = 'text'
-            })
-          } else if (chunk.type === 'reasoning-delta' && showReasoning) {
-            shown.live(() => {
-              if (streaming === 'text' && !atLineStart) write('\n')
-              write(out.dim(chunk.text))
-              streaming = 'reasoning'
-            })
-          }
-          break
-        }
-        case 'assistant/message':
-          shown.done(event.seq, () => {
-            if (!atLineStart) write('\n')
-            streaming = undefined
-          })
-          break
-        case 'request/retry': {
-          // What the failed attempt streamed is not part of the answer: the retry repeats the request.
-          const retry = event.data as SessionEventMap['request/retry']
-          shown.live(() => {
-            line(out.yellow(`${streaming ? '(that partial answer is discarded) ' : ''}${describeRetry(retry)}`))
-            streaming = undefined
-            spinner.start('waiting to retry')
-          })
-          break
-        }
-        case 'tool/call': {
-          const { name, arguments: raw } = event.data as SessionEventMap['tool/call']
-          shown.live(() => {
-            line(out.cyan(`→ ${describeCall(name, raw)}`))
-            spinner.start(`running ${name}`)
-          })
-          break
-        }
-        case 'tool/result': {
-          const { message } = event.data as SessionEventMap['tool/result']
-          const { ok, summary } = describeResult(message)
-          shown.done(event.seq, () => {
-            line(out.dim(`  ${ok ? out.green('✓') : out.red('✗')} ${summary}`))
-            spinner.start('thinking')
-          })
-          break
-        }
-        case 'turn/end':
-          shown.done(event.seq, () => spinner.stop())
-          break
-      }
-    })
-    const stopListening = () => {
-      stopEvents()
-      stopDurable()
-    }
-
-    // A prompt that cannot assemble (an unknown {{variable}}, a step variable in the
-    // system text) fails here, naming the section and plugin, before anything is logged.
-    try {
-      const assembly = await this.home.systemPrompt.assemble({ agent, scope: agent })
-      renderPrompt(assembly)
-      renderContextSections(assembly)
-    } catch (error) {
-      stopListening()
-      await agent.dispose()
-      throw new PromptError(`the prompt does not assemble: ${(error as Error).message}`)
-    }
-
     this.active = agent
-    let reason: TurnEndReason | undefined
+    let cancelled = false
     try {
       agent.followup(userText(task))
       // A stop signal that came while the deployment booted still stops this turn.
@@ -371,32 +245,23 @@ export class Runner extends Service {
     } finally {
       this.active = undefined
       try {
-        // Once this resolves every event is on disk, and the last waiting lines are shown.
+        // Once this resolves every event is on disk, and the watcher has shown the last of them.
         await this.home.sessions.flush(session)
       } finally {
-        spinner.stop()
-        stopListening()
+        stopWatching()
+        stopErrors()
+        // A cancel stops one turn: the next task of `loom dev` runs.
+        cancelled = this.cancelled
+        this.cancelled = false
       }
     }
     const events = session.events.slice(from)
-    for (const event of events) if (event.type === 'turn/end') reason = (event.data as SessionEventMap['turn/end']).reason
-    const report = runReport(session.id, route, events, reason, this.prices(route.model))
+    let reason: TurnEndReason | undefined
+    for (const event of events) if (event.type === 'turn/end') reason = event.data.reason
     // Disposing the agent detaches its session; the backend writes what is left.
     await agent.dispose()
-
-    if (json) {
-      io.stdout.write(JSON.stringify(report, null, 2) + '\n')
-    } else {
-      if (!atLineStart) write('\n')
-      if (!streamedText && report.text) line(report.text)
-      const err = styler(io.stderr)
-      if (report.status !== 'completed') {
-        io.stderr.write(err.red(`loom: the turn ended: ${reason ? describeReason(reason) : 'it did not start'}`) + '\n')
-      }
-      io.stderr.write(err.dim(`session ${session.id} · ${route.provider}/${route.model} · ${describeUsage(report)}`) + '\n')
-    }
-    if (report.status === 'completed') return 0
-    return this.cancelled && report.status === 'aborted' ? EXIT_INTERRUPTED : 1
+    const error = reason || failure === undefined ? undefined : (failure as Error)?.message ?? String(failure)
+    return { sessionId: session.id, ...route, events, reason, error, prices: this.prices(route.model), cancelled }
   }
 
   /** `loom prompt`: the request the deployment would send next for a new agent in `cwd`, without calling a model. */
@@ -428,93 +293,14 @@ export class Runner extends Service {
     }
   }
 
-  private persistence() {
-    const persistence = this.home.get('sessionPersistence')
-    if (!persistence) {
-      throw new UsageError('this deployment stores no sessions: add a session persistence row (@loom/session-jsonl) to use `loom sessions`')
-    }
-    return persistence
-  }
-
-  /** Every stored session, oldest first, with its turn count. */
-  async listSessions(): Promise<SessionSummary[]> {
-    const persistence = this.persistence()
-    const headers = await persistence.list()
-    return Promise.all(headers.map(async (header: SessionHeader) => {
-      try {
-        const { events } = await persistence.inspect(header.id)
-        let lastStatus: string | null = null
-        for (const event of events) if (event.type === 'turn/end') lastStatus = (event.data as SessionEventMap['turn/end']).reason.kind
-        return { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null, turns: events.filter(event => event.type === 'turn/start').length, events: events.length, lastStatus }
-      } catch (error) {
-        return { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null, turns: -1, events: -1, lastStatus: `unreadable: ${(error as Error).message}` }
-      }
-    }))
-  }
-
-  /** The session as a readable transcript (as `load` would see it, without writing). */
-  async showSession(id: string): Promise<{ text: string; meta: SessionHeader; events: readonly SessionEvent[] }> {
-    const { meta, events } = await this.persistence().inspect(id)
-    return { text: transcript(meta, events), meta, events }
-  }
-
-  /**
-   * Every request of a stored session, rebuilt from its log: the share of the
-   * previous request's serialization each one reuses as its prefix, and its
-   * estimated cost at these prices (per million tokens).
-   */
-  async statsSession(id: string, overrides: Partial<CachePrices> = {}): Promise<StatsReport> {
-    const { events } = await this.persistence().inspect(id)
-    const model = lastRoute(events)?.model
-    const prices = { ...(model === undefined ? DEFAULT_CACHE_PRICES : this.prices(model)), ...overrides }
-    return { id, ...requestEconomics(reconstructRequests(events), prices) }
-  }
-
-  /** Checks a stored log without writing: a torn tail, an open turn, corruption. */
-  async verifySession(id: string): Promise<VerifyReport> {
-    const persistence = this.persistence()
-    const path = await persistence.files.find(id)
-    if (!path) throw new UsageError(`session "${id}" not found in ${persistence.files.root}`)
-    try {
-      const log = await persistence.files.read(path, id)
-      // `inspect` also validates the log as one Session would hold it.
-      await persistence.inspect(id)
-      const tornBytes = log.fileBytes - log.committedBytes
-      // The closers end unfinished compactions first, then close the open turn.
-      const compactionEnds = log.closers.filter(event => event.type === 'compaction/end') as SessionEvent<'compaction/end'>[]
-      const turnClosers = log.closers.filter(event => event.type !== 'compaction/end')
-      const openTurn = turnClosers.length ? { turn: openTurnOf(log.events), closers: turnClosers.map(describeCloser) } : null
-      const unfinishedCompactions = compactionEnds.map(({ data }) => ({ compactionId: data.compactionId, turn: data.turn }))
-      const clean = tornBytes === 0 && !openTurn && !unfinishedCompactions.length
-      return { id, path, clean, events: log.events.length, tornBytes, openTurn, unfinishedCompactions, corruption: null }
-    } catch (error) {
-      return { id, path, clean: false, events: 0, tornBytes: 0, openTurn: null, unfinishedCompactions: [], corruption: (error as Error).message }
-    }
-  }
-
-  /** Repairs a stored log on disk (`load`): cuts a torn tail, closes an open turn. */
-  async repairSession(id: string): Promise<{ before: VerifyReport; after: VerifyReport }> {
-    const before = await this.verifySession(id)
-    if (before.corruption) return { before, after: before }
-    await this.persistence().load(id)
-    return { before, after: await this.verifySession(id) }
-  }
-
   /** `loom sessions compact ID`: resumes the session's agent and compacts it now (needs @loom/compaction). */
   async compactSession(id: string, flags: RouteFlags = {}): Promise<CompactReport> {
     const compaction = this.home.get('compaction') as Compaction | undefined
     if (!compaction) {
       throw new UsageError('this deployment has no compaction: add the row `- id: compaction\n    name: \'@loom/compaction\'` to use `loom sessions compact`')
     }
-    const persistence = this.persistence()
-    let options: RouteFlags = {}
-    if (flags.provider !== undefined || flags.model !== undefined) {
-      options = await this.route(flags)
-    } else {
-      const last = lastRoute((await persistence.inspect(id)).events)
-      if (!last || !this.home.llm.listProviders().some(provider => provider.id === last.provider)) options = await this.route()
-    }
-    const agent = await this.home.agents.resume(id, options)
+    this.persistence()
+    const agent = await this.home.agents.resume(id, await this.resumeRoute(id, flags))
     // A stop signal cancels the summary call; the compaction then ends with its error.
     this.active = agent
     try {
@@ -534,11 +320,24 @@ export class Runner extends Service {
       await agent.dispose()
     }
   }
+
+  private persistence() {
+    const persistence = this.home.get('sessionPersistence')
+    if (!persistence) throw new UsageError(NO_STORE)
+    return persistence
+  }
 }
 
 Object.defineProperty(Runner, 'name', { value: name })
 
 export default Runner
+
+export const NO_STORE = 'this deployment stores no sessions: add a session persistence row (@loom/session-jsonl) to use `loom sessions`'
+
+/** USD per million tokens for `model`: `configured` (the runner's `prices`), else the built-in list prices, else deepseek-flash's. */
+export function modelPrices(model: string, configured: Record<string, CachePrices> = {}): CachePrices {
+  return configured[model] ?? MODEL_PRICES[model] ?? DEFAULT_CACHE_PRICES
+}
 
 /** Session ids sort by creation time: `20261129-134221-k3f9`. */
 export function newSessionId(now = new Date()): string {
@@ -546,70 +345,11 @@ export function newSessionId(now = new Date()): string {
   return `${stamp}-${randomBytes(3).toString('hex')}`
 }
 
-function lastRoute(events: readonly SessionEvent[]): { provider: string; model: string } | undefined {
+/** The route of the last request header in `events`. */
+export function lastRoute(events: readonly SessionEvent[]): { provider: string; model: string } | undefined {
   for (let i = events.length - 1; i >= 0; i--) {
     const event = events[i]
-    if (event.type === 'request/header') return (event.data as SessionEventMap['request/header']).header.config
+    if (event.type === 'request/header') return event.data.header.config
   }
   return undefined
 }
-
-function openTurnOf(events: readonly SessionEvent[]): number {
-  for (let i = events.length - 1; i >= 0; i--) {
-    if (events[i].type === 'turn/start') return (events[i].data as SessionEventMap['turn/start']).turn
-  }
-  return 0
-}
-
-function describeCloser(event: SessionEvent): string {
-  if (event.type === 'tool/result') {
-    const { message, error } = event.data as SessionEventMap['tool/result']
-    return `error result for tool call ${message.content[0].toolCallId}${error ? ` (${error.code})` : ''}`
-  }
-  if (event.type === 'turn/end') return `turn/end (${(event.data as SessionEventMap['turn/end']).reason.kind})`
-  return event.type
-}
-
-export function runReport(sessionId: string, route: { provider: string; model: string }, events: readonly SessionEvent[], reason: TurnEndReason | undefined,
-  prices: CachePrices = DEFAULT_CACHE_PRICES): RunReport {
-  const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
-  const calls = new Map<string, ToolCallReport>()
-  let text = ''
-  for (const event of events) {
-    if (event.type === 'assistant/message') {
-      const data = event.data as SessionEventMap['assistant/message']
-      const said = assistantText(data.message as AssistantMessage)
-      if (said.trim()) text = said
-      for (const key of Object.keys(usage) as (keyof TokenUsage)[]) usage[key] += data.usage?.[key] ?? 0
-    } else if (event.type === 'tool/call') {
-      const data = event.data as SessionEventMap['tool/call']
-      calls.set(data.callId, { id: data.callId, name: data.name, arguments: parseArguments(data.arguments), isError: null, result: null })
-    } else if (event.type === 'tool/result') {
-      const data = event.data as SessionEventMap['tool/result']
-      const message = data.message as ToolResultMessage
-      const call = calls.get(message.content[0].toolCallId)
-      if (call) {
-        const { text: result, isError } = resultOf(message)
-        call.result = result
-        call.isError = isError
-        if (data.error) call.errorCode = data.error.code
-      }
-    }
-  }
-  const detail = reason?.kind === 'error' ? reason.error : reason?.kind === 'aborted' ? reason.reason : reason?.kind === 'limit' ? reason : null
-  const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
-  const costUsd = (usage.cacheReadTokens * prices.hit + (input - usage.cacheReadTokens) * prices.miss + usage.outputTokens * prices.output) / 1e6
-  return {
-    sessionId, status: reason?.kind ?? 'not-started', reason: detail, text, toolCalls: [...calls.values()], usage,
-    cacheHitShare: input ? usage.cacheReadTokens / input : null, costUsd, ...route,
-  }
-}
-
-/** `8194 in (6144 cached, 75%) / 216 out tokens · ~$0.0012` */
-export function describeUsage(report: RunReport): string {
-  const { usage } = report
-  const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
-  const cached = report.cacheHitShare === null ? '' : ` (${usage.cacheReadTokens} cached, ${Math.round(report.cacheHitShare * 100)}%)`
-  return `${input} in${cached} / ${usage.outputTokens} out tokens · ~$${report.costUsd.toFixed(4)}`
-}
-

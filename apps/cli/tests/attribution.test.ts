@@ -9,7 +9,7 @@ import JsonlPersistence from '@loom/session-jsonl'
 import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime from '@loom/tools'
 import { describe, expect, it } from 'vitest'
-import { describeHeaderChanges } from '../src/describe.ts'
+import { describeHeaderChanges } from '../src/present/describe.ts'
 import { events, loom, project, sessionFiles } from './helpers.ts'
 
 class EchoAdapter extends LlmAdapter {

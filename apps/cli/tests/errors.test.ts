@@ -2,7 +2,7 @@
 // naming the file, row, module or key, a non-zero exit, and no session written.
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { loom, project, sessionFiles, type Run } from './helpers.ts'
+import { events, loom, project, sessionFiles, type Run } from './helpers.ts'
 
 async function fails(files: Record<string, string>, args: string[] = ['run', 'what is in this directory?']): Promise<Run & { cwd: string }> {
   const { cwd, home } = project(files)
@@ -75,9 +75,16 @@ describe('startup errors', () => {
 
   it('a prompt that does not assemble fails before any model call, naming the variable and the section', async () => {
     const persona = "- id: prompt\n  config:\n    persona: 'Model: {{modle}}'\n"
-    const run = await fails({ 'loom.yml': persona })
+    const { cwd, home } = project({ 'loom.yml': persona })
+    const run = await loom(['run', 'what is in this directory?'], { cwd, home })
     expect(run.code).toBe(1)
-    expect(run.stderr).toMatch(/loom: the prompt does not assemble: unknown prompt variable "\{\{modle\}\}" in section "deployment:persona"; registered variables: .*cwd.*model/)
+    expect(run.stdout).toBe('')
+    expect(run.stderr).toMatch(/loom: the turn ended: error: UNKNOWN: unknown prompt variable "\{\{modle\}\}" in section "deployment:persona"; registered variables: .*cwd.*model/)
+    // The loop assembles once per step and ends the turn when that fails: logged, with no request in it.
+    const log = events(sessionFiles(home)[0])
+    expect(log.filter(event => ['request/header', 'assistant/chunk', 'assistant/message'].includes(event.type))).toEqual([])
+    expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'error', error: { message: expect.stringContaining('"{{modle}}"') } } } })
+
     const prompt = await fails({ 'loom.yml': persona }, ['prompt'])
     expect(prompt.stderr).toContain('unknown prompt variable "{{modle}}" in section "deployment:persona"')
   })

@@ -1,12 +1,17 @@
-// Runs `loom` the way a user does: a subprocess of this Node with tsx, in a
-// temporary project folder, with its own LOOM_HOME and no API keys.
+// Runs `loom` for the tests, in a temporary project folder with its own
+// LOOM_HOME and no API keys. `loom()` calls main() in this process: the
+// deployment's modules load once per test file instead of once per command.
+// `loomProcess()` runs the real command as a subprocess (Node with tsx), for
+// what needs a process: signals, SIGKILL, the launcher, two writers at once.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { register } from 'tsx/esm/api'
 import { afterAll } from 'vitest'
+import { main, type Interrupt } from '../src/cli.ts'
 
 export const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
 export const BIN = fileURLToPath(new URL('../bin/loom.js', import.meta.url))
@@ -17,6 +22,15 @@ const KEYS = ['DEEPSEEK_API_KEY', 'DEEPSEEK_BASE_URL', 'ANTHROPIC_API_KEY', 'ANT
 export interface Run { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
 
 export interface LoomOptions {
+  cwd: string
+  home: string
+  /** Variables set for this command only (the API keys are unset unless given here). */
+  env?: Record<string, string>
+  /** Called once the command runs in this process: its output so far, and a stop signal to send it. */
+  onStart?: (running: { stdout: () => string; signal: (signal: NodeJS.Signals) => void }) => void
+}
+
+export interface ProcessOptions {
   cwd: string
   home: string
   env?: Record<string, string>
@@ -30,12 +44,51 @@ export function cleanEnv(home: string, extra: Record<string, string> = {}): Node
   return env
 }
 
-/** `loom ...args` as a subprocess. */
+// The loader imports plugin modules natively: Node must load TypeScript.
+register()
+
+/** In-process commands share process.env (the bundles and the plugins read it): one at a time. */
+let queue: Promise<unknown> = Promise.resolve()
+
+/** `loom ...args` in this process, with its output captured. */
 export function loom(args: string[], options: LoomOptions): Promise<Run> {
+  const run = queue.then(() => inProcess(args, options))
+  queue = run.catch(() => {})
+  return run
+}
+
+async function inProcess(args: string[], { cwd, home, env = {}, onStart }: LoomOptions): Promise<Run> {
+  let stdout = ''
+  let stderr = ''
+  const io = { stdout: { write: (text: string) => { stdout += text } }, stderr: { write: (text: string) => { stderr += text } } }
+  let interrupt: Interrupt | undefined
+  const restore = setEnv({ ...Object.fromEntries(KEYS.map(key => [key, undefined])), LOOM_HOME: home, ...env })
+  try {
+    onStart?.({ stdout: () => stdout, signal: signal => interrupt?.(signal) })
+    const code = await main(args, { io, cwd, onInterrupt: value => { interrupt = value } })
+    return { code, signal: null, stdout, stderr }
+  } finally {
+    restore()
+  }
+}
+
+/** Sets (or, for undefined, unsets) these variables; returns what puts the old values back. */
+function setEnv(vars: Record<string, string | undefined>): () => void {
+  const saved = Object.entries(vars).map(([key]) => [key, process.env[key]] as const)
+  const put = ([key, value]: readonly [string, string | undefined]) => {
+    if (value === undefined) delete process.env[key]
+    else process.env[key] = value
+  }
+  Object.entries(vars).forEach(put)
+  return () => saved.forEach(put)
+}
+
+/** `loom ...args` as a subprocess. */
+export function loomProcess(args: string[], options: ProcessOptions): Promise<Run> {
   return spawnRun(process.execPath, ['--import', TSX, MAIN, ...args], options)
 }
 
-export function spawnRun(command: string, args: string[], options: LoomOptions): Promise<Run> {
+export function spawnRun(command: string, args: string[], options: ProcessOptions): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: options.cwd, env: cleanEnv(options.home, options.env), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''

@@ -6,7 +6,7 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { events, loom, project, sessionFiles, type Run } from './helpers.ts'
+import { events, loom, loomProcess, project, sessionFiles, type Run } from './helpers.ts'
 
 const HOLD_PLUGIN = `import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -36,7 +36,7 @@ describe('loom sessions: one writer per session', () => {
     const at = { cwd, home }
     const release = join(cwd, 'release')
     writeFileSync(release, '')
-    const first = await loom(['run', '--json', 'what is in this directory?'], at)
+    const first = await loomProcess(['run', '--json', 'what is in this directory?'], at)
     expect(first.code, first.stderr).toBe(0)
     const id = JSON.parse(first.stdout).sessionId as string
     rmSync(release)
@@ -44,7 +44,7 @@ describe('loom sessions: one writer per session', () => {
 
     const pids: number[] = []
     const finished: (Run | undefined)[] = [undefined, undefined]
-    const resumes = [0, 1].map(i => loom(['sessions', 'resume', id, 'and now?'], { ...at, onSpawn: child => { pids[i] = child.pid! } })
+    const resumes = [0, 1].map(i => loomProcess(['sessions', 'resume', id, 'and now?'], { ...at, onSpawn: child => { pids[i] = child.pid! } })
       .then(run => (finished[i] = run)))
     // The loser is refused while the winner waits at its model call.
     await until(() => finished.some(Boolean), 90_000)
@@ -58,7 +58,10 @@ describe('loom sessions: one writer per session', () => {
     expect(finished[loser]!.code).toBe(1)
     expect(finished[loser]!.stderr).toMatch(refusal)
 
-    // Reading works while the session is written; repairing it is refused, naming the writer.
+    // Reading works while the session is written (here, in this process); repairing it is refused, naming the writer.
+    // The winner's new turn reaches the disk within one write-behind window.
+    const [file] = sessionFiles(home)
+    await until(() => events(file).some(event => event.type === 'user/message' && JSON.stringify(event.data).includes('and now?')), 5_000)
     const shown = await loom(['sessions', 'show', id], at)
     expect(shown.code).toBe(0)
     expect(shown.stdout).toContain('user: and now?')
@@ -74,7 +77,6 @@ describe('loom sessions: one writer per session', () => {
     const verify = await loom(['sessions', 'verify', id], at)
     expect(verify.code, verify.stdout).toBe(0)
     expect(verify.stdout).toContain(`session ${id}: clean`)
-    const [file] = sessionFiles(home)
     const logged = events(file)
     expect(logged.filter(event => event.type === 'turn/end').map(event => event.data.turn)).toEqual([1, 2])
     expect(existsSync(join(file, '..', 'session.lock'))).toBe(false)

@@ -1,10 +1,13 @@
 // `loom run`: one headless turn, streamed; --json; exit codes; SIGINT; the
 // offline demo really calling the tools; a real OpenAI-compatible route.
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { boot } from '../src/boot.ts'
 import { DEMO_LABEL } from '../src/demo-model.ts'
+import type { Runner } from '../src/runner.ts'
 import { ESC, SLOW_MODEL, events, loom, project, sessionFiles } from './helpers.ts'
 
 const README = '# Sample project\n\nThis sample project exists to show what the offline demo model does with a README.\n'
@@ -94,6 +97,26 @@ describe('loom run with the offline demo model', () => {
   })
 })
 
+/** A plugin whose runtime context notes every time it is assembled, in `file`. */
+const COUNTER = (file: string) => `import { appendFileSync } from 'node:fs'
+export const name = 'counter'
+export const inject = ['systemPrompt']
+export function apply(ctx) {
+  ctx.systemPrompt.context({ name: 'counter', order: 300, text: () => { appendFileSync(${JSON.stringify(file)}, 'x'); return 'Counted.' } })
+}
+`
+
+describe('loom run: one assembly per model request', () => {
+  it('a context provider runs once for a turn of one request (the prompt check before the turn is that assembly)', async () => {
+    const { cwd, home } = project({ 'loom.yml': '- insert:\n    - id: counter\n      name: ./counter.mjs\n' })
+    const file = join(cwd, 'assembled')
+    writeFileSync(join(cwd, 'counter.mjs'), COUNTER(file))
+    const run = await loom(['--bundle', 'minimal', 'run', 'hi'], { cwd, home })
+    expect(run.code, run.stderr).toBe(0)
+    expect(readFileSync(file, 'utf8')).toBe('x')
+  })
+})
+
 describe('loom run: failures and cancellation', () => {
   it('exits 1 when the turn ends with an error, and says why', async () => {
     const { cwd, home } = project({ 'loom.yml': FAILING_MODEL })
@@ -111,11 +134,11 @@ describe('loom run: failures and cancellation', () => {
     const run = await loom(['run', 'sleep please'], {
       cwd,
       home,
-      onSpawn: (child, output) => {
+      onStart: running => {
         const poll = setInterval(() => {
-          if (output.stdout().includes('→ bash: sleep 30')) {
+          if (running.stdout().includes('→ bash: sleep 30')) {
             clearInterval(poll)
-            setTimeout(() => child.kill('SIGINT'), 200)
+            setTimeout(() => running.signal('SIGINT'), 200)
           }
         }, 50)
       },
@@ -127,6 +150,22 @@ describe('loom run: failures and cancellation', () => {
     expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted', reason: { kind: 'user' } } } })
     const result = log.find(event => event.type === 'tool/result')
     expect(result?.data.message.content[0].isError).toBe(true)
+  })
+
+  it('a cancel stops one turn: the runner\'s next turn (the next task of loom dev) runs', async () => {
+    const { cwd } = project()
+    const deployment = await boot({ cwd, bundles: ['minimal'], log: () => {} })
+    try {
+      const runner = deployment.root.get('runner') as Runner
+      // A stop signal before the turn starts (while the deployment booted) still stops it.
+      runner.cancel()
+      const stopped = await runner.run('hi', { cwd })
+      expect(stopped).toMatchObject({ reason: { kind: 'aborted', reason: { kind: 'user' } }, cancelled: true })
+      const next = await runner.run('hi again', { cwd })
+      expect(next).toMatchObject({ reason: { kind: 'completed' }, cancelled: false })
+    } finally {
+      await deployment.dispose()
+    }
   })
 
   it('an unknown --provider fails before any model call', async () => {

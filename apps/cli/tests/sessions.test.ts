@@ -1,5 +1,6 @@
 // `loom sessions list|show|resume|verify|repair` on a real session directory:
-// sessions written by `loom run`, then torn, left open and corrupted by hand.
+// sessions written by `loom run`, then torn, left open and corrupted by hand;
+// reading them mounts the store rows only.
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { DEMO_LABEL } from '../src/demo-model.ts'
@@ -142,5 +143,29 @@ describe('loom sessions', () => {
     const run = await loom(['sessions', 'show', 'no-such-session'], at)
     expect(run.code).toBe(1)
     expect(run.stderr).toContain('session "no-such-session" not found in')
+  })
+
+  it('reading a session mounts only the store: a broken row elsewhere stops run, not list, show, verify, stats or repair', async () => {
+    const broken = project({ 'loom.yml': "- insert:\n    - id: extra\n      name: '@loom/does-not-exist'\n" })
+    const there = { cwd: broken.cwd, home }
+    const run = await loom(['run', 'hi'], there)
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('row "extra" (@loom/does-not-exist): cannot load module')
+
+    const list = await loom(['sessions', 'list'], there)
+    expect(list.stderr).toBe('')
+    expect(list.code).toBe(0)
+    expect(list.stdout).toMatch(new RegExp(`^${id}\\s`, 'm'))
+    for (const command of ['show', 'verify', 'stats', 'repair']) {
+      const done = await loom(['sessions', command, id], there)
+      expect(done.code, `${command}: ${done.stderr}`).toBe(0)
+      expect(done.stdout).toContain(`session ${id}`)
+    }
+  })
+
+  it('a deployment without a session store says so', async () => {
+    const run = await loom(['--bundle', 'minimal', 'sessions', 'list'], at)
+    expect(run.code).toBe(2)
+    expect(run.stderr).toContain('this deployment stores no sessions: add a session persistence row (@loom/session-jsonl)')
   })
 })

@@ -56,6 +56,13 @@ describe('loom sessions stats', () => {
     for (const row of free.requests) expect(row.inputCost).toBeCloseTo(row.missTokens / 1e6, 12)
   })
 
+  it('the runner row\'s prices apply, read from the composed layers without booting the runner', async () => {
+    const priced = project({ 'loom.yml': '- id: runner\n  config:\n    prices:\n      loom-demo: { hit: 1, miss: 2, output: 3 }\n' })
+    const run = await loom(['sessions', 'stats', id, '--json'], { cwd: priced.cwd, home })
+    expect(run.code, run.stderr).toBe(0)
+    expect(JSON.parse(run.stdout).prices).toEqual({ hit: 1, miss: 2, output: 3 })
+  })
+
   it('rejects a bad price and an unknown session', async () => {
     const bad = await loom(['sessions', 'stats', id, '--hit-price', 'cheap'], at)
     expect(bad.code).toBe(2)

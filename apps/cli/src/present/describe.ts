@@ -163,39 +163,39 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
   for (const event of events) {
     switch (event.type) {
       case 'turn/start': {
-        const { turn } = event.data as SessionEventMap['turn/start']
+        const { turn } = event.data
         out.push('', `── turn ${turn} ${'─'.repeat(50)}`)
         break
       }
       case 'turn/end': {
-        const { turn, reason } = event.data as SessionEventMap['turn/end']
+        const { turn, reason } = event.data
         out.push(`turn ${turn} ended: ${describeReason(reason)}`)
         break
       }
       case 'request/header': {
-        const { header, reason, changes } = event.data as SessionEventMap['request/header']
+        const { header, reason, changes } = event.data
         out.push(`[request header, ${reason}] ${headerChange(reason === 'change' ? header_ : undefined, header)}`)
         if (reason === 'change' && changes) out.push(`  ${describeHeaderChanges(changes)}`)
         header_ = header
         break
       }
       case 'request/context': {
-        const { provider, model, contextWindow } = event.data as SessionEventMap['request/context']
+        const { provider, model, contextWindow } = event.data
         out.push(`[model] ${provider}/${model}${contextWindow ? ` · context window ${contextWindow}` : ''}`)
         break
       }
       case 'user/message': {
-        const message = event.data as UserMessage
+        const message = event.data
         const text = blockText(message.content)
         if (isContextSnapshot(message)) out.push('[runtime context]', indent(text))
         else out.push(`user: ${text}`)
         break
       }
       case 'request/retry':
-        out.push(`[retry] ${describeRetry(event.data as SessionEventMap['request/retry'])}`)
+        out.push(`[retry] ${describeRetry(event.data)}`)
         break
       case 'assistant/message': {
-        const { message, interrupted } = event.data as SessionEventMap['assistant/message']
+        const { message, interrupted } = event.data
         const reasoning = message.content.flatMap(block => (block.type === 'reasoning' ? [block.text] : [])).join('\n')
         if (reasoning.trim()) out.push('reasoning:', indent(reasoning, '    ┊ '))
         const text = assistantText(message)
@@ -204,13 +204,13 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
         break
       }
       case 'tool/call': {
-        const { callId, name, arguments: raw } = event.data as SessionEventMap['tool/call']
+        const { callId, name, arguments: raw } = event.data
         calls.set(callId, name)
         out.push(`→ ${describeCall(name, raw)}`)
         break
       }
       case 'tool/result': {
-        const { message, error } = event.data as SessionEventMap['tool/result']
+        const { message, error } = event.data
         const { text, isError } = resultOf(message)
         const name = calls.get(message.content[0].toolCallId) ?? 'tool'
         out.push(`  ${isError ? '✗' : '✓'} ${name}${isError && error ? ` (${error.code})` : ''}`)
@@ -221,12 +221,12 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
         out.push('', '── resumed ──')
         break
       case 'compaction/summary': {
-        const data = event.data as SessionEventMap['compaction/summary']
+        const data = event.data
         out.push(`[compaction] ${data.shadowedSeqs.length} events summarized`, indent(blockText(data.summary)))
         break
       }
       case 'compaction/prune': {
-        const data = event.data as SessionEventMap['compaction/prune']
+        const data = event.data
         out.push(`[compaction] ${data.shadowedSeqs.length} tool results pruned`)
         break
       }

@@ -1,4 +1,6 @@
-// Terminal output: colors and a spinner only on a TTY; plain text otherwise.
+// Terminal output: colors and a spinner only on a TTY; plain text otherwise;
+// never a known secret.
+import { secretValues } from '@loom/secrets'
 
 export interface Stream {
   write(text: string): unknown
@@ -11,6 +13,9 @@ export interface Io {
 }
 
 export const processIo: Io = { stdout: process.stdout, stderr: process.stderr }
+
+/** The host's secret values (provider keys, tokens, passwords in URLs): never printed. */
+export const hostSecrets = () => secretValues(process.env)
 
 /** Styles text when the stream is a TTY (and NO_COLOR is not set); otherwise returns it unchanged. */
 export function styler(stream: Stream) {

@@ -1,0 +1,36 @@
+// `loom prompt` on the terminal: the route, the system text, the tools in
+// request order with their owners, the runtime-context snapshot, and the
+// manifest with its totals by owner. Known secrets are shown as [REDACTED].
+import { redact, redactDeep } from '@loom/secrets'
+import type { PromptReport } from '../runner.ts'
+import { hostSecrets, styler, type Io } from './term.ts'
+
+export function printPrompt(io: Io, report: PromptReport, json: boolean) {
+  if (json) {
+    io.stdout.write(JSON.stringify(redactDeep(report, hostSecrets()), null, 2) + '\n')
+    return
+  }
+  const out = styler(io.stdout)
+  const rule = (title: string) => out.bold(`── ${title} ${'─'.repeat(Math.max(0, 60 - title.length))}`) + '\n'
+  let text = rule(`route: ${report.provider ? `${report.provider}/${report.model}` : 'none (no model provider is configured)'}`)
+  text += '\n' + rule('system') + report.system + '\n\n'
+  text += rule(`tools, in request order (${report.tools.length})`)
+  report.tools.forEach((tool, i) => {
+    text += `${i + 1}. ${out.bold(tool.name)}  ${out.dim(`← ${tool.owner}`)}\n   ${tool.description}\n`
+  })
+  text += '\n' + rule('runtime-context snapshot (user message)') + (report.runtimeContext || '(none)') + '\n'
+  const { rows, totals } = report.manifest
+  const table = (head: string[], body: string[][], right: number[]) => {
+    const widths = head.map((h, i) => Math.max(h.length, ...body.map(r => r[i].length)))
+    const fmt = (r: string[]) => r.map((c, i) => right.includes(i) ? c.padStart(widths[i]) : i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')
+    return [out.bold(fmt(head)), ...body.map(fmt)].join('\n') + '\n'
+  }
+  text += '\n' + rule(`manifest (${rows.length} rows, ~${totals.tokens} tokens estimated)`)
+  text += table(
+    ['KIND', 'NAME', 'OWNER', 'ORDER', 'STABILITY', 'CHARS', 'TOKENS', 'SHA256'],
+    rows.map(r => [r.kind, r.name, r.owner, String(r.order), r.stability ?? '-', String(r.chars), String(r.tokens), r.sha256.slice(0, 12)]),
+    [3, 5, 6],
+  )
+  text += '\n' + table(['OWNER', 'ROWS', 'CHARS', 'TOKENS'], totals.byOwner.map(t => [t.owner, String(t.rows), String(t.chars), String(t.tokens)]), [1, 2, 3])
+  io.stdout.write(redact(text, hostSecrets()))
+}

@@ -1,0 +1,222 @@
+// A turn as the terminal shows it (`loom run`, `loom sessions resume`, a task in
+// `loom dev`): assistant text and tool calls as they stream, a tool result or
+// the end of an answer once it is on disk, a spinner on a TTY while the agent
+// waits; then the answer if nothing streamed, and the footer on stderr. With
+// `--json`, only the report at the end.
+import type { TokenUsage } from '@loom/llm'
+import type { SessionEvent, TurnEndReason } from '@loom/session'
+import { DEFAULT_CACHE_PRICES, type CachePrices } from '@loom/session'
+import type { TurnResult, TurnWatcher } from '../runner.ts'
+import { assistantText, describeCall, describeReason, describeResult, describeRetry, parseArguments, resultOf } from './describe.ts'
+import { DurableOutput } from './durable.ts'
+import { Spinner, styler, type Io } from './term.ts'
+
+export interface ToolCallReport {
+  id: string
+  name: string
+  arguments: unknown
+  isError: boolean | null
+  result: string | null
+  errorCode?: string
+}
+
+/** What `loom run --json` prints. */
+export interface RunReport {
+  sessionId: string
+  status: TurnEndReason['kind'] | 'not-started'
+  reason: unknown
+  text: string
+  toolCalls: ToolCallReport[]
+  usage: Required<TokenUsage>
+  /** Cache reads over all input tokens, as the provider reported them; null without usage. */
+  cacheHitShare: number | null
+  /** Estimated US dollars at the model's prices (an upper bound where off-peak hours bill less). */
+  costUsd: number
+  provider: string
+  model: string
+}
+
+export interface TurnFlags {
+  json?: boolean
+  /** Print the model's reasoning as it streams, dimmed. */
+  showReasoning?: boolean
+}
+
+const EXIT_INTERRUPTED = 130
+
+/**
+ * Runs `turn` with the terminal watching it, then prints how it ended. Resolves
+ * to the exit code: 0 when the turn completed, 130 when a stop signal aborted
+ * it, else 1.
+ */
+export async function showTurn(io: Io, flags: TurnFlags, turn: (watch?: TurnWatcher) => Promise<TurnResult>): Promise<number> {
+  const view = flags.json ? undefined : new LiveTurn(io, flags.showReasoning === true)
+  const result = await turn(view?.watch)
+  const report = runReport(result.sessionId, result, result.events, result.reason, result.prices)
+  if (view) view.end(report, result)
+  else io.stdout.write(JSON.stringify(report, null, 2) + '\n')
+  if (report.status === 'completed') return 0
+  return result.cancelled && report.status === 'aborted' ? EXIT_INTERRUPTED : 1
+}
+
+/** The live view of one turn on the terminal. */
+class LiveTurn {
+  private readonly out: ReturnType<typeof styler>
+  private readonly spinner: Spinner
+  private atLineStart = true
+  private streamedText = false
+  /** What the last streamed delta was: reasoning is set apart from the answer by a line break. */
+  private streaming: 'text' | 'reasoning' | undefined
+
+  constructor(private readonly io: Io, private readonly showReasoning: boolean) {
+    this.out = styler(io.stdout)
+    this.spinner = new Spinner(io.stderr)
+  }
+
+  /** Follows `session` through the runner's events until the returned function is called. */
+  readonly watch: TurnWatcher = (ctx, session) => {
+    // What presents something as done waits for the disk (see durable.ts).
+    const shown = new DurableOutput(ctx.get('sessionPersistence') !== undefined)
+    const stopDurable = ctx.on('session/durable', (id, seq) => {
+      if (id === session.id) shown.durable(seq)
+    })
+    const stopEvents = ctx.on('session/event', (target, event) => {
+      if (target === session) this.show(event, shown)
+    })
+    return () => {
+      this.spinner.stop()
+      stopEvents()
+      stopDurable()
+    }
+  }
+
+  private show(event: SessionEvent, shown: DurableOutput) {
+    const { out, spinner } = this
+    switch (event.type) {
+      case 'step/start':
+        shown.live(() => spinner.start('thinking'))
+        break
+      case 'assistant/chunk': {
+        const { chunk } = event.data
+        if (chunk.type === 'text-delta') {
+          shown.live(() => {
+            if (this.streaming === 'reasoning' && !this.atLineStart) this.write('\n')
+            this.write(chunk.text)
+            this.streamedText = true
+            this.streaming = 'text'
+          })
+        } else if (chunk.type === 'reasoning-delta' && this.showReasoning) {
+          shown.live(() => {
+            if (this.streaming === 'text' && !this.atLineStart) this.write('\n')
+            this.write(out.dim(chunk.text))
+            this.streaming = 'reasoning'
+          })
+        }
+        break
+      }
+      case 'assistant/message':
+        shown.done(event.seq, () => {
+          if (!this.atLineStart) this.write('\n')
+          this.streaming = undefined
+        })
+        break
+      case 'request/retry': {
+        // What the failed attempt streamed is not part of the answer: the retry repeats the request.
+        const retry = event.data
+        shown.live(() => {
+          this.line(out.yellow(`${this.streaming ? '(that partial answer is discarded) ' : ''}${describeRetry(retry)}`))
+          this.streaming = undefined
+          spinner.start('waiting to retry')
+        })
+        break
+      }
+      case 'tool/call': {
+        const { name, arguments: raw } = event.data
+        shown.live(() => {
+          this.line(out.cyan(`→ ${describeCall(name, raw)}`))
+          spinner.start(`running ${name}`)
+        })
+        break
+      }
+      case 'tool/result': {
+        const { message } = event.data
+        const { ok, summary } = describeResult(message)
+        shown.done(event.seq, () => {
+          this.line(out.dim(`  ${ok ? out.green('✓') : out.red('✗')} ${summary}`))
+          spinner.start('thinking')
+        })
+        break
+      }
+      case 'turn/end':
+        shown.done(event.seq, () => spinner.stop())
+        break
+    }
+  }
+
+  /** The answer if it did not stream, why a turn that did not complete ended, and the footer. */
+  end(report: RunReport, { reason, error }: TurnResult) {
+    if (!this.atLineStart) this.write('\n')
+    if (!this.streamedText && report.text) this.line(report.text)
+    const err = styler(this.io.stderr)
+    if (report.status !== 'completed') {
+      const why = reason ? describeReason(reason) : `it did not start${error ? `: ${error}` : ''}`
+      this.io.stderr.write(err.red(`loom: the turn ended: ${why}`) + '\n')
+    }
+    this.io.stderr.write(err.dim(`session ${report.sessionId} · ${report.provider}/${report.model} · ${describeUsage(report)}`) + '\n')
+  }
+
+  private write(text: string) {
+    if (!text) return
+    this.spinner.stop()
+    this.io.stdout.write(text)
+    this.atLineStart = text.endsWith('\n')
+  }
+
+  private line(text: string) {
+    this.write((this.atLineStart ? '' : '\n') + text + '\n')
+  }
+}
+
+/** The turn's events as data: the last answer, the tool calls with their results, usage and cost. */
+export function runReport(sessionId: string, route: { provider: string; model: string }, events: readonly SessionEvent[], reason: TurnEndReason | undefined,
+  prices: CachePrices = DEFAULT_CACHE_PRICES): RunReport {
+  const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+  const calls = new Map<string, ToolCallReport>()
+  let text = ''
+  for (const event of events) {
+    if (event.type === 'assistant/message') {
+      const data = event.data
+      const said = assistantText(data.message)
+      if (said.trim()) text = said
+      for (const key of Object.keys(usage) as (keyof TokenUsage)[]) usage[key] += data.usage?.[key] ?? 0
+    } else if (event.type === 'tool/call') {
+      const data = event.data
+      calls.set(data.callId, { id: data.callId, name: data.name, arguments: parseArguments(data.arguments), isError: null, result: null })
+    } else if (event.type === 'tool/result') {
+      const data = event.data
+      const message = data.message
+      const call = calls.get(message.content[0].toolCallId)
+      if (call) {
+        const { text: result, isError } = resultOf(message)
+        call.result = result
+        call.isError = isError
+        if (data.error) call.errorCode = data.error.code
+      }
+    }
+  }
+  const detail = reason?.kind === 'error' ? reason.error : reason?.kind === 'aborted' ? reason.reason : reason?.kind === 'limit' ? reason : null
+  const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
+  const costUsd = (usage.cacheReadTokens * prices.hit + (input - usage.cacheReadTokens) * prices.miss + usage.outputTokens * prices.output) / 1e6
+  return {
+    sessionId, status: reason?.kind ?? 'not-started', reason: detail, text, toolCalls: [...calls.values()], usage,
+    cacheHitShare: input ? usage.cacheReadTokens / input : null, costUsd, provider: route.provider, model: route.model,
+  }
+}
+
+/** `8194 in (6144 cached, 75%) / 216 out tokens · ~$0.0012` */
+export function describeUsage(report: RunReport): string {
+  const { usage } = report
+  const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
+  const cached = report.cacheHitShare === null ? '' : ` (${usage.cacheReadTokens} cached, ${Math.round(report.cacheHitShare * 100)}%)`
+  return `${input} in${cached} / ${usage.outputTokens} out tokens · ~$${report.costUsd.toFixed(4)}`
+}

@@ -1,0 +1,169 @@
+// Stored sessions without the deployment: `loom sessions list|show|verify|stats`
+// and `repair` mount only the rows that store sessions (@loom/session and
+// @loom/session-jsonl, with the config the composed deployment gives them), so
+// a broken row that has nothing to do with storage cannot stop them. Resuming
+// and compacting need an agent and a model: they go through the runner.
+import { interpolate, type EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
+import type { SessionEvent, SessionHeader } from '@loom/session'
+import { DEFAULT_CACHE_PRICES, reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics, type StoredSession } from '@loom/session'
+import type { JsonlPersistence } from '@loom/session-jsonl'
+import { boot, startMessage, type BootOptions } from './boot.ts'
+import { ConfigError, UsageError } from './errors.ts'
+import { Config as RunnerConfig, lastRoute, modelPrices, NO_STORE, name as RUNNER } from './runner.ts'
+
+/** The modules a store needs: the session service and its JSONL backend. */
+const STORE_MODULES = new Set(['@loom/session', '@loom/session-jsonl'])
+
+export interface SessionSummary {
+  id: string
+  createdAt: number
+  cwd: string | null
+  turns: number
+  events: number
+  lastStatus: string | null
+}
+
+export interface VerifyReport {
+  id: string
+  path: string
+  clean: boolean
+  events: number
+  tornBytes: number
+  openTurn: { turn: number; closers: string[] } | null
+  /** Compactions started and never ended (a crash inside one); repair appends their compaction/end. */
+  unfinishedCompactions: { compactionId: string; turn: number | null }[]
+  corruption: string | null
+}
+
+/** What `loom sessions stats --json` prints: prefix reuse and estimated cost of every request of a stored session. */
+export interface StatsReport extends SessionEconomics {
+  id: string
+}
+
+/**
+ * Boots the deployment's store rows alone and returns its stored sessions.
+ * Without a JSONL store row it throws the usage error `loom sessions` gives.
+ */
+export async function openStore(options: BootOptions): Promise<StoredSessions> {
+  const deployment = await boot({ ...options, select: storeRows })
+  const persistence = deployment.root.get('sessionPersistence')
+  if (!persistence) {
+    await deployment.dispose()
+    throw new UsageError(NO_STORE)
+  }
+  // Costs use the prices the runner row configures, as `loom run` does.
+  const runner = flatten(deployment.composition.rows).find(row => row.name === RUNNER)
+  let prices: Record<string, CachePrices> = {}
+  if (runner) {
+    try {
+      prices = RunnerConfig(interpolate(deployment.root, runner.config ?? {})).prices
+    } catch (error) {
+      await deployment.dispose()
+      throw new ConfigError(`row "${runner.id}" (${runner.name}): ${startMessage(error)}`)
+    }
+  }
+  return new StoredSessions(persistence, prices, () => deployment.dispose())
+}
+
+/** The rows of a store: those of `STORE_MODULES`, in the groups that hold them. */
+function storeRows(rows: readonly EntryOptions[]): EntryOptions[] {
+  return rows.flatMap(row => {
+    if (!row.group) return STORE_MODULES.has(row.name) ? [row] : []
+    const children = storeRows(Array.isArray(row.config) ? row.config : [])
+    return children.length ? [{ ...row, config: children }] : []
+  })
+}
+
+function flatten(rows: readonly EntryOptions[]): EntryOptions[] {
+  return rows.flatMap(row => row.group ? flatten(Array.isArray(row.config) ? row.config : []) : [row])
+}
+
+/** The stored sessions of one JSONL store: read, checked and repaired. */
+export class StoredSessions {
+  constructor(
+    readonly persistence: JsonlPersistence,
+    private readonly prices: Record<string, CachePrices>,
+    /** Unmounts the store rows. */
+    readonly dispose: () => Promise<void>,
+  ) {}
+
+  /** Every stored session, oldest first, with its turn count. */
+  async list(): Promise<SessionSummary[]> {
+    const headers = await this.persistence.list()
+    return Promise.all(headers.map(async (header: SessionHeader) => {
+      const known = { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null }
+      try {
+        const { events } = await this.persistence.inspect(header.id)
+        let lastStatus: string | null = null
+        for (const event of events) if (event.type === 'turn/end') lastStatus = event.data.reason.kind
+        return { ...known, turns: events.filter(event => event.type === 'turn/start').length, events: events.length, lastStatus }
+      } catch (error) {
+        return { ...known, turns: -1, events: -1, lastStatus: `unreadable: ${(error as Error).message}` }
+      }
+    }))
+  }
+
+  /** The session as `load` would see it, without writing. */
+  show(id: string): Promise<StoredSession> {
+    return this.persistence.inspect(id)
+  }
+
+  /**
+   * Every request of a stored session, rebuilt from its log: the share of the
+   * previous request's serialization each one reuses as its prefix, and its
+   * estimated cost at the model's prices (per million tokens) or these.
+   */
+  async stats(id: string, overrides: Partial<CachePrices> = {}): Promise<StatsReport> {
+    const { events } = await this.persistence.inspect(id)
+    const model = lastRoute(events)?.model
+    const prices = { ...(model === undefined ? DEFAULT_CACHE_PRICES : modelPrices(model, this.prices)), ...overrides }
+    return { id, ...requestEconomics(reconstructRequests(events), prices) }
+  }
+
+  /** Checks a stored log without writing: a torn tail, an open turn, an unfinished compaction, corruption. */
+  async verify(id: string): Promise<VerifyReport> {
+    const { files } = this.persistence
+    const path = await files.find(id)
+    if (!path) throw new UsageError(`session "${id}" not found in ${files.root}`)
+    try {
+      const log = await files.read(path, id)
+      // `inspect` also validates the log as one Session would hold it.
+      await this.persistence.inspect(id)
+      const tornBytes = log.fileBytes - log.committedBytes
+      // The closers end unfinished compactions first, then close the open turn.
+      const compactionEnds = log.closers.filter((event): event is SessionEvent<'compaction/end'> => event.type === 'compaction/end')
+      const turnClosers = log.closers.filter(event => event.type !== 'compaction/end')
+      const openTurn = turnClosers.length ? { turn: openTurnOf(log.events), closers: turnClosers.map(describeCloser) } : null
+      const unfinishedCompactions = compactionEnds.map(({ data }) => ({ compactionId: data.compactionId, turn: data.turn }))
+      const clean = tornBytes === 0 && !openTurn && !unfinishedCompactions.length
+      return { id, path, clean, events: log.events.length, tornBytes, openTurn, unfinishedCompactions, corruption: null }
+    } catch (error) {
+      return { id, path, clean: false, events: 0, tornBytes: 0, openTurn: null, unfinishedCompactions: [], corruption: (error as Error).message }
+    }
+  }
+
+  /** Repairs a stored log on disk (`load` under the session's lease): cuts a torn tail, closes what is open. */
+  async repair(id: string): Promise<{ before: VerifyReport; after: VerifyReport }> {
+    const before = await this.verify(id)
+    if (before.corruption) return { before, after: before }
+    await this.persistence.load(id)
+    return { before, after: await this.verify(id) }
+  }
+}
+
+function openTurnOf(events: readonly SessionEvent[]): number {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i]
+    if (event.type === 'turn/start') return event.data.turn
+  }
+  return 0
+}
+
+function describeCloser(event: SessionEvent): string {
+  if (event.type === 'tool/result') {
+    const { message, error } = event.data
+    return `error result for tool call ${message.content[0].toolCallId}${error ? ` (${error.code})` : ''}`
+  }
+  if (event.type === 'turn/end') return `turn/end (${event.data.reason.kind})`
+  return event.type
+}
