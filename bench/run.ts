@@ -5,6 +5,7 @@ import { benchStep } from '../packages/agent-loop/bench/step.ts'
 import { benchCacheEconomics } from '../packages/agent-loop/bench/cache-economics.ts'
 import { benchDerive } from '../packages/session/bench/derive.ts'
 import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
+import { compareAssemble } from '../packages/system-prompt/bench/compare.ts'
 import { benchAppend, benchLoad } from '../plugins/session-jsonl/bench/persistence.ts'
 import { benchSse } from '../packages/llm/bench/sse.ts'
 import { benchProviderCache } from './provider-cache.ts'
@@ -18,6 +19,8 @@ assembled.forEach(print)
 for (const figure of assembled.slice(1)) {
   print({ bench: 'system-prompt/assemble+render growth', size_ratio: figure.sections / assembled[0].sections, median_ratio: ratio(figure.median_us, assembled[0].median_us) })
 }
+// BENCH_BASELINE=<another checkout>: the base deployment there and here, side by side.
+if (process.env.BENCH_BASELINE) print(await compareAssemble(process.env.BENCH_BASELINE))
 
 benchDerive().forEach(print)
 ;(await benchAppend()).forEach(print)

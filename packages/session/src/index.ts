@@ -5,7 +5,7 @@ export * from './events.ts'
 export { interruptedTurnClosers, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT } from './closers.ts'
 export { callConfigEquals, canonicalHeader, foldRequestHeader, headerEquals } from './header.ts'
 export { jsonSnapshot, NonJsonError } from '@loom/llm'
-export { Session } from './session.ts'
+export { deepFreezeJson, Session } from './session.ts'
 export * from './requests.ts'
 export {
   SessionForkError,

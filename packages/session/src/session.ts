@@ -98,8 +98,7 @@ export class Session {
   /** The whole log, frozen; the same array until the next append. */
   get events(): readonly SessionEvent[] {
     this.#freezeAdopted()
-    // Spread rather than slice: several times faster on a long log.
-    return (this.#snapshot ??= Object.freeze([...this.#log]))
+    return (this.#snapshot ??= Object.freeze(this.#log.slice()))
   }
 
   /** The seq the next event gets. */
@@ -177,7 +176,7 @@ export class Session {
 
   /** Freezes the adopted events before anything of them leaves this session. */
   #freezeAdopted() {
-    for (let i = 0; i < this.#unfrozen; i++) freezeTree(this.#log[i])
+    for (let i = 0; i < this.#unfrozen; i++) deepFreezeJson(this.#log[i])
     this.#unfrozen = 0
   }
 
@@ -194,7 +193,7 @@ export class Session {
   /** The model history: a fresh array over the shared frozen messages of the surface. */
   deriveMessages(): Message[] {
     this.#freezeAdopted()
-    return [...this.#messages]
+    return this.#messages.slice()
   }
 
   /** The message an event contributes to the history, if any. */
@@ -215,20 +214,19 @@ export class Session {
 }
 
 /**
- * `deepFreeze` for the trees JSON.parse builds: plain objects and arrays only, so
- * no exotic objects to skip; a frozen object is not walked again.
+ * `deepFreeze` for plain JSON values (what JSON.parse builds, such as events read
+ * from a log), in place and several times faster: only plain objects and arrays to
+ * walk, and a frozen object is not walked again.
  */
-function freezeTree(value: object): void {
-  if (Object.isFrozen(value)) return
+export function deepFreezeJson<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value
   Object.freeze(value)
   if (Array.isArray(value)) {
-    for (const item of value) if (typeof item === 'object' && item !== null) freezeTree(item)
+    for (const item of value) deepFreezeJson(item)
   } else {
-    for (const key of Object.keys(value)) {
-      const item = (value as Record<string, unknown>)[key]
-      if (typeof item === 'object' && item !== null) freezeTree(item)
-    }
+    for (const key of Object.keys(value)) deepFreezeJson((value as Record<string, unknown>)[key])
   }
+  return value
 }
 
 /** A JSON-only copy, with an error that names the event type. */

@@ -1,9 +1,20 @@
 // Cost of one model step's prompt work: assemble() for an agent scope plus
 // renderPrompt() and the runtime-context snapshot, at a realistic deployment size
-// and at multiples of it.
+// and at multiples of it. `compare.ts` runs the same against another checkout.
 import { Context } from '@deepseek-ai/cordis'
 import { createScope } from '@loom/scope'
 import SystemPrompt, { renderContextSnapshot, renderPrompt } from '@loom/system-prompt'
+
+/** The modules a deployment is built from: this checkout's, or another one's. */
+export interface PromptModules {
+  Context: typeof Context
+  createScope: typeof createScope
+  SystemPrompt: typeof SystemPrompt
+  renderPrompt: typeof renderPrompt
+  renderContextSnapshot: typeof renderContextSnapshot
+}
+
+const LOCAL: PromptModules = { Context, createScope, SystemPrompt, renderPrompt, renderContextSnapshot }
 
 export interface Size {
   sections: number
@@ -18,7 +29,9 @@ export const BASE: Size = { sections: 30, tools: 40, providers: 8, variables: 10
 
 const scaled = (scale: number): Size => ({ ...BASE, sections: BASE.sections * scale, tools: BASE.tools * scale })
 
-export async function deployment(size: Size) {
+/** One step of a deployment of `size`: assemble for the agent, then render. */
+export async function deployment(size: Size, modules: PromptModules = LOCAL): Promise<() => Promise<void>> {
+  const { Context, SystemPrompt, createScope, renderPrompt, renderContextSnapshot } = modules
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: 'You work in {{cwd}} with {{model}}.' })
   const plugins = await Promise.all(Array.from({ length: size.providers }, (_, p) =>
@@ -54,7 +67,12 @@ export async function deployment(size: Size) {
   for (let s = 0; s < size.shadowed; s++) {
     scope.ctx.systemPrompt.section({ name: `section-${s}`, order: 100 + s, text: `Agent override ${s}.` })
   }
-  return { sp: root.systemPrompt, agent }
+  const sp = root.systemPrompt
+  return async () => {
+    const assembly = await sp.assemble({ scope: agent })
+    renderPrompt(assembly)
+    renderContextSnapshot(assembly)
+  }
 }
 
 export interface Figure extends Size {
@@ -68,12 +86,7 @@ export async function benchAssemble(iterations = 2000, scales = [1, 3, 10]): Pro
   const figures: Figure[] = []
   for (const scale of scales) {
     const size = scaled(scale)
-    const { sp, agent } = await deployment(size)
-    const step = async () => {
-      const assembly = await sp.assemble({ scope: agent })
-      renderPrompt(assembly)
-      renderContextSnapshot(assembly)
-    }
+    const step = await deployment(size)
     for (let i = 0; i < Math.min(200, iterations); i++) await step()
     const samples: number[] = []
     for (let i = 0; i < iterations; i++) {

@@ -43,10 +43,10 @@ function cloneTracked<T>(value: T, ancestors: Set<object>): T {
   if (!Array.isArray(value) && !isPlain(value)) return structuredClone(value)
   if (ancestors.has(value)) throw new Error('they contain a reference cycle')
   ancestors.add(value)
-  const copy: any = Array.isArray(value) ? [] : {}
-  for (const key of Object.keys(value)) copy[key] = cloneTracked((value as any)[key], ancestors)
+  const copy: Record<string, unknown> = Array.isArray(value) ? ([] as unknown as Record<string, unknown>) : {}
+  for (const key of Object.keys(value)) copy[key] = cloneTracked((value as Record<string, unknown>)[key], ancestors)
   ancestors.delete(value)
-  return copy
+  return copy as T
 }
 
 function leaf<T>(value: T): T {

@@ -284,7 +284,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     let loading: (Fiber & PromiseLike<Fiber>) | undefined
     try {
       await attributeTimers(record, async () => {
-        loading = root.plugin(plugin, config as any)
+        loading = root.plugin(plugin, config as never)
         await loading
       })
     } catch (error) {

@@ -16,6 +16,7 @@ export function snapshotRequest(request: GenerateOptions | Record<string, unknow
   const copy = JSON.parse(JSON.stringify(rest)) as Record<string, unknown>
   if (copy.sessionId !== undefined) copy.sessionId = '<session>'
   if (Array.isArray(copy.messages)) {
+    // biome-ignore lint/suspicious/noExplicitAny: rewrites ids inside arbitrary request JSON
     for (const message of copy.messages as Record<string, any>[]) {
       if (typeof message !== 'object' || message === null) continue
       if ('id' in message) message.id = messageId(message.id)
@@ -26,6 +27,7 @@ export function snapshotRequest(request: GenerateOptions | Record<string, unknow
   return JSON.stringify(copy, null, 2)
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: rewrites ids inside arbitrary request JSON
 function rewriteBlock(block: Record<string, any>, callId: (id: unknown) => string) {
   if (typeof block !== 'object' || block === null) return
   if (block.type === 'tool-call' && block.id !== undefined) block.id = callId(block.id)

@@ -10,6 +10,7 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1
 const MAX_VIOLATIONS = 8
 
 /** What `defineTool` accepts: a definition whose body sees typed arguments. */
+// biome-ignore lint/suspicious/noExplicitAny: a definition erases its argument type; `unknown` would refuse every typed execute
 export interface ToolSpec<A = any> {
   name: string
   description: string
@@ -49,12 +50,14 @@ const compiled = new WeakMap<object, CompiledTool>()
  * is frozen; registering it skips the checks. A definition that is not an object
  * schema, has a bad name or a bad field throws a `TypeError` naming the tool.
  */
+// biome-ignore lint/suspicious/noExplicitAny: a definition erases its argument type; `unknown` would refuse every typed execute
 export function defineTool<A = any>(spec: ToolSpec<A>): ToolDefinition {
   const tool = compile(spec as ToolDefinition)
   const definition: ToolDefinition = Object.freeze({
     name: tool.name,
     description: tool.description,
     parameters: tool.parameters,
+    // biome-ignore lint/suspicious/noExplicitAny: see ToolSpec
     execute: (args: any, exec: ToolRunContext) => tool.execute(args, exec),
     ...(tool.isConcurrencySafe !== undefined && { isConcurrencySafe: tool.isConcurrencySafe }),
     ...(tool.timeoutMs !== undefined && { timeoutMs: tool.timeoutMs }),

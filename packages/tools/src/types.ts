@@ -38,6 +38,7 @@ export interface ToolDefinition {
   readonly description: string
   /** JSON schema of the arguments; must describe an object. */
   readonly parameters: Record<string, unknown>
+  // biome-ignore lint/suspicious/noExplicitAny: the arguments were checked against `parameters`; a typed body narrows them
   execute(args: any, exec: ToolRunContext): ToolOutput | Promise<ToolOutput>
   /** `true` (or a classifier returning exactly `true`) lets calls run alongside other safe calls. */
   readonly isConcurrencySafe?: boolean | ((args: unknown) => boolean)

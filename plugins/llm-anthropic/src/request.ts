@@ -240,13 +240,13 @@ function mark(turn: WireMessage): void {
 }
 
 /** Every `cache_control` marker of a request body, as paths (for tests and diagnostics). */
-export function breakpointsOf(body: Record<string, any>): string[] {
+export function breakpointsOf(body: { tools?: readonly WireTool[]; system?: readonly WireBlock[]; messages?: readonly WireMessage[] }): string[] {
   const paths: string[] = []
-  ;(body.tools ?? []).forEach((tool: any, i: number) => { if (tool.cache_control) paths.push(`tools.${i}`) })
-  ;(Array.isArray(body.system) ? body.system : []).forEach((block: any, i: number) => { if (block.cache_control) paths.push(`system.${i}`) })
-  ;(body.messages ?? []).forEach((message: any, m: number) => {
-    ;(Array.isArray(message.content) ? message.content : []).forEach((block: any, b: number) => {
-      if (block.cache_control) paths.push(`messages.${m}.content.${b}`)
+  body.tools?.forEach((tool, i) => { if (tool.cache_control) paths.push(`tools.${i}`) })
+  body.system?.forEach((block, i) => { if ('cache_control' in block && block.cache_control) paths.push(`system.${i}`) })
+  body.messages?.forEach((message, m) => {
+    message.content.forEach((block, b) => {
+      if ('cache_control' in block && block.cache_control) paths.push(`messages.${m}.content.${b}`)
     })
   })
   return paths

@@ -1,7 +1,7 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import { deepFreeze } from '@loom/llm'
 import {
+  deepFreezeJson,
   interruptedTurnClosers,
   jsonSnapshot,
   Session,
@@ -185,7 +185,7 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     }
     return this.serial(id, async () => {
       const log = await this.repaired(id)
-      return { meta: log.header, events: deepFreeze(log.events) }
+      return { meta: log.header, events: deepFreezeJson(log.events) }
     })
   }
 
@@ -215,7 +215,7 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     if (live) return { meta: live.header, events: live.events }
     const log = await this.files.read(await this.path(id), id)
     this.files.restore(log)
-    return { meta: log.header, events: deepFreeze([...log.events, ...log.closers]) }
+    return { meta: log.header, events: deepFreezeJson([...log.events, ...log.closers]) }
   }
 
   /**
@@ -237,7 +237,7 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   async readFrom(id: string, fromSeq: number): Promise<StoredSession> {
     if (!Number.isSafeInteger(fromSeq) || fromSeq < 0) throw new TypeError(`fromSeq must be a non-negative safe integer, got ${fromSeq}`)
     const log = await this.files.read(await this.path(id), id)
-    return { meta: log.header, events: deepFreeze(log.events.slice(fromSeq)) }
+    return { meta: log.header, events: deepFreezeJson(log.events.slice(fromSeq)) }
   }
 
   /** Headers of every stored session, oldest first. */

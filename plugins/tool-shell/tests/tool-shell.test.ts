@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { createHost, type Host, type Mounted } from '@loom/testkit'
+import { createHost, type Host } from '@loom/testkit'
 import * as shell from '../src/index.ts'
 import { tempDir, textOf } from './helpers.ts'
 
