@@ -53,6 +53,12 @@ export function retryDelay(policy: ResolvedRetryPolicy, failure: LlmFailure, ret
   return waitedMs + delay > (policy.maxTotalWaitMs ?? DEFAULT_MAX_TOTAL_WAIT_MS) ? undefined : delay
 }
 
+/** `LlmModelInfo.reasoning` of a route that offers `efforts` (none: its models do not reason). */
+export function reasoningInfo(efforts: readonly string[], defaultEffort?: string): Pick<LlmModelInfo, 'reasoning'> {
+  if (!efforts.length) return {}
+  return { reasoning: { efforts: efforts.map(id => ({ id, name: id })), ...(defaultEffort !== undefined && { defaultEffort }) } }
+}
+
 export interface LlmModelInfo {
   provider: string
   id: string

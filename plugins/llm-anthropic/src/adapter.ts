@@ -1,5 +1,6 @@
 import {
   abortedError,
+  reasoningInfo,
   DEFAULT_RETRY_POLICY,
   fetchEventStream,
   resolveEndpoint,
@@ -107,12 +108,7 @@ export class AnthropicAdapter extends LlmAdapter {
       name: id,
       context: { contextWindow: this.options.contextWindow ?? DEFAULTS.contextWindow },
       defaultMaxTokens: this.options.maxTokens ?? DEFAULTS.maxTokens,
-      ...(efforts.length && {
-        reasoning: {
-          efforts: efforts.map(effort => ({ id: effort, name: effort })),
-          ...(this.options.reasoningEffort !== undefined && { defaultEffort: this.options.reasoningEffort }),
-        },
-      }),
+      ...reasoningInfo(efforts, this.options.reasoningEffort),
     }
   }
 

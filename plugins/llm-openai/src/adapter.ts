@@ -1,5 +1,6 @@
 import {
   abortedError,
+  reasoningInfo,
   DEFAULT_RETRY_POLICY,
   fetchEventStream,
   LlmAdapter,
@@ -113,12 +114,7 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
       id,
       name: id,
       context: { contextWindow: this.options.contextWindow ?? DEFAULTS.contextWindow },
-      ...(efforts.length && {
-        reasoning: {
-          efforts: efforts.map(effort => ({ id: effort, name: effort })),
-          ...(this.options.reasoningEffort !== undefined && { defaultEffort: this.options.reasoningEffort }),
-        },
-      }),
+      ...reasoningInfo(efforts, this.options.reasoningEffort),
     }
   }
 
