@@ -73,9 +73,8 @@ describe('loom sessions show: header change attribution', () => {
     const shown = await loom(['sessions', 'show', 'attributed'], { cwd, home })
     expect(shown.code).toBe(0)
     const lines = shown.stdout.split('\n')
-    const at = lines.findIndex(text => text.startsWith('[request header, change]'))
-    expect(at).toBeGreaterThan(0)
-    expect(lines[at + 1]).toBe(`  ${line}`)
+    // The transcript prints the change the loop recorded in the log, nothing recomputed.
+    expect(lines).toContain(`[request header, change] ${line}`)
   })
 
   it('words tools, config keys and a prefix-preserving change', () => {

@@ -101,25 +101,9 @@ function toolNames(tools: readonly ToolSchema[] | undefined): string {
   return (tools ?? []).map(tool => tool.name).join(', ') || 'none'
 }
 
-/** What changed between two request headers, in words. */
-export function headerChange(before: RequestHeader | undefined, after: RequestHeader): string {
-  if (!before) {
-    return `${route(after.config)} · system ${(after.system ?? '').length} chars · ${(after.tools ?? []).length} tools: ${toolNames(after.tools)}`
-  }
-  const changes: string[] = []
-  if (route(before.config) !== route(after.config)) changes.push(`route ${route(before.config)} → ${route(after.config)}`)
-  const { provider: _p, model: _m, ...restBefore } = before.config
-  const { provider: _q, model: _n, ...restAfter } = after.config
-  if (JSON.stringify(restBefore) !== JSON.stringify(restAfter)) changes.push(`call config ${JSON.stringify(restBefore)} → ${JSON.stringify(restAfter)}`)
-  if ((before.system ?? '') !== (after.system ?? '')) changes.push(`system text changed (${(before.system ?? '').length} → ${(after.system ?? '').length} chars)`)
-  const was = new Set((before.tools ?? []).map(tool => tool.name))
-  const now = new Set((after.tools ?? []).map(tool => tool.name))
-  const added = [...now].filter(name => !was.has(name))
-  const removed = [...was].filter(name => !now.has(name))
-  if (added.length) changes.push(`tools added: ${added.join(', ')}`)
-  if (removed.length) changes.push(`tools removed: ${removed.join(', ')}`)
-  if (!added.length && !removed.length && JSON.stringify(before.tools) !== JSON.stringify(after.tools)) changes.push('tool schemas or order changed')
-  return changes.join('; ') || 'no visible change'
+/** A header as the transcript introduces it: route, system text size, tools. */
+export function headerSummary(header: RequestHeader): string {
+  return `${route(header.config)} · system ${(header.system ?? '').length} chars · ${(header.tools ?? []).length} tools: ${toolNames(header.tools)}`
 }
 
 /**
@@ -152,7 +136,6 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
   if (header.parentSession !== undefined) out.push(`  parent   ${header.parentSession}`)
   out.push(`  turns    ${turns}`)
   out.push(`  events   ${events.length}`)
-  let header_: RequestHeader | undefined
   const calls = new Map<string, string>()
   const indent = (text: string, prefix = '    │ ') => {
     const lines = text.replace(/\n+$/, '').split('\n')
@@ -174,9 +157,10 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
       }
       case 'request/header': {
         const { header, reason, changes } = event.data
-        out.push(`[request header, ${reason}] ${headerChange(reason === 'change' ? header_ : undefined, header)}`)
-        if (reason === 'change' && changes) out.push(`  ${describeHeaderChanges(changes)}`)
-        header_ = header
+        // A change is printed from what the loop recorded when it logged the header: one diff, in the log.
+        out.push(reason === 'change'
+          ? `[request header, change] ${changes ? describeHeaderChanges(changes) : 'request header changed'}`
+          : `[request header, ${reason}] ${headerSummary(header)}`)
         break
       }
       case 'request/context': {
