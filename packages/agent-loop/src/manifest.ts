@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { estimateMessage, estimateText, type ContentBlock, type Message } from '@loom/llm'
-import { interpolate, renderContextSnapshot, type PromptAssembly, type Stability } from '@loom/system-prompt'
+import { renderAssembly, renderContextSnapshot, type PromptAssembly, type Stability } from '@loom/system-prompt'
 import { RUNTIME_CONTEXT_OWNER } from './runtime-context.ts'
 
 export type ManifestKind = 'section' | 'context' | 'tool' | 'message'
@@ -106,26 +106,27 @@ function textOf(message: Message): string | undefined {
 export function buildManifest({ assembly, messages = [] }: ManifestInput): Manifest {
   const rows: ManifestRow[] = []
 
-  for (const section of assembly.sections) {
-    const text = section.literal ? section.text : interpolate(section.text, assembly.variables, 'section', section.name)
+  const rendered = renderAssembly(assembly)
+  assembly.sections.forEach((section, i) => {
+    const { text, sha256 } = rendered.sections[i]
     rows.push({
       kind: 'section', name: section.name, owner: section.owner, order: section.order, stability: section.stability,
-      chars: text.length, tokens: estimateText(text), sha256: sha256(text), counted: true,
+      chars: text.length, tokens: estimateText(text), sha256, counted: true,
     })
-  }
+  })
 
   // Contexts reach the model inside a runtime-context snapshot message. When the
   // latest one in the history already says exactly this, the rows only attribute it.
   const snapshot = renderContextSnapshot(assembly)
   const latest = [...messages].reverse().find(isRuntimeContext)
   const carried = snapshot !== '' && latest !== undefined && textOf(latest) === snapshot
-  for (const context of assembly.contexts) {
-    const text = context.literal ? context.text : interpolate(context.text, assembly.variables, 'context', context.name)
+  assembly.contexts.forEach((context, i) => {
+    const { text, sha256 } = rendered.contexts[i]
     rows.push({
       kind: 'context', name: context.name, owner: context.owner, order: context.order, stability: context.stability,
-      chars: text.length, tokens: estimateText(text), sha256: sha256(text), counted: !carried,
+      chars: text.length, tokens: estimateText(text), sha256, counted: !carried,
     })
-  }
+  })
 
   assembly.tools.forEach(({ name, description, parameters, owner }, index) => {
     const json = JSON.stringify({ name, description, parameters })

@@ -15,7 +15,7 @@ import {
   type RequestSourcePlugin,
   type RequestSources,
 } from '@loom/session'
-import { interpolate, type PromptAssembly } from '@loom/system-prompt'
+import { renderAssembly, type PromptAssembly } from '@loom/system-prompt'
 
 export function sha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex')
@@ -30,11 +30,9 @@ export function sha256(text: string): string {
  * and its package version when it can be found.
  */
 export function promptSources(assembly: PromptAssembly): RequestSources {
-  const sections: RequestSourceEntry[] = []
-  for (const section of assembly.sections) {
-    const text = section.literal ? section.text : interpolate(section.text, assembly.variables, 'section', section.name)
-    if (text !== '') sections.push({ name: section.name, owner: section.owner, sha256: sha256(text) })
-  }
+  const sections: RequestSourceEntry[] = renderAssembly(assembly).sections
+    .filter(section => section.text !== '')
+    .map(({ name, owner, sha256 }) => ({ name, owner, sha256 }))
   const tools = assembly.tools.map(({ name, description, parameters, owner }): RequestSourceEntry =>
     ({ name, owner, sha256: sha256(JSON.stringify({ name, description, parameters } satisfies ToolSchema)) }))
   return { sections, tools, plugins: pluginSources(sections, tools) }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import type { ContextSnapshotSection, PromptAssembly } from './types.ts'
 
 export const VARIABLE_NAME = /^[a-z][a-z0-9_]*$/
@@ -104,19 +105,79 @@ function cached<T>(cache: Map<string, T>, text: string, derive: (text: string) =
   return value
 }
 
-/** The system text: sections interpolated in order, exactly-empty results dropped, joined by a blank line. */
-export function renderPrompt(assembly: PromptAssembly): string {
-  return assembly.sections
-    .map(section => section.literal ? section.text : interpolate(section.text, assembly.variables, 'section', section.name))
-    .filter(text => text !== '')
-    .join('\n\n')
+/** A section's or context's text as the model reads it, and its sha256 (hex, computed when first asked for). */
+export class RenderedText {
+  #sha256: string | undefined
+  constructor(readonly name: string, readonly owner: string, readonly text: string) {}
+
+  get sha256(): string {
+    return (this.#sha256 ??= createHash('sha256').update(this.text, 'utf8').digest('hex'))
+  }
 }
 
-/** The runtime contexts whose interpolated text is non-empty. */
+/** Every section and context of an assembly rendered once: variables interpolated, literals verbatim, empty ones kept. */
+export interface RenderedAssembly {
+  readonly sections: readonly RenderedText[]
+  readonly contexts: readonly RenderedText[]
+}
+
+type Item = { name: string; owner: string; text: string; literal?: boolean }
+type Rendered = { from: readonly Item[]; texts: readonly string[]; rendered: readonly RenderedText[] }
+
+class Rendering implements RenderedAssembly {
+  #sections: Rendered | undefined
+  #contexts: Rendered | undefined
+  readonly #variables: PromptAssembly['variables']
+  constructor(private readonly assembly: PromptAssembly) {
+    this.#variables = assembly.variables
+  }
+
+  /** Still true to the assembly: the same variables, lists and texts (an assembly a caller edited renders anew). */
+  fresh(): boolean {
+    const same = (cached: Rendered | undefined, items: readonly Item[]) =>
+      !cached || (cached.from === items && items.length === cached.texts.length && items.every((item, i) => item.text === cached.texts[i]))
+    return this.assembly.variables === this.#variables && same(this.#sections, this.assembly.sections) && same(this.#contexts, this.assembly.contexts)
+  }
+
+  // Sections and contexts render separately: a bad variable in one never fails the other.
+  get sections(): readonly RenderedText[] {
+    const items = this.assembly.sections
+    return (this.#sections ??= { from: items, texts: items.map(item => item.text), rendered: items.map(this.render('section')) }).rendered
+  }
+
+  get contexts(): readonly RenderedText[] {
+    const items = this.assembly.contexts
+    return (this.#contexts ??= { from: items, texts: items.map(item => item.text), rendered: items.map(this.render('context')) }).rendered
+  }
+
+  private render(kind: Kind) {
+    const { variables } = this.assembly
+    return (item: Item) =>
+      new RenderedText(item.name, item.owner, item.literal ? item.text : interpolate(item.text, variables, kind, item.name))
+  }
+}
+
+const renderings = new WeakMap<PromptAssembly, Rendering>()
+
+/**
+ * The one rendering of an assembly, computed on first use and shared by the
+ * system text, the runtime-context snapshot, provenance, the manifest, the token
+ * meter and the test kit, so a text is interpolated (and hashed) once.
+ */
+export function renderAssembly(assembly: PromptAssembly): RenderedAssembly {
+  let rendering = renderings.get(assembly)
+  if (!rendering?.fresh()) renderings.set(assembly, rendering = new Rendering(assembly))
+  return rendering
+}
+
+/** The system text: sections in order, exactly-empty results dropped, joined by a blank line. */
+export function renderPrompt(assembly: PromptAssembly): string {
+  return renderAssembly(assembly).sections.map(section => section.text).filter(text => text !== '').join('\n\n')
+}
+
+/** The runtime contexts whose rendered text is non-empty. */
 export function renderContextSections(assembly: PromptAssembly): ContextSnapshotSection[] {
-  return assembly.contexts
-    .map(context => ({ name: context.name, text: context.literal ? context.text : interpolate(context.text, assembly.variables, 'context', context.name) }))
-    .filter(section => section.text !== '')
+  return renderAssembly(assembly).contexts.filter(context => context.text !== '').map(({ name, text }) => ({ name, text }))
 }
 
 /** The body of the runtime-context snapshot message, or `''` when nothing is active. */

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   joinContextSections,
+  renderAssembly,
   renderContextSections,
   renderContextSnapshot,
   renderPrompt,
@@ -229,5 +230,24 @@ describe('context snapshots', () => {
     h.sp.context({ name: 'second', order: 20, text: 'Second.' })
     h.sp.context({ name: 'first', order: 10, text: () => 'Mode: {{mode}}.' })
     expect(renderContextSnapshot(await h.asm())).toBe(`${HEADER}\n\nMode: plan.\n\nSecond.`)
+  })
+})
+
+describe('renderAssembly: one rendering per assembly', () => {
+  it('renders each text once, shares it, and hashes the final text', async () => {
+    const { createHash } = await import('node:crypto')
+    const a = assembly({ sections: [section('a', 'Hello {{who}}.'), section('b', '')], variables: { who: 'Ada' } })
+    const first = renderAssembly(a)
+    expect(renderAssembly(a)).toBe(first)
+    expect(first.sections.map(s => s.text)).toEqual(['Hello Ada.', ''])
+    expect(first.sections[0].sha256).toBe(createHash('sha256').update('Hello Ada.').digest('hex'))
+    expect(renderPrompt(a)).toBe('Hello Ada.')
+  })
+
+  it('an assembly edited after rendering renders anew', () => {
+    const a = assembly({ sections: [section('a', 'one')] })
+    expect(renderPrompt(a)).toBe('one')
+    a.sections[0] = section('a', 'two')
+    expect(renderPrompt(a)).toBe('two')
   })
 })

@@ -2,7 +2,7 @@ import { type Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { estimateMessage, estimateText, type Message } from '@loom/llm'
 import type { RequestHeader } from '@loom/session'
-import { interpolate, type PromptAssembly } from '@loom/system-prompt'
+import { renderAssembly, type PromptAssembly } from '@loom/system-prompt'
 import { createReplayState, foldEvent, measureState, type MeteredSession, type ReplayState, type TokenMeasurement } from './meter.ts'
 
 export {
@@ -120,17 +120,12 @@ export function breakdown(assembly: PromptAssembly): TokenBreakdown {
     row[kind] += tokens
     row.total += tokens
   }
-  for (const section of assembly.sections) {
-    const text = section.literal ? section.text : interpolate(section.text, assembly.variables, 'section', section.name)
-    add(section.owner, 'system', estimateText(text))
-  }
+  const rendered = renderAssembly(assembly)
+  for (const section of rendered.sections) add(section.owner, 'system', estimateText(section.text))
   for (const { name, description, parameters, owner } of assembly.tools) {
     add(owner, 'tools', estimateText(JSON.stringify({ name, description, parameters })))
   }
-  for (const context of assembly.contexts) {
-    const text = context.literal ? context.text : interpolate(context.text, assembly.variables, 'context', context.name)
-    add(context.owner, 'contexts', estimateText(text))
-  }
+  for (const context of rendered.contexts) add(context.owner, 'contexts', estimateText(context.text))
   const byOwner = [...owners.values()].sort((a, b) => b.total - a.total || (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0))
   const sum = (kind: 'system' | 'tools' | 'contexts') => byOwner.reduce((total, row) => total + row[kind], 0)
   const [systemTokens, toolsTokens, contextTokens] = [sum('system'), sum('tools'), sum('contexts')]
