@@ -13,6 +13,7 @@ export {
 export {
   REDACTED,
   createRedactor,
+  hostRedactor,
   redact,
   redactDeep,
   type RedactDeepOptions,

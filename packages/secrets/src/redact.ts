@@ -1,4 +1,4 @@
-import { DEFAULT_SECRET_PATTERNS, isSecretName, type SecretPattern } from './names.ts'
+import { DEFAULT_SECRET_PATTERNS, isSecretName, secretValues, type SecretPattern } from './names.ts'
 
 /** What a secret is replaced with. */
 export const REDACTED = '[REDACTED]'
@@ -83,6 +83,25 @@ export function redact(text: string, secrets: readonly string[], options?: Redac
   if (!redactor) redactors.set(secrets, redactor = createRedactor(secrets))
   return redactor(text, options)
 }
+
+/**
+ * A redactor of the secret values of `env` as it is now (read on every call: the
+ * environment may change), rebuilt only when those values changed; `undefined`
+ * when there are none. `contextual` as in `createRedactor`.
+ */
+export function hostRedactor(options: { env?: NodeJS.ProcessEnv; patterns?: readonly SecretPattern[]; contextual?: boolean } = {}): Redactor | undefined {
+  const secrets = secretValues(options.env ?? process.env, options.patterns)
+  if (!secrets.length) return undefined
+  const key = `${options.contextual !== false}\0${secrets.join('\0')}`
+  let redactor = hostRedactors.get(key)
+  if (!redactor) {
+    if (hostRedactors.size >= 16) hostRedactors.clear()
+    hostRedactors.set(key, redactor = createRedactor(secrets, { contextual: options.contextual }))
+  }
+  return redactor
+}
+
+const hostRedactors = new Map<string, Redactor>()
 
 export interface RedactDeepOptions {
   /** Keys whose values are redacted whole (default `DEFAULT_SECRET_PATTERNS`; `false`: no key is). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { REDACTED, createRedactor, redact, redactDeep } from '../src/index.ts'
+import { REDACTED, createRedactor, hostRedactor, redact, redactDeep } from '../src/index.ts'
 
 const KEY = 'sk-test-0123456789abcdef'
 const TOKEN = 'ghp_0123456789abcdefghij'
@@ -110,5 +110,18 @@ describe('redactDeep', () => {
     expect(copy.when).toBe(when)
     expect(copy.self).toBe('[Circular]')
     expect(redactDeep(KEY, [KEY])).toBe(REDACTED)
+  })
+})
+
+describe('hostRedactor', () => {
+  it('redacts the secret values of the environment as it is now; none, no redactor', () => {
+    expect(hostRedactor({ env: { HOME: '/home/x' } })).toBeUndefined()
+    const env: Record<string, string> = { MY_SERVICE_TOKEN: 'tok-aaaa-1111' }
+    expect(hostRedactor({ env })!('x tok-aaaa-1111 y')).toBe('x [REDACTED] y')
+    env.MY_SERVICE_TOKEN = 'tok-bbbb-2222'
+    expect(hostRedactor({ env })!('tok-aaaa-1111 tok-bbbb-2222')).toBe('tok-aaaa-1111 [REDACTED]')
+    // Values only: a credential recognized by its context stays unless contextual.
+    expect(hostRedactor({ env, contextual: false })!('password: "hunter2abc9"')).toBe('password: "hunter2abc9"')
+    expect(hostRedactor({ env })!('password: "hunter2abc9"')).toBe('password: "[REDACTED]"')
   })
 })

@@ -1,18 +1,6 @@
 import { deepFreeze, type ContentBlock } from '@loom/llm'
-import { createRedactor, secretValues, type Redactor } from '@loom/secrets'
+import { hostRedactor } from '@loom/secrets'
 import type { ToolExecutionResult } from './types.ts'
-
-let cached: { key: string; redactor: Redactor } | undefined
-
-/** A redactor of the host's secret values (provider keys and the like), rebuilt when they change. */
-function hostRedactor(): Redactor | undefined {
-  const secrets = secretValues(process.env)
-  if (!secrets.length) return undefined
-  const key = secrets.join('\0')
-  // Only the values themselves: the model edits files from what it read, so nothing else may move.
-  if (cached?.key !== key) cached = { key, redactor: createRedactor(secrets, { contextual: false }) }
-  return cached.redactor
-}
 
 /**
  * The result with every secret value of the host's environment replaced by
@@ -22,7 +10,8 @@ function hostRedactor(): Redactor | undefined {
  * was found.
  */
 export function redactResult(result: ToolExecutionResult): ToolExecutionResult {
-  const redactor = hostRedactor()
+  // Only the values themselves: the model edits files from what it read, so nothing else may move.
+  const redactor = hostRedactor({ contextual: false })
   if (!redactor) return result
   let changed = false
   const text = (value: string) => {

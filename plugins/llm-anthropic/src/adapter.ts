@@ -1,11 +1,11 @@
 import {
   abortedError,
-  reasoningInfo,
   DEFAULT_RETRY_POLICY,
   fetchEventStream,
   resolveEndpoint,
   LlmAdapter,
   LlmError,
+  reasoningInfo,
   type GenerateOptions,
   type LlmModelInfo,
   type ResolvedRetryPolicy,

@@ -1,10 +1,10 @@
 import {
   abortedError,
-  reasoningInfo,
   DEFAULT_RETRY_POLICY,
   fetchEventStream,
   LlmAdapter,
   LlmError,
+  reasoningInfo,
   parseRetryAfter,
   requestIdOf,
   resolveEndpoint,

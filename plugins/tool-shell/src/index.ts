@@ -4,7 +4,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
-import { DEFAULT_SECRET_PATTERNS, createRedactor, scrubEnv, secretValues, type Redactor, type SecretPattern } from '@loom/secrets'
+import { DEFAULT_SECRET_PATTERNS, createRedactor, hostRedactor, scrubEnv, type Redactor, type SecretPattern } from '@loom/secrets'
 import { reapOrphans } from './procs.ts'
 import { ShellRun, type RunResult, type StreamOutput } from './run.ts'
 import { probeBwrap, resolveSandbox, type SandboxMode } from './sandbox.ts'
@@ -168,15 +168,8 @@ export function apply(ctx: Context, config: Config) {
     reapOrphans()
   }
   const secretPatterns = [...DEFAULT_SECRET_PATTERNS, ...config.env.secretPatterns]
-  // The host's secrets are read at each call (the environment may change); the
-  // redactor is rebuilt only when they did.
-  let redactor: { key: string; redact: Redactor } | undefined
-  const currentRedactor = (): Redactor => {
-    const secrets = secretValues(process.env, secretPatterns)
-    const key = secrets.join('\0')
-    if (redactor?.key !== key) redactor = { key, redact: createRedactor(secrets) }
-    return redactor.redact
-  }
+  // The host's secrets are read at each call (the environment may change).
+  const currentRedactor = (): Redactor => hostRedactor({ patterns: secretPatterns }) ?? createRedactor([])
 
   // Runs that are not over yet: an unload kills their trees, and so does the host's exit
   // (synchronously, in 'exit', which also runs after an uncaught error).
