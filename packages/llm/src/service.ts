@@ -404,8 +404,9 @@ export class Llm extends Service {
 /**
  * Where the replay state of a history was found, by the history's first message.
  * Consecutive calls of one conversation resend the same frozen messages plus a few
- * new ones; a message that was frozen when read cannot change, so it is not read
- * again, and a call costs the same however long the history has grown.
+ * new ones; a message that was frozen when read cannot change, so its source is not
+ * read again: a later call only copies the array and compares identities (a few
+ * ns a message) and reads the new messages.
  */
 const replayScans = new WeakMap<Message, { messages: readonly Message[]; frozen: number; replay: number[] }>()
 
