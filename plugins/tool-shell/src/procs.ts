@@ -170,19 +170,29 @@ export function killCall(tree: CallTree): boolean {
 export function reapOrphans(): number[] {
   const namespace = HOST.slice(0, HOST.indexOf('.'))
   const hostAlive = new Map<string, boolean>()
-  const killed: number[] = []
-  for (const proc of processes()) {
-    const marker = markerOf(proc.pid)
-    if (!marker) continue
-    const [ns, hostPid, hostStart] = marker.split('.')
-    if (ns !== namespace || !hostPid || !hostStart) continue
-    const host = `${hostPid}.${hostStart}`
-    let alive = hostAlive.get(host)
-    if (alive === undefined) {
-      const stat = readStat(Number(hostPid))
-      hostAlive.set(host, alive = stat !== undefined && stat.state !== 'Z' && stat.startTime === hostStart)
+  const killed = new Set<number>()
+  // As in killCall: a process may fork between the scan and its kill, so scan again
+  // until a round finds no orphan it has not killed yet.
+  for (let round = 0; round < 10; round++) {
+    let found = false
+    for (const proc of processes()) {
+      if (killed.has(proc.pid)) continue
+      const marker = markerOf(proc.pid)
+      if (!marker) continue
+      const [ns, hostPid, hostStart] = marker.split('.')
+      if (ns !== namespace || !hostPid || !hostStart) continue
+      const host = `${hostPid}.${hostStart}`
+      let alive = hostAlive.get(host)
+      if (alive === undefined) {
+        const stat = readStat(Number(hostPid))
+        hostAlive.set(host, alive = stat !== undefined && stat.state !== 'Z' && stat.startTime === hostStart)
+      }
+      if (!alive && kill(proc.pid, 'SIGKILL')) {
+        killed.add(proc.pid)
+        found = true
+      }
     }
-    if (!alive && kill(proc.pid, 'SIGKILL')) killed.push(proc.pid)
+    if (!found) break
   }
-  return killed
+  return [...killed]
 }
