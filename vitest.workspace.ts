@@ -1,6 +1,2 @@
 // The test projects: every package, plugin and app that has tests.
-export default [
-  'packages/*',
-  'plugins/*',
-  'apps/*',
-]
+export default ['packages/*', 'plugins/*', 'apps/*']

@@ -34,7 +34,8 @@ const tokens = (text: string) => Math.ceil(text.length / 4)
 /** The tool call (or final text) of step `step`, as the scripted session answers it. */
 function answerOf(step: number): { call?: { id: string; name: string; arguments: string }; text?: string } {
   for (const chunk of answerChunks(step)) {
-    if (chunk.type === 'block-end' && chunk.block.type === 'tool-call') return { call: { id: chunk.block.id, name: chunk.block.name, arguments: chunk.block.arguments } }
+    if (chunk.type === 'block-end' && chunk.block.type === 'tool-call')
+      return { call: { id: chunk.block.id, name: chunk.block.name, arguments: chunk.block.arguments } }
     if (chunk.type === 'block-end' && chunk.block.type === 'text') return { text: chunk.block.text }
   }
   throw new Error(`provider-cache: no answer at step ${step}`)
@@ -62,11 +63,13 @@ function anthropicCache() {
     const blocks: { text: string; breakpoint: boolean }[] = [
       ...(body.tools ?? []).map((tool: any) => ({ text: strip(tool), breakpoint: Boolean(tool.cache_control) })),
       ...(body.system ?? []).map((block: any) => ({ text: strip(block), breakpoint: Boolean(block.cache_control) })),
-      ...body.messages.flatMap((message: any) => message.content.map((block: any) => ({ text: message.role + strip(block), breakpoint: Boolean(block.cache_control) }))),
+      ...body.messages.flatMap((message: any) =>
+        message.content.map((block: any) => ({ text: message.role + strip(block), breakpoint: Boolean(block.cache_control) })),
+      ),
     ]
     const prefixes: string[] = []
     let prefix = ''
-    for (const block of blocks) prefixes.push(prefix += block.text)
+    for (const block of blocks) prefixes.push((prefix += block.text))
     const breakpoints = blocks.flatMap((block, i) => (block.breakpoint ? [i] : []))
     let read = -1
     for (const at of breakpoints) {
@@ -89,9 +92,13 @@ async function deepseekRun() {
     return call ? { type: 'tool_call', calls: [call], usage } : { type: 'success', text, reasoning: null, usage }
   })
   try {
-    return await playSession({ provider: 'deepseek', model: 'deepseek-flash' }, () => server.requests.length + 1, async root => {
-      await root.plugin(openai, { provider: 'deepseek', baseUrl: server.url, apiKey: 'sk-bench' })
-    })
+    return await playSession(
+      { provider: 'deepseek', model: 'deepseek-flash' },
+      () => server.requests.length + 1,
+      async root => {
+        await root.plugin(openai, { provider: 'deepseek', baseUrl: server.url, apiKey: 'sk-bench' })
+      },
+    )
   } finally {
     await server.close()
   }
@@ -99,17 +106,24 @@ async function deepseekRun() {
 
 async function anthropicRun() {
   const cache = anthropicCache()
-  const server = await startAnthropic(({ body }, index): AnthropicBehaviour => {
-    const usage = { ...cache(body), output: 20 }
-    const { call, text } = answerOf(index + 1)
-    return call
-      ? { type: 'message', blocks: [{ type: 'tool_use', id: call.id, name: call.name, input: JSON.parse(call.arguments) }], stopReason: 'tool_use', usage }
-      : { type: 'message', blocks: [{ type: 'text', text: text! }], stopReason: 'end_turn', usage }
-  }, { apiKey: 'sk-ant-bench' })
+  const server = await startAnthropic(
+    ({ body }, index): AnthropicBehaviour => {
+      const usage = { ...cache(body), output: 20 }
+      const { call, text } = answerOf(index + 1)
+      return call
+        ? { type: 'message', blocks: [{ type: 'tool_use', id: call.id, name: call.name, input: JSON.parse(call.arguments) }], stopReason: 'tool_use', usage }
+        : { type: 'message', blocks: [{ type: 'text', text: text! }], stopReason: 'end_turn', usage }
+    },
+    { apiKey: 'sk-ant-bench' },
+  )
   try {
-    return await playSession({ provider: 'anthropic', model: 'claude-sonnet-5-5' }, () => server.requests.length + 1, async root => {
-      await root.plugin(anthropic, { provider: 'anthropic', baseUrl: server.url, apiKey: 'sk-ant-bench' })
-    })
+    return await playSession(
+      { provider: 'anthropic', model: 'claude-sonnet-5-5' },
+      () => server.requests.length + 1,
+      async root => {
+        await root.plugin(anthropic, { provider: 'anthropic', baseUrl: server.url, apiKey: 'sk-ant-bench' })
+      },
+    )
   } finally {
     await server.close()
   }
@@ -117,11 +131,15 @@ async function anthropicRun() {
 
 export async function benchProviderCache(): Promise<ProviderCacheFigure[]> {
   const figures: ProviderCacheFigure[] = []
-  for (const [adapter, run] of [['deepseek', deepseekRun], ['anthropic', anthropicRun]] as const) {
+  for (const [adapter, run] of [
+    ['deepseek', deepseekRun],
+    ['anthropic', anthropicRun],
+  ] as const) {
     const events = await run()
     const { totals } = requestEconomics(reconstructRequests(events), DEFAULT_CACHE_PRICES)
     const reported = totals.reported
-    if (!reported || reported.requests !== STEPS) throw new Error(`provider-cache: ${adapter} reported usage for ${reported?.requests ?? 0} of ${STEPS} requests`)
+    if (!reported || reported.requests !== STEPS)
+      throw new Error(`provider-cache: ${adapter} reported usage for ${reported?.requests ?? 0} of ${STEPS} requests`)
     figures.push({
       bench: 'cache-economics provider',
       adapter,

@@ -17,7 +17,11 @@ const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100
 const assembled = await benchAssemble(iterations)
 assembled.forEach(print)
 for (const figure of assembled.slice(1)) {
-  print({ bench: 'system-prompt/assemble+render growth', size_ratio: figure.sections / assembled[0].sections, median_ratio: ratio(figure.median_us, assembled[0].median_us) })
+  print({
+    bench: 'system-prompt/assemble+render growth',
+    size_ratio: figure.sections / assembled[0].sections,
+    median_ratio: ratio(figure.median_us, assembled[0].median_us),
+  })
 }
 // BENCH_BASELINE=<another checkout>: the base deployment there and here, side by side.
 if (process.env.BENCH_BASELINE) print(await compareAssemble(process.env.BENCH_BASELINE))

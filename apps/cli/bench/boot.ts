@@ -10,8 +10,19 @@ import { boot } from '../src/boot.ts'
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
 const round = (ms: number) => Math.round(ms * 10) / 10
 
-export interface BootFigure { bench: 'cli/cold-boot'; bundle: string; median_ms: number; warm_median_ms: number; runs: number }
-export interface ReloadFigure { bench: 'cli/hot-reload'; median_ms: number; max_ms: number; edits: number }
+export interface BootFigure {
+  bench: 'cli/cold-boot'
+  bundle: string
+  median_ms: number
+  warm_median_ms: number
+  runs: number
+}
+export interface ReloadFigure {
+  bench: 'cli/hot-reload'
+  median_ms: number
+  max_ms: number
+  edits: number
+}
 
 /**
  * Booting a deployment in-process: compose the layers, mount the rows, await
@@ -66,7 +77,9 @@ export function apply(ctx: any) { ctx.systemPrompt.section({ name: 'bench:v${n}'
   const bin = fileURLToPath(new URL('../bin/loom.js', import.meta.url))
   const child = spawn(process.execPath, [bin, 'dev', '--bundle', 'minimal'], { cwd, env: { ...process.env, LOOM_HOME: join(cwd, 'home') } })
   let out = ''
-  child.stdout.setEncoding('utf8').on('data', (data: string) => { out += data })
+  child.stdout.setEncoding('utf8').on('data', (data: string) => {
+    out += data
+  })
   const waitFor = async (pattern: RegExp) => {
     const start = Date.now()
     while (!pattern.test(out)) {

@@ -74,7 +74,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     colors: 0,
     // Cordis ranks WARN (2) above INFO (1): without this, warnings are filtered out.
     levels: { default: 3 },
-    export: (message) => {
+    export: message => {
       const text = `[${message.name}] ${String(Logger.format(message))}`
       if (message.type === 'error') {
         if (starting) logged.push({ error: message.args[0], text })
@@ -113,16 +113,17 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   process.once('exit', removeBootDir)
 
   let disposed: Promise<void> | undefined
-  const dispose = () => disposed ??= (async () => {
-    try {
-      const entry = root.loader.store[DEPLOYMENT_ENTRY]
-      await entry?.fiber?.dispose()
-      await root.loader.await()
-    } finally {
-      removeBootDir()
-      process.removeListener('exit', removeBootDir)
-    }
-  })()
+  const dispose = () =>
+    (disposed ??= (async () => {
+      try {
+        const entry = root.loader.store[DEPLOYMENT_ENTRY]
+        await entry?.fiber?.dispose()
+        await root.loader.await()
+      } finally {
+        removeBootDir()
+        process.removeListener('exit', removeBootDir)
+      }
+    })())
 
   const select = options.select ?? (rows => [...rows])
   const includeConfig = (rows: Composition['rows']) => ({ path: rootFile, patches: [{ insert: select(rows) }] })
@@ -148,7 +149,9 @@ export async function boot(options: BootOptions): Promise<Deployment> {
 
   return {
     root,
-    get composition() { return composition },
+    get composition() {
+      return composition
+    },
     bootDir,
     async recompose() {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
@@ -204,7 +207,7 @@ async function configProblems(root: Context, rows: readonly EntryOptions[]): Pro
     }
     if (disabled) return
     if (row.group) {
-      for (const child of Array.isArray(row.config) ? row.config as EntryOptions[] : []) await check(child)
+      for (const child of Array.isArray(row.config) ? (row.config as EntryOptions[]) : []) await check(child)
       return
     }
     let plugin: Plugin | undefined
@@ -240,11 +243,17 @@ async function rowProblems(root: Context): Promise<RowProblem[]> {
     const row = `row "${entry.options.id}" (${entry.options.name})`
     const fiber = entry.fiber
     if (!fiber) {
-      const error = await Promise.resolve(entry.parent.tree.import(entry.options.name)).then(() => undefined, (error: unknown) => error)
+      const error = await Promise.resolve(entry.parent.tree.import(entry.options.name)).then(
+        () => undefined,
+        (error: unknown) => error,
+      )
       const message = error === undefined ? 'the module did not load' : importMessage(error, entry.options.name)
       problems.push({ text: `${row}: ${message}`, message: firstLine(error) })
     } else if (fiber.state === FAILED) {
-      const error = await fiber.await().then(() => undefined, (error: unknown) => error)
+      const error = await fiber.await().then(
+        () => undefined,
+        (error: unknown) => error,
+      )
       problems.push({ text: `${row}: ${startMessage(error)}`, message: firstLine(error), error })
     } else if (fiber.state === PENDING) {
       const wanted = Object.keys(fiber.inject)
@@ -281,7 +290,10 @@ function importMessage(error: unknown, name: string): string {
 /** Why a plugin did not start: its invalid config values (key paths), or what its apply threw. */
 export function startMessage(error: unknown): string {
   if (error instanceof Error && error.name === 'ValidationError') {
-    const issues = error.message.split('\n').slice(1).map(line => line.replace(/^\s*-\s*/, '').replace(/ \(at [^)]*\)$/, ''))
+    const issues = error.message
+      .split('\n')
+      .slice(1)
+      .map(line => line.replace(/^\s*-\s*/, '').replace(/ \(at [^)]*\)$/, ''))
     return `invalid config: ${issues.join('; ')}`
   }
   return `failed to start: ${oneLine(String((error as Error)?.message ?? error))}`
@@ -292,7 +304,12 @@ function firstLine(error: unknown): string {
 }
 
 function oneLine(text: string): string {
-  return text.split('\n').filter(line => !/^\s+at /.test(line)).map(line => line.trim()).filter(Boolean).join(' ')
+  return text
+    .split('\n')
+    .filter(line => !/^\s+at /.test(line))
+    .map(line => line.trim())
+    .filter(Boolean)
+    .join(' ')
 }
 
 // The logger's printf-style formatting, without colors.
@@ -303,8 +320,8 @@ const Logger = {
     let i = 0
     const text = String(format).replace(/%[a-zA-Z]/g, () => {
       const value = rest[i++]
-      return typeof value === 'string' ? value : JSON.stringify(value) ?? String(value)
+      return typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value))
     })
-    return [text, ...rest.slice(i).map(value => value instanceof Error ? oneLine(value.stack ?? value.message) : String(value))].join(' ')
+    return [text, ...rest.slice(i).map(value => (value instanceof Error ? oneLine(value.stack ?? value.message) : String(value)))].join(' ')
   },
 }

@@ -84,7 +84,7 @@ export function parse(argv: readonly string[]): Parsed {
   let values: Record<string, unknown>
   let positionals: string[]
   try {
-    ({ values, positionals } = parseArgs({
+    ;({ values, positionals } = parseArgs({
       args,
       allowPositionals: true,
       strict: true,
@@ -119,7 +119,11 @@ export function parse(argv: readonly string[]): Parsed {
     patches: (values.patch as string[] | undefined) ?? [],
     help: values.help === true,
     version: values.version === true,
-    prices: { hit: values['hit-price'] as string | undefined, miss: values['miss-price'] as string | undefined, output: values['output-price'] as string | undefined },
+    prices: {
+      hit: values['hit-price'] as string | undefined,
+      miss: values['miss-price'] as string | undefined,
+      output: values['output-price'] as string | undefined,
+    },
     showReasoning: values['show-reasoning'] === true,
     thinking: onOff('thinking', values.thinking as string | undefined),
     reasoningEffort: values['reasoning-effort'] as string | undefined,
@@ -189,7 +193,8 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
   }
 
   const layers = { cwd, bundles: parsed.bundles, patches: parsed.patches }
-  const log: BootOptions['log'] = (level, text) => io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n')
+  const log: BootOptions['log'] = (level, text) =>
+    io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n')
   let opened: { dispose(): Promise<void> } | undefined
   try {
     if (command === 'config') {
@@ -216,7 +221,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     opened = deployment
     const runner = deployment.root.get('runner') as Runner | undefined
     if (!runner) {
-      throw new ConfigError('the deployment has no runner: add the row `- id: runner\n    name: \'@loom/cli/runner\'` (the CLI\'s own plugin serves its commands)')
+      throw new ConfigError("the deployment has no runner: add the row `- id: runner\n    name: '@loom/cli/runner'` (the CLI's own plugin serves its commands)")
     }
     const persistence = deployment.root.get('sessionPersistence')
     if (persistence) persistence.leaseCommand = leaseCommand
@@ -344,7 +349,11 @@ function planSessions(rest: string[]): Plan {
         },
       }
     default:
-      throw new UsageError(sub ? `unknown sessions command "${sub}" (list, show, resume, verify, repair, stats, compact)` : 'sessions: missing the command (list, show, resume, verify, repair, stats, compact)')
+      throw new UsageError(
+        sub
+          ? `unknown sessions command "${sub}" (list, show, resume, verify, repair, stats, compact)`
+          : 'sessions: missing the command (list, show, resume, verify, repair, stats, compact)',
+      )
   }
 }
 
@@ -355,7 +364,8 @@ function statsPrices(typed: Parsed['prices']): Partial<CachePrices> {
     const raw = typed[key]
     if (raw === undefined) continue
     const value = Number(raw)
-    if (raw.trim() === '' || !Number.isFinite(value) || value < 0) throw new UsageError(`--${key}-price: expected a price per million tokens (a number >= 0), got "${raw}"`)
+    if (raw.trim() === '' || !Number.isFinite(value) || value < 0)
+      throw new UsageError(`--${key}-price: expected a price per million tokens (a number >= 0), got "${raw}"`)
     prices[key] = value
   }
   return prices

@@ -53,9 +53,14 @@ export function compose(options: ComposeOptions): Composition {
     const file = resolveBundle(bundle, cwd)
     layers.push({ kind: 'bundle', label: bundle, file, patches: readLayer(file) })
   }
-  const project = options.project === undefined
-    ? (existsSync(join(cwd, 'loom.yml')) ? join(cwd, 'loom.yml') : undefined)
-    : options.project === false ? undefined : resolve(cwd, options.project)
+  const project =
+    options.project === undefined
+      ? existsSync(join(cwd, 'loom.yml'))
+        ? join(cwd, 'loom.yml')
+        : undefined
+      : options.project === false
+        ? undefined
+        : resolve(cwd, options.project)
   if (project !== undefined) {
     layers.push({ kind: 'project', label: relative(cwd, project) || project, file: project, patches: readLayer(project) })
   }
@@ -75,7 +80,9 @@ function checkIds(rows: readonly EntryOptions[], layers: readonly Layer[]) {
     if (row.id === undefined) continue
     if (seen.has(row.id)) {
       const inserting = layers.filter(layer => layer.patches.some(patch => patch.insert?.some(inserted => inserted.id === row.id)))
-      throw new ConfigError(`two rows have the id "${row.id}" (inserted by ${inserting.map(layer => layer.file).join(' and ')}): ids must be unique; to change a row, patch it by id instead of inserting it again`)
+      throw new ConfigError(
+        `two rows have the id "${row.id}" (inserted by ${inserting.map(layer => layer.file).join(' and ')}): ids must be unique; to change a row, patch it by id instead of inserting it again`,
+      )
     }
     seen.add(row.id)
     if (row.group && Array.isArray(row.config)) checkIds(row.config, layers)
@@ -137,7 +144,9 @@ function checkPatch(patch: unknown, where: string, base: string): PatchOptions {
   if (!isObject(patch)) throw new ConfigError(`${where} must be a mapping, got ${typeName(patch)}`)
   const unknown = Object.keys(patch).filter(key => key !== 'insert' && !ROW_KEYS.has(key))
   if (unknown.length) {
-    throw new ConfigError(`${where} has unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map(key => `"${key}"`).join(', ')} (known: insert, ${[...ROW_KEYS].join(', ')})`)
+    throw new ConfigError(
+      `${where} has unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map(key => `"${key}"`).join(', ')} (known: insert, ${[...ROW_KEYS].join(', ')})`,
+    )
   }
   if (patch.id !== undefined && typeof patch.id !== 'string') throw new ConfigError(`${where}: id must be a string`)
   if (patch.insert !== undefined) {
@@ -158,7 +167,10 @@ function checkRow(row: unknown, where: string, base: string): EntryOptions {
   if (!isObject(row)) throw new ConfigError(`${where} must be a mapping, got ${typeName(row)}`)
   const label = typeof row.id === 'string' ? `${where} ("${row.id}")` : where
   const unknown = Object.keys(row).filter(key => !ROW_KEYS.has(key))
-  if (unknown.length) throw new ConfigError(`${label} has unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map(key => `"${key}"`).join(', ')} (known: ${[...ROW_KEYS].join(', ')})`)
+  if (unknown.length)
+    throw new ConfigError(
+      `${label} has unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map(key => `"${key}"`).join(', ')} (known: ${[...ROW_KEYS].join(', ')})`,
+    )
   if (row.id !== undefined && typeof row.id !== 'string') throw new ConfigError(`${label}: id must be a string`)
   if (typeof row.name !== 'string' || row.name === '') throw new ConfigError(`${label} needs a name (a package or a path to a plugin module)`)
   const checked = { ...row, name: absoluteName(row.name, base) } as EntryOptions
@@ -188,7 +200,9 @@ export function resolveBundle(spec: string, cwd: string): string {
   const manifestPath = findManifest(pkg, cwd) ?? findManifest(pkg, CLI_ROOT)
   const shipped = Object.keys(isObject(own.bundles) ? own.bundles : {}).join(', ')
   if (!manifestPath) {
-    throw new ConfigError(`unknown bundle "${spec}": the CLI ships ${shipped}; another bundle is a package (or <package>#<name>) that declares "loom": { "bundle": ... } in its package.json`)
+    throw new ConfigError(
+      `unknown bundle "${spec}": the CLI ships ${shipped}; another bundle is a package (or <package>#<name>) that declares "loom": { "bundle": ... } in its package.json`,
+    )
   }
   const manifest = readManifest(manifestPath)
   const pkgDir = dirname(manifestPath)
@@ -207,7 +221,9 @@ export function resolveBundle(spec: string, cwd: string): string {
 function findManifest(pkg: string, dir: string): string | undefined {
   try {
     return createRequire(join(dir, 'package.json')).resolve(`${pkg}/package.json`)
-  } catch { /* not exported, or not there */ }
+  } catch {
+    /* not exported, or not there */
+  }
   for (let at = dir; ; at = dirname(at)) {
     const candidate = join(at, 'node_modules', pkg, 'package.json')
     if (existsSync(candidate)) return candidate
@@ -232,4 +248,3 @@ function typeName(value: unknown): string {
 export function dumpRows(rows: readonly EntryOptions[]): string {
   return yaml.dump(rows, { schema: entryListSchema, lineWidth: 120, noRefs: true })
 }
-

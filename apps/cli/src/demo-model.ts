@@ -28,14 +28,22 @@ export function apply(ctx: Context, config: Config) {
   ctx.llm.registerAdapter([config.provider], adapter)
 }
 
-interface Call { id: string; name: string; args: Record<string, unknown>; result?: { text: string; isError: boolean } }
+interface Call {
+  id: string
+  name: string
+  args: Record<string, unknown>
+  result?: { text: string; isError: boolean }
+}
 
 /** The demo's next answer for a request. */
 export function demoReply(request: GenerateOptions): ScriptReply {
   const messages = request.messages
   let start = -1
   for (let i = messages.length - 1; i >= 0; i--) {
-    if (messages[i].role === 'user' && messages[i].source.kind === 'user') { start = i; break }
+    if (messages[i].role === 'user' && messages[i].source.kind === 'user') {
+      start = i
+      break
+    }
   }
   const task = start >= 0 ? textOf(messages[start]) : ''
   const calls = callsAfter(messages.slice(start + 1))
@@ -57,7 +65,10 @@ export function demoReply(request: GenerateOptions): ScriptReply {
 }
 
 function textOf(message: Message): string {
-  return message.content.filter(block => block.type === 'text').map(block => (block as { text: string }).text).join('\n')
+  return message.content
+    .filter(block => block.type === 'text')
+    .map(block => (block as { text: string }).text)
+    .join('\n')
 }
 
 function callsAfter(messages: readonly Message[]): Call[] {
@@ -67,7 +78,11 @@ function callsAfter(messages: readonly Message[]): Call[] {
     for (const block of message.content) {
       if (block.type === 'tool-call') {
         let args: Record<string, unknown> = {}
-        try { args = JSON.parse(block.arguments || '{}') } catch { /* keep {} */ }
+        try {
+          args = JSON.parse(block.arguments || '{}')
+        } catch {
+          /* keep {} */
+        }
         const call: Call = { id: block.id, name: block.name, args }
         calls.push(call)
         byId.set(block.id, call)
@@ -81,10 +96,13 @@ function callsAfter(messages: readonly Message[]): Call[] {
 }
 
 function resultText(block: ToolResultBlock): string {
-  return block.content.map(inner => inner.type === 'text' ? inner.text : '').join('\n')
+  return block.content.map(inner => (inner.type === 'text' ? inner.text : '')).join('\n')
 }
 
-interface Listed { name: string; dir: boolean }
+interface Listed {
+  name: string
+  dir: boolean
+}
 
 /** Entries of an `ls -la` listing (or of glob output: one path per line). */
 export function parseListing(text: string, tool: string): Listed[] {
@@ -109,9 +127,11 @@ export function parseListing(text: string, tool: string): Listed[] {
 function answer(task: string, listing: Call | undefined, read: Call | undefined, tools: Set<string>): string {
   const lines = [DEMO_LABEL, '']
   if (!listing) {
-    lines.push(tools.size
-      ? `This deployment gives me no tool to list a directory (I have: ${[...tools].join(', ')}).`
-      : 'This deployment gives me no tools, so I cannot look at the directory.')
+    lines.push(
+      tools.size
+        ? `This deployment gives me no tool to list a directory (I have: ${[...tools].join(', ')}).`
+        : 'This deployment gives me no tools, so I cannot look at the directory.',
+    )
   } else if (!listing.result || listing.result.isError) {
     lines.push(`Listing the directory failed: ${listing.result?.text.split('\n')[0] ?? 'no result'}`)
   } else {
@@ -121,8 +141,14 @@ function answer(task: string, listing: Call | undefined, read: Call | undefined,
     if (!entries.length) {
       lines.push('The directory is empty.')
     } else {
-      const show = (list: Listed[]) => list.slice(0, 12).map(entry => entry.name).join(', ') + (list.length > 12 ? `, and ${list.length - 12} more` : '')
-      lines.push(`The directory has ${entries.length} entr${entries.length === 1 ? 'y' : 'ies'}: ${dirs.length} folder${dirs.length === 1 ? '' : 's'} and ${files.length} file${files.length === 1 ? '' : 's'}.`)
+      const show = (list: Listed[]) =>
+        list
+          .slice(0, 12)
+          .map(entry => entry.name)
+          .join(', ') + (list.length > 12 ? `, and ${list.length - 12} more` : '')
+      lines.push(
+        `The directory has ${entries.length} entr${entries.length === 1 ? 'y' : 'ies'}: ${dirs.length} folder${dirs.length === 1 ? '' : 's'} and ${files.length} file${files.length === 1 ? '' : 's'}.`,
+      )
       if (dirs.length) lines.push(`- folders: ${show(dirs)}`)
       if (files.length) lines.push(`- files: ${show(files)}`)
     }
@@ -132,12 +158,18 @@ function answer(task: string, listing: Call | undefined, read: Call | undefined,
     if (read.result.isError) {
       lines.push('', `Reading ${path} failed: ${read.result.text.split('\n')[0]}`)
     } else {
-      const body = read.result.text.split('\n').map(line => line.replace(/^\s*\d+\t/, '')).filter(line => line.trim() && !line.startsWith('['))
+      const body = read.result.text
+        .split('\n')
+        .map(line => line.replace(/^\s*\d+\t/, ''))
+        .filter(line => line.trim() && !line.startsWith('['))
       const title = body.find(line => /^#\s/.test(line))?.replace(/^#+\s*/, '') ?? body[0]
       const prose = body.find(line => !/^[#`|<>!\-*]/.test(line.trim()) && line.trim().length > 40)
       lines.push('', `${path} is titled "${title ?? path}"${prose ? `; it begins: "${prose.trim().slice(0, 200)}"` : '.'}`)
     }
   }
-  lines.push('', `You asked: "${task.trim()}". I am a scripted demo that always lists the directory and reads its README; with DEEPSEEK_API_KEY, ANTHROPIC_API_KEY (or OPENAI_BASE_URL and OPENAI_API_KEY) set, the same command uses a real model.`)
+  lines.push(
+    '',
+    `You asked: "${task.trim()}". I am a scripted demo that always lists the directory and reads its README; with DEEPSEEK_API_KEY, ANTHROPIC_API_KEY (or OPENAI_BASE_URL and OPENAI_API_KEY) set, the same command uses a real model.`,
+  )
   return lines.join('\n')
 }

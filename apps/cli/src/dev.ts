@@ -46,7 +46,7 @@ export function relaunchWithInternals(onInterrupt?: DevOptions['onInterrupt']): 
       if (child.exitCode === null && child.signalCode === null) child.kill(signal)
       return 'handled'
     })
-    child.on('exit', (code, signal) => resolve(signal ? 128 + (constants.signals[signal] ?? 0) : code ?? 1))
+    child.on('exit', (code, signal) => resolve(signal ? 128 + (constants.signals[signal] ?? 0) : (code ?? 1)))
     child.on('error', error => {
       process.stderr.write(`loom: cannot restart with --expose-internals: ${error.message}\n`)
       resolve(1)
@@ -98,8 +98,9 @@ export async function dev(options: DevOptions): Promise<number> {
     const reloaded: string[] = []
     for (const [previous, { filename, runtime }] of reloads) {
       const file = relative(cwd, fileURLToPath(filename))
-      const problem = runtime && await modules.restoreIfBroken(previous, filename, runtime)
-      if (problem) warn(`${locate(problem.error, filename, cwd) ?? file}: ${problem.message}; the edited plugin did not start, so the last good version runs again`)
+      const problem = runtime && (await modules.restoreIfBroken(previous, filename, runtime))
+      if (problem)
+        warn(`${locate(problem.error, filename, cwd) ?? file}: ${problem.message}; the edited plugin did not start, so the last good version runs again`)
       else reloaded.push(file)
     }
     await root.loader.await()
@@ -145,26 +146,28 @@ export async function dev(options: DevOptions): Promise<number> {
       const text = line.trim()
       if (!text) return
       if (text === '/quit') return quit()
-      busy = busy.then(async () => {
-        if (quitting) return 0
-        if (text === '/prompt') {
-          await summary()
-          const report = await runner()?.prompt(flags)
-          if (report) say(report.system)
-          return 0
-        }
-        const current = runner()
-        if (!current) return 1
-        task = { cancelled: false }
-        try {
-          return await showTurn(io, {}, watch => current.run(text, flags, watch))
-        } finally {
-          task = undefined
-        }
-      }).catch(error => {
-        warn((error as Error).message)
-        return 1
-      })
+      busy = busy
+        .then(async () => {
+          if (quitting) return 0
+          if (text === '/prompt') {
+            await summary()
+            const report = await runner()?.prompt(flags)
+            if (report) say(report.system)
+            return 0
+          }
+          const current = runner()
+          if (!current) return 1
+          task = { cancelled: false }
+          try {
+            return await showTurn(io, {}, watch => current.run(text, flags, watch))
+          } finally {
+            task = undefined
+          }
+        })
+        .catch(error => {
+          warn((error as Error).message)
+          return 1
+        })
     })
     input.on('close', quit)
   })
@@ -231,12 +234,20 @@ class GoodModules {
     const { root } = this
     const job = root.loader.internal!.loadCache.get(filename)
     const current = root.loader.unwrapExports(job?.module?.getNamespace())
-    const fibers: Fiber[] = current ? [...root.registry.get(current)?.fibers ?? []] : []
+    const fibers: Fiber[] = current ? [...(root.registry.get(current)?.fibers ?? [])] : []
     const broken = fibers.find(fiber => fiber.state === FAILED || fiber.state === PENDING)
     if (!broken) return undefined
-    const problem = broken.state === FAILED
-      ? await broken.await().then(() => ({ message: 'it did not start' }), (error: unknown) => ({ message: startMessage(error), error }))
-      : { message: `it waits for the services ${Object.keys(broken.inject).map(name => `"${name}"`).join(', ')}` }
+    const problem =
+      broken.state === FAILED
+        ? await broken.await().then(
+            () => ({ message: 'it did not start' }),
+            (error: unknown) => ({ message: startMessage(error), error }),
+          )
+        : {
+            message: `it waits for the services ${Object.keys(broken.inject)
+              .map(name => `"${name}"`)
+              .join(', ')}`,
+          }
 
     root.registry.delete(current)
     for (const old of runtime.fibers) {

@@ -6,7 +6,10 @@ export class ConfigError extends Error {
 /** The deployment did not start: one line per row that failed, naming the row and its module. */
 export class BootError extends Error {
   override name = 'BootError'
-  constructor(readonly problems: readonly string[], headline = 'the deployment failed to start') {
+  constructor(
+    readonly problems: readonly string[],
+    headline = 'the deployment failed to start',
+  ) {
     super(`${headline}:\n  ${problems.join('\n  ')}`)
   }
 }

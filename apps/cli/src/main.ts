@@ -55,7 +55,7 @@ let crashed = false
 function onCrash(error: unknown) {
   if (crashed) return
   crashed = true
-  if (!outputClosed) process.stderr.write(`loom: internal error: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+  if (!outputClosed) process.stderr.write(`loom: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
   if (!interrupt) process.exit(1)
   if (stopping === undefined) interrupt('SIGTERM')
   stopping = 1
@@ -65,7 +65,11 @@ function onCrash(error: unknown) {
 process.on('uncaughtException', onCrash)
 process.on('unhandledRejection', onCrash)
 
-const code = await main(process.argv.slice(2), { onInterrupt: value => { interrupt = value } })
+const code = await main(process.argv.slice(2), {
+  onInterrupt: value => {
+    interrupt = value
+  },
+})
 const exitCode = stopping ?? code
 process.exitCode = exitCode
 // Plugins should leave nothing running; if one does, do not hang the shell.

@@ -42,14 +42,21 @@ export const Config: Schema<RunnerConfig> = Schema.object({
   preference: Schema.array(Schema.string()).default(['deepseek', 'anthropic', 'openai', 'scripted']).description('Provider routes in order of preference.'),
   models: Schema.dict(Schema.string()).default({}).description('Default model per provider route.'),
   limits: Schema.object({
-    maxSteps: Schema.natural().min(1).description('Model requests per turn (flag --max-steps); default: the agent loop\'s maxSteps (50).'),
+    maxSteps: Schema.natural().min(1).description("Model requests per turn (flag --max-steps); default: the agent loop's maxSteps (50)."),
     maxInputTokens: Schema.natural().min(1).description('Input tokens per turn, as the provider reports them (flag --max-input-tokens).'),
-    maxCostUsd: Schema.number().min(0).description('US dollars per turn at the model\'s prices (flag --max-cost).'),
-  }).default({}).description('Per-turn budgets: the turn ends, with that reason in the log, before the request that would pass one.'),
-  prices: Schema.dict(Prices).default({}).description('USD per million tokens by model id (`deepseek-flash` and `deepseek-v4-pro` are built in at peak list prices), for costs and --max-cost.'),
+    maxCostUsd: Schema.number().min(0).description("US dollars per turn at the model's prices (flag --max-cost)."),
+  })
+    .default({})
+    .description('Per-turn budgets: the turn ends, with that reason in the log, before the request that would pass one.'),
+  prices: Schema.dict(Prices)
+    .default({})
+    .description('USD per million tokens by model id (`deepseek-flash` and `deepseek-v4-pro` are built in at peak list prices), for costs and --max-cost.'),
 })
 
-export interface RouteFlags { provider?: string; model?: string }
+export interface RouteFlags {
+  provider?: string
+  model?: string
+}
 
 export interface RunFlags extends RouteFlags {
   /** Working directory of the agent (default: process.cwd()). */
@@ -152,8 +159,10 @@ export class Runner extends Service {
     let provider: string | undefined
     if (wanted !== undefined) {
       if (!available.includes(wanted)) {
-        throw new UsageError(`provider "${wanted}" is not served by this deployment (available: ${available.join(', ') || 'none'})`
-          + (ROUTE_VARIABLES[wanted] ? `; set ${ROUTE_VARIABLES[wanted]} to enable it` : ''))
+        throw new UsageError(
+          `provider "${wanted}" is not served by this deployment (available: ${available.join(', ') || 'none'})` +
+            (ROUTE_VARIABLES[wanted] ? `; set ${ROUTE_VARIABLES[wanted]} to enable it` : ''),
+        )
       }
       provider = wanted
     } else {
@@ -260,7 +269,7 @@ export class Runner extends Service {
     for (const event of events) if (event.type === 'turn/end') reason = event.data.reason
     // Disposing the agent detaches its session; the backend writes what is left.
     await agent.dispose()
-    const error = reason || failure === undefined ? undefined : (failure as Error)?.message ?? String(failure)
+    const error = reason || failure === undefined ? undefined : ((failure as Error)?.message ?? String(failure))
     return { sessionId: session.id, ...route, events, reason, error, prices: this.prices(route.model), cancelled }
   }
 
@@ -297,7 +306,7 @@ export class Runner extends Service {
   async compactSession(id: string, flags: RouteFlags = {}): Promise<CompactReport> {
     const compaction = this.home.get('compaction') as Compaction | undefined
     if (!compaction) {
-      throw new UsageError('this deployment has no compaction: add the row `- id: compaction\n    name: \'@loom/compaction\'` to use `loom sessions compact`')
+      throw new UsageError("this deployment has no compaction: add the row `- id: compaction\n    name: '@loom/compaction'` to use `loom sessions compact`")
     }
     this.persistence()
     const agent = await this.home.agents.resume(id, await this.resumeRoute(id, flags))

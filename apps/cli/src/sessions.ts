@@ -75,7 +75,7 @@ function storeRows(rows: readonly EntryOptions[]): EntryOptions[] {
 }
 
 function flatten(rows: readonly EntryOptions[]): EntryOptions[] {
-  return rows.flatMap(row => row.group ? flatten(Array.isArray(row.config) ? row.config : []) : [row])
+  return rows.flatMap(row => (row.group ? flatten(Array.isArray(row.config) ? row.config : []) : [row]))
 }
 
 /** The stored sessions of one JSONL store: read, checked and repaired. */
@@ -90,17 +90,19 @@ export class StoredSessions {
   /** Every stored session, oldest first, with its turn count. */
   async list(): Promise<SessionSummary[]> {
     const headers = await this.persistence.list()
-    return Promise.all(headers.map(async (header: SessionHeader) => {
-      const known = { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null }
-      try {
-        const { events } = await this.persistence.inspect(header.id)
-        let lastStatus: string | null = null
-        for (const event of events) if (event.type === 'turn/end') lastStatus = event.data.reason.kind
-        return { ...known, turns: events.filter(event => event.type === 'turn/start').length, events: events.length, lastStatus }
-      } catch (error) {
-        return { ...known, turns: -1, events: -1, lastStatus: `unreadable: ${(error as Error).message}` }
-      }
-    }))
+    return Promise.all(
+      headers.map(async (header: SessionHeader) => {
+        const known = { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null }
+        try {
+          const { events } = await this.persistence.inspect(header.id)
+          let lastStatus: string | null = null
+          for (const event of events) if (event.type === 'turn/end') lastStatus = event.data.reason.kind
+          return { ...known, turns: events.filter(event => event.type === 'turn/start').length, events: events.length, lastStatus }
+        } catch (error) {
+          return { ...known, turns: -1, events: -1, lastStatus: `unreadable: ${(error as Error).message}` }
+        }
+      }),
+    )
   }
 
   /** The session as `load` would see it, without writing. */

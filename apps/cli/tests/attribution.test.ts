@@ -78,10 +78,12 @@ describe('loom sessions show: header change attribution', () => {
   })
 
   it('words tools, config keys and a prefix-preserving change', () => {
-    expect(describeHeaderChanges({
-      sections: [],
-      tools: [{ name: 'zap', owner: '@loom/tools', change: 'added' }],
-      config: ['model', 'temperature'],
-    })).toBe('request header changed (tool "zap" of plugin "@loom/tools" added; config "model", "temperature" changed)')
+    expect(
+      describeHeaderChanges({
+        sections: [],
+        tools: [{ name: 'zap', owner: '@loom/tools', change: 'added' }],
+        config: ['model', 'temperature'],
+      }),
+    ).toBe('request header changed (tool "zap" of plugin "@loom/tools" added; config "model", "temperature" changed)')
   })
 })

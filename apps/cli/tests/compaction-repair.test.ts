@@ -36,7 +36,11 @@ describe('an unfinished compaction', () => {
     expect(repair.code).toBe(0)
     expect(repair.stdout).toContain(`repaired session ${id}: closed the unfinished compaction c-crash: appended compaction/end`)
     expect(repair.stdout).toContain('the log is clean now')
-    expect(events(file).at(-1)).toMatchObject({ type: 'compaction/end', seq: last + 2, data: { compactionId: 'c-crash', turn: null, error: expect.stringMatching(/^interrupted/) } })
+    expect(events(file).at(-1)).toMatchObject({
+      type: 'compaction/end',
+      seq: last + 2,
+      data: { compactionId: 'c-crash', turn: null, error: expect.stringMatching(/^interrupted/) },
+    })
     expect((await loom(['sessions', 'verify', id], at)).code).toBe(0)
 
     const resumed = await loom(['sessions', 'resume', id, 'and now?'], at)
@@ -50,7 +54,13 @@ describe('an unfinished compaction', () => {
   it('a crash inside a compaction in an open turn: repair closes the compaction, then the turn', async () => {
     const last = events(file).at(-1)!.seq
     const now = Date.now()
-    const turn = 1 + Math.max(...events(file).filter(event => event.type === 'turn/start').map(event => event.data.turn))
+    const turn =
+      1 +
+      Math.max(
+        ...events(file)
+          .filter(event => event.type === 'turn/start')
+          .map(event => event.data.turn),
+      )
     const lines = [
       { type: 'turn/start', seq: last + 1, time: now, data: { turn } },
       { type: 'step/start', seq: last + 2, time: now, data: { turn, step: 1 } },
@@ -63,7 +73,11 @@ describe('an unfinished compaction', () => {
     expect(verify.stdout).toContain(`turn ${turn} is open; repair appends step/end, turn/end (interrupted)`)
 
     expect((await loom(['sessions', 'repair', id], at)).code).toBe(0)
-    expect(events(file).slice(-3).map(event => event.type)).toEqual(['compaction/end', 'step/end', 'turn/end'])
+    expect(
+      events(file)
+        .slice(-3)
+        .map(event => event.type),
+    ).toEqual(['compaction/end', 'step/end', 'turn/end'])
     expect((await loom(['sessions', 'resume', id, 'and after the crash?'], at)).code).toBe(0)
   })
 })

@@ -36,11 +36,30 @@ function dir(files: Record<string, string>): string {
 describe('layers', () => {
   it('insert adds rows; an id replaces whole fields; later layers win; inserted rows are targets at once', () => {
     const warnings: string[] = []
-    const rows = applyLayers([
-      layer([{ insert: [{ id: 'a', name: 'pkg-a', config: { x: 1, y: 2 } }, { id: 'b', name: 'pkg-b' }] }], 'bundle'),
-      layer([{ id: 'a', config: { y: 3 } }, { insert: [{ id: 'c', name: 'pkg-c' }] }, { id: 'c', disabled: true }], 'project'),
-      layer([{ id: 'a', name: 'pkg-other', config: {} }, { id: 'zzz', disabled: true }], 'patch'),
-    ], text => warnings.push(text))
+    const rows = applyLayers(
+      [
+        layer(
+          [
+            {
+              insert: [
+                { id: 'a', name: 'pkg-a', config: { x: 1, y: 2 } },
+                { id: 'b', name: 'pkg-b' },
+              ],
+            },
+          ],
+          'bundle',
+        ),
+        layer([{ id: 'a', config: { y: 3 } }, { insert: [{ id: 'c', name: 'pkg-c' }] }, { id: 'c', disabled: true }], 'project'),
+        layer(
+          [
+            { id: 'a', name: 'pkg-other', config: {} },
+            { id: 'zzz', disabled: true },
+          ],
+          'patch',
+        ),
+      ],
+      text => warnings.push(text),
+    )
     expect(rows).toEqual([
       { id: 'a', name: 'pkg-a', config: { y: 3 } },
       { id: 'b', name: 'pkg-b' },
@@ -53,7 +72,9 @@ describe('layers', () => {
   })
 
   it('a layer file: relative module names resolve against its folder; !!js is kept', () => {
-    const folder = dir({ 'l.yml': '- insert:\n    - id: x\n      name: ./x.ts\n      disabled: !!js "!process.env.X"\n- id: x\n  name: ./x.ts\n  config: { a: 1 }\n' })
+    const folder = dir({
+      'l.yml': '- insert:\n    - id: x\n      name: ./x.ts\n      disabled: !!js "!process.env.X"\n- id: x\n  name: ./x.ts\n  config: { a: 1 }\n',
+    })
     const patches = readLayer(join(folder, 'l.yml'))
     expect(patches).toEqual([
       { insert: [{ id: 'x', name: join(folder, 'x.ts'), disabled: { __jsExpr: '!process.env.X' } }] },
@@ -63,7 +84,9 @@ describe('layers', () => {
 
   it('refuses a layer that is not a list, and a patch with neither id nor insert', () => {
     const folder = dir({ 'map.yml': 'id: x\n', 'anon.yml': '- disabled: true\n' })
-    expect(() => readLayer(join(folder, 'map.yml'))).toThrow(new ConfigError(`${join(folder, 'map.yml')} must be a YAML list of patches ({ insert: [rows] }, or { id, ... } to replace a row), got a mapping`))
+    expect(() => readLayer(join(folder, 'map.yml'))).toThrow(
+      new ConfigError(`${join(folder, 'map.yml')} must be a YAML list of patches ({ insert: [rows] }, or { id, ... } to replace a row), got a mapping`),
+    )
     expect(() => readLayer(join(folder, 'anon.yml'))).toThrow(/patch 1 needs an id \(to replace or disable that row\) or an insert list/)
   })
 
@@ -75,14 +98,19 @@ describe('layers', () => {
     expect(rows.find(row => row.id === 'runner')?.config).toEqual({ provider: 'scripted' })
     expect(compose({ cwd: folder, project: false, warn: () => {} }).layers).toHaveLength(1)
     // Two bundles inserting the same ids would silently collapse into one row each: refused.
-    expect(() => compose({ cwd: folder, bundles: ['minimal', 'default'], warn: () => {} })).toThrow(/two rows have the id "prompt" \(inserted by .*minimal\.yml and .*default\.yml\): ids must be unique/)
+    expect(() => compose({ cwd: folder, bundles: ['minimal', 'default'], warn: () => {} })).toThrow(
+      /two rows have the id "prompt" \(inserted by .*minimal\.yml and .*default\.yml\): ids must be unique/,
+    )
   })
 })
 
 describe('arguments', () => {
   it('ignores the literal -- that pnpm passes through, and collects repeated layers', () => {
     expect(parse(['--', 'run', '--json', '--patch', 'a.yml', '--patch', 'b.yml', 'what', 'is', 'this?'])).toMatchObject({
-      command: ['run', 'what', 'is', 'this?'], json: true, patches: ['a.yml', 'b.yml'], bundles: [],
+      command: ['run', 'what', 'is', 'this?'],
+      json: true,
+      patches: ['a.yml', 'b.yml'],
+      bundles: [],
     })
   })
 
@@ -94,16 +122,37 @@ describe('arguments', () => {
 describe('the demo model', () => {
   const tools = ['bash', 'glob', 'read'].map(name => ({ name, description: name, parameters: { type: 'object' } }))
   const user = (text: string): Message => ({ id: 'u', role: 'user', source: { kind: 'user' }, content: [{ type: 'text', text }] })
-  const call = (id: string, name: string, args: object): Message => ({ id: `a-${id}`, role: 'assistant', source: { kind: 'model', provider: 'scripted', model: 'm' }, content: [{ type: 'tool-call', id, name, arguments: JSON.stringify(args) }] })
-  const result = (id: string, text: string, isError = false): Message => ({ id: `r-${id}`, role: 'user', source: { kind: 'tool', callId: id }, content: [{ type: 'tool-result', toolCallId: id, content: [{ type: 'text', text }], isError }] })
+  const call = (id: string, name: string, args: object): Message => ({
+    id: `a-${id}`,
+    role: 'assistant',
+    source: { kind: 'model', provider: 'scripted', model: 'm' },
+    content: [{ type: 'tool-call', id, name, arguments: JSON.stringify(args) }],
+  })
+  const result = (id: string, text: string, isError = false): Message => ({
+    id: `r-${id}`,
+    role: 'user',
+    source: { kind: 'tool', callId: id },
+    content: [{ type: 'tool-result', toolCallId: id, content: [{ type: 'text', text }], isError }],
+  })
   const request = (messages: Message[], toolList = tools) => ({ provider: 'scripted', model: 'm', messages, tools: toolList }) as GenerateOptions
-  const LISTING = 'total 8\ndrwxr-xr-x 2 u g 4096 Nov 29 13:00 .\ndrwxr-xr-x 9 u g 4096 Nov 29 13:00 ..\n-rw-r--r-- 1 u g 120 Nov 29 13:00 README.md\ndrwxr-xr-x 2 u g 4096 Nov 29 13:00 src\nlrwxrwxrwx 1 u g 5 Nov 29 13:00 link -> src\n[exit code: 0]'
+  const LISTING =
+    'total 8\ndrwxr-xr-x 2 u g 4096 Nov 29 13:00 .\ndrwxr-xr-x 9 u g 4096 Nov 29 13:00 ..\n-rw-r--r-- 1 u g 120 Nov 29 13:00 README.md\ndrwxr-xr-x 2 u g 4096 Nov 29 13:00 src\nlrwxrwxrwx 1 u g 5 Nov 29 13:00 link -> src\n[exit code: 0]'
 
   it('lists, then reads the README, then answers from what it found', () => {
-    expect(demoReply(request([user('what is here?')]))).toEqual({ text: 'Let me look at the current directory.', toolCalls: [{ name: 'bash', arguments: { command: 'ls -la' } }] })
+    expect(demoReply(request([user('what is here?')]))).toEqual({
+      text: 'Let me look at the current directory.',
+      toolCalls: [{ name: 'bash', arguments: { command: 'ls -la' } }],
+    })
     const listed = [user('what is here?'), call('c1', 'bash', { command: 'ls -la' }), result('c1', LISTING)]
-    expect(demoReply(request(listed))).toEqual({ text: 'There is a README.md; let me read it.', toolCalls: [{ name: 'read', arguments: { path: 'README.md' } }] })
-    const read = [...listed, call('c2', 'read', { path: 'README.md' }), result('c2', '     1\t# Widget\n     2\t\n     3\tWidget turns sprockets into gears, quickly and with very little noise.\n')]
+    expect(demoReply(request(listed))).toEqual({
+      text: 'There is a README.md; let me read it.',
+      toolCalls: [{ name: 'read', arguments: { path: 'README.md' } }],
+    })
+    const read = [
+      ...listed,
+      call('c2', 'read', { path: 'README.md' }),
+      result('c2', '     1\t# Widget\n     2\t\n     3\tWidget turns sprockets into gears, quickly and with very little noise.\n'),
+    ]
     const answer = demoReply(request(read)).text!
     expect(answer.startsWith(DEMO_LABEL)).toBe(true)
     expect(answer).toContain('The directory has 3 entries: 1 folder and 2 files.')
@@ -117,9 +166,19 @@ describe('the demo model', () => {
   })
 
   it('falls back to glob, and says so when it has no tools', () => {
-    expect(demoReply(request([user('x')], tools.filter(t => t.name !== 'bash'))).toolCalls).toEqual([{ name: 'glob', arguments: { pattern: '*' } }])
+    expect(
+      demoReply(
+        request(
+          [user('x')],
+          tools.filter(t => t.name !== 'bash'),
+        ),
+      ).toolCalls,
+    ).toEqual([{ name: 'glob', arguments: { pattern: '*' } }])
     expect(demoReply(request([user('x')], []))).toEqual({ text: expect.stringContaining('This deployment gives me no tools') })
-    expect(parseListing('src/\nREADME.md\nFound 2 files', 'glob')).toEqual([{ name: 'src', dir: true }, { name: 'README.md', dir: false }])
+    expect(parseListing('src/\nREADME.md\nFound 2 files', 'glob')).toEqual([
+      { name: 'src', dir: true },
+      { name: 'README.md', dir: false },
+    ])
   })
 
   it('reports a failed listing', () => {
@@ -130,11 +189,14 @@ describe('the demo model', () => {
 
 describe('boot', () => {
   const deployments: Deployment[] = []
-  afterAll(async () => { for (const deployment of deployments) await deployment.dispose() })
+  afterAll(async () => {
+    for (const deployment of deployments) await deployment.dispose()
+  })
 
   it('boots the layers and recompose() applies an edited layer to the running deployment', async () => {
     const folder = dir({
-      'greet.mjs': "export const name = 'greet'\nexport const inject = ['systemPrompt']\nexport function apply(ctx, config) { ctx.systemPrompt.section({ name: 'greet', order: 200, text: config.text + ' ' + ctx.baseUrl }) }\n",
+      'greet.mjs':
+        "export const name = 'greet'\nexport const inject = ['systemPrompt']\nexport function apply(ctx, config) { ctx.systemPrompt.section({ name: 'greet', order: 200, text: config.text + ' ' + ctx.baseUrl }) }\n",
       'loom.yml': '[]\n',
     })
     const deployment = await boot({ cwd: folder, bundles: ['minimal'], log: () => {} })
@@ -142,7 +204,7 @@ describe('boot', () => {
     const system = async () => (await deployment.root.get('systemPrompt')!.assemble()).sections.map((s: { name: string }) => s.name)
     expect(await system()).not.toContain('greet')
 
-    writeFileSync(join(folder, 'loom.yml'), "- insert:\n    - id: greet\n      name: ./greet.mjs\n      config: { text: Hello. }\n")
+    writeFileSync(join(folder, 'loom.yml'), '- insert:\n    - id: greet\n      name: ./greet.mjs\n      config: { text: Hello. }\n')
     await deployment.recompose()
     expect(await system()).toContain('greet')
     expect(deployment.composition.rows.at(-1)).toMatchObject({ id: 'greet', config: { text: 'Hello.' } })
@@ -177,7 +239,9 @@ describe('boot', () => {
     expect(error.problems).toEqual([
       expect.stringMatching(/^row "agents" \(@loom\/agent-loop\): invalid config: \$\.maxParallelToolCalls expected/),
       'row "ghost" (@loom/ghost): cannot load module "@loom/ghost": no such package or file',
-      expect.stringMatching(/^row "runner" \(@loom\/cli\/runner\) did not start: it needs the service "agents", which no running row provides \(a failed row above/),
+      expect.stringMatching(
+        /^row "runner" \(@loom\/cli\/runner\) did not start: it needs the service "agents", which no running row provides \(a failed row above/,
+      ),
     ])
   })
 })

@@ -6,7 +6,27 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { loom, project } from './helpers.ts'
 
-const DEFAULT_IDS = ['prompt', 'session', 'session-jsonl', 'llm', 'deepseek', 'anthropic', 'openai', 'scripted', 'tools', 'agents', 'compaction', 'fs', 'shell', 'search', 'time', 'workspace', 'instructions', 'skills', 'runner']
+const DEFAULT_IDS = [
+  'prompt',
+  'session',
+  'session-jsonl',
+  'llm',
+  'deepseek',
+  'anthropic',
+  'openai',
+  'scripted',
+  'tools',
+  'agents',
+  'compaction',
+  'fs',
+  'shell',
+  'search',
+  'time',
+  'workspace',
+  'instructions',
+  'skills',
+  'runner',
+]
 
 const HELLO = `
 export const name = 'hello'
@@ -16,9 +36,10 @@ export function apply(ctx, config) {
 }
 `
 
-const layered = () => project({
-  'plugins/hello.mjs': HELLO,
-  'loom.yml': `
+const layered = () =>
+  project({
+    'plugins/hello.mjs': HELLO,
+    'loom.yml': `
 # the project's layer
 - id: shell
   disabled: true
@@ -27,21 +48,21 @@ const layered = () => project({
       name: ./plugins/hello.mjs
       config: { who: the project }
 `,
-  'patches/a.yml': `
+    'patches/a.yml': `
 - id: hello
   config: { who: patch a }
 - id: prompt
   config:
     persona: A patched persona in {{cwd}}.
 `,
-  'patches/b.yml': `
+    'patches/b.yml': `
 - id: no-such-row
   disabled: true
 - id: fs
   name: '@loom/not-tool-fs'
   disabled: true
 `,
-})
+  })
 
 describe('loom config', () => {
   it('prints the default bundle rows, with the keyless fallback expressions', async () => {
@@ -64,8 +85,12 @@ describe('loom config', () => {
     const run = await loom(['config', '--json', '--patch', 'patches/a.yml', '--patch', 'patches/b.yml'], { cwd, home })
     expect(run.code).toBe(0)
     const { layers, rows } = JSON.parse(run.stdout)
-    expect(layers.map((layer: { kind: string; label: string }) => `${layer.kind}:${layer.label}`))
-      .toEqual(['bundle:default', 'project:loom.yml', 'patch:patches/a.yml', 'patch:patches/b.yml'])
+    expect(layers.map((layer: { kind: string; label: string }) => `${layer.kind}:${layer.label}`)).toEqual([
+      'bundle:default',
+      'project:loom.yml',
+      'patch:patches/a.yml',
+      'patch:patches/b.yml',
+    ])
     const byId = Object.fromEntries(rows.map((row: { id: string }) => [row.id, row]))
     expect(rows.map((row: { id: string }) => row.id)).toEqual([...DEFAULT_IDS, 'hello'])
     // An id replaces the row's whole config; `disabled` switches it off.
@@ -92,14 +117,20 @@ describe('loom config', () => {
     const report = JSON.parse(run.stdout)
     expect(report.system).toContain(`A patched persona in ${cwd}.`)
     expect(report.system).toContain('Hello from patch a.')
-    expect(report.sections.find((section: { name: string }) => section.name === 'hello')).toEqual({ name: 'hello', order: 200, owner: 'hello', stability: 'static' })
+    expect(report.sections.find((section: { name: string }) => section.name === 'hello')).toEqual({
+      name: 'hello',
+      order: 200,
+      owner: 'hello',
+      stability: 'static',
+    })
     const tools = report.tools.map((tool: { name: string }) => tool.name)
     expect(tools).not.toContain('bash')
     expect(tools).toContain('read')
   })
 
   it('the same rows in another order give the same request', async () => {
-    const plugin = (section: string) => `export const name = '${section}'\nexport const inject = ['systemPrompt']\nexport function apply(ctx) { ctx.systemPrompt.section({ name: '${section}', order: 250, text: 'Section ${section}.' }) }\n`
+    const plugin = (section: string) =>
+      `export const name = '${section}'\nexport const inject = ['systemPrompt']\nexport function apply(ctx) { ctx.systemPrompt.section({ name: '${section}', order: 250, text: 'Section ${section}.' }) }\n`
     const row = (id: string) => `    - id: ${id}\n      name: ./${id}.mjs\n`
     const { cwd, home } = project({
       'alpha.mjs': plugin('alpha'),
@@ -107,12 +138,14 @@ describe('loom config', () => {
       'ab.yml': `- insert:\n${row('alpha')}${row('beta')}`,
       'ba.yml': `- id: fs\n  disabled: true\n- insert:\n${row('beta')}${row('alpha')}\n- id: fs\n  disabled: false\n`,
     })
-    const [a, b] = await Promise.all(['ab.yml', 'ba.yml'].map(async patch => {
-      const run = await loom(['prompt', '--json', '--patch', patch], { cwd, home })
-      expect(run.code, run.stderr).toBe(0)
-      const { system, tools, sections } = JSON.parse(run.stdout)
-      return { system, tools, sections }
-    }))
+    const [a, b] = await Promise.all(
+      ['ab.yml', 'ba.yml'].map(async patch => {
+        const run = await loom(['prompt', '--json', '--patch', patch], { cwd, home })
+        expect(run.code, run.stderr).toBe(0)
+        const { system, tools, sections } = JSON.parse(run.stdout)
+        return { system, tools, sections }
+      }),
+    )
     expect(a.system).toContain('Section alpha.\n\nSection beta.')
     expect(b).toEqual(a)
   })

@@ -24,7 +24,6 @@ ${midway}  ctx.systemPrompt.tools(() => ({ schemas: [{ name: 'greet_${version}',
 }
 `
 
-
 const rows = (...names: string[]) => `- insert:\n${names.map(name => `    - id: ${name.replace(/\W/g, '')}\n      name: ./${name}\n`).join('')}`
 
 /** A running `loom dev` whose output can be awaited. */
@@ -38,8 +37,12 @@ class Dev {
     // Started without --expose-internals: `loom dev` must restart itself with it.
     // In its own process group, as in a terminal: Ctrl-C reaches the whole group.
     this.child = spawn(process.execPath, [BIN, 'dev', '--bundle', bundle], { cwd, env: cleanEnv(home), detached: true })
-    this.child.stdout.setEncoding('utf8').on('data', (data: string) => { this.stdout += data })
-    this.child.stderr.setEncoding('utf8').on('data', (data: string) => { this.stderr += data })
+    this.child.stdout.setEncoding('utf8').on('data', (data: string) => {
+      this.stdout += data
+    })
+    this.child.stderr.setEncoding('utf8').on('data', (data: string) => {
+      this.stderr += data
+    })
     this.exited = new Promise(resolve => this.child.on('close', code => resolve(code)))
   }
 
@@ -49,7 +52,11 @@ class Dev {
   }
 
   kill() {
-    try { process.kill(-this.child.pid!, 'SIGKILL') } catch { /* already gone */ }
+    try {
+      process.kill(-this.child.pid!, 'SIGKILL')
+    } catch {
+      /* already gone */
+    }
   }
 
   /** Resolves with the output once `pattern` appears after `from` (an offset into it). */
@@ -84,12 +91,14 @@ class Dev {
 }
 
 let running: Dev | undefined
-afterEach(() => { running?.kill() })
+afterEach(() => {
+  running?.kill()
+})
 
 describe('loom dev', () => {
   it('hot-reloads a plugin, keeps the last good version on a broken edit, and applies layer edits as one transaction', { timeout: 90_000 }, async () => {
     const { cwd, home } = project({ 'greeter.ts': plugin('greeter:one', 'Hello v1'), 'loom.yml': rows('greeter.ts') })
-    const dev = running = new Dev(cwd, home)
+    const dev = (running = new Dev(cwd, home))
     await dev.waitFor('stdout', /prompt: .*greeter:one ← greeter/)
     expect(await dev.systemText()).toContain('Hello v1')
 
@@ -130,7 +139,7 @@ describe('loom dev', () => {
 
   it('a plugin edit whose apply throws keeps the last good version (its section and tool) and names the file and line', { timeout: 90_000 }, async () => {
     const { cwd, home } = project({ 'greeter.ts': toolPlugin('v1'), 'loom.yml': rows('greeter.ts') })
-    const dev = running = new Dev(cwd, home)
+    const dev = (running = new Dev(cwd, home))
     await dev.waitFor('stdout', /tools: greet_v1\n/)
 
     // v2 registers its section, then throws: the section goes with its failed fiber, v1 comes back.
@@ -139,7 +148,9 @@ describe('loom dev', () => {
     const line = broken.split('\n').findIndex(text => text.includes('throw')) + 1
     writeFileSync(join(cwd, 'greeter.ts'), broken)
     const error = await dev.waitFor('stderr', /the last good version runs again\n/, mark)
-    expect(error).toMatch(new RegExp(`greeter\\.ts:${line}:\\d+: failed to start: greeter v2 needs a fuse; the edited plugin did not start, so the last good version runs again`))
+    expect(error).toMatch(
+      new RegExp(`greeter\\.ts:${line}:\\d+: failed to start: greeter v2 needs a fuse; the edited plugin did not start, so the last good version runs again`),
+    )
     expect(await dev.tools()).toEqual(['greet_v1'])
     const kept = await dev.systemText()
     expect(kept).toContain('Hello v1')
@@ -161,7 +172,7 @@ describe('loom dev', () => {
 
   it('a loom.yml edit with an invalid config value applies nothing and says why; the running rows keep bash', { timeout: 90_000 }, async () => {
     const { cwd, home } = project({ 'loom.yml': '[]\n' })
-    const dev = running = new Dev(cwd, home, 'default')
+    const dev = (running = new Dev(cwd, home, 'default'))
     await dev.waitFor('stdout', /tools: .*\bbash\b.*\n/)
 
     let mark = dev.stderr.length
@@ -191,7 +202,7 @@ describe('loom dev', () => {
 
   it('Ctrl-C cancels the running task (its turn closed in the log) and dev goes on; Ctrl-C when idle quits cleanly', { timeout: 90_000 }, async () => {
     const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
-    const dev = running = new Dev(cwd, home, 'default')
+    const dev = (running = new Dev(cwd, home, 'default'))
     await dev.waitFor('stdout', /tools: .*\n/)
     dev.send('sleep please')
     await dev.waitFor('stdout', /→ bash: sleep 30/)
@@ -211,9 +222,9 @@ describe('loom dev', () => {
     expect(dev.stderr).not.toMatch(/internal error/)
   })
 
-  it('SIGTERM to the process group closes the running task\'s turn, then dev exits 143', { timeout: 90_000 }, async () => {
+  it("SIGTERM to the process group closes the running task's turn, then dev exits 143", { timeout: 90_000 }, async () => {
     const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
-    const dev = running = new Dev(cwd, home, 'default')
+    const dev = (running = new Dev(cwd, home, 'default'))
     await dev.waitFor('stdout', /tools: .*\n/)
     dev.send('sleep please')
     await dev.waitFor('stdout', /→ bash: sleep 30/)

@@ -24,17 +24,25 @@ ${['workspace', 'time', 'instructions', 'skills', 'search', 'compaction'].map(id
         provider: scripted
         model: scripted-1
         script:
-${Array.from({ length: STEPS }, (_, i) => `          - text: Step ${i + 1}.
+${Array.from(
+  { length: STEPS },
+  (_, i) => `          - text: Step ${i + 1}.
             toolCalls:
               - { name: read, arguments: { path: notes.txt } }
-              - { name: bash, arguments: { command: 'echo checked ${i + 1}' } }`).join('\n')}
+              - { name: bash, arguments: { command: 'echo checked ${i + 1}' } }`,
+).join('\n')}
           - ${JSON.stringify(FINAL)}
 `
 
 const KILLS = 50
 const PARALLEL = 5
 
-interface Outcome { shownResults: number; shownFinal: boolean; loggedResults: number; loggedFinal: boolean }
+interface Outcome {
+  shownResults: number
+  shownFinal: boolean
+  loggedResults: number
+  loggedFinal: boolean
+}
 
 /** One run, killed once `stopAfter` result lines were printed (or at the end), plus a random delay. */
 async function killedRun(stopAfter: number): Promise<Outcome> {
@@ -58,8 +66,12 @@ async function killedRun(stopAfter: number): Promise<Outcome> {
     shownResults: run.stdout.split('✓').length - 1,
     shownFinal: run.stdout.includes(`${FINAL}\n`),
     loggedResults: log.filter(event => event.type === 'tool/result' && !event.data.message.content[0].isError).length,
-    loggedFinal: log.some(event => event.type === 'assistant/message' && !event.data.interrupted
-      && event.data.message.content.some((block: any) => block.type === 'text' && block.text === FINAL)),
+    loggedFinal: log.some(
+      event =>
+        event.type === 'assistant/message' &&
+        !event.data.interrupted &&
+        event.data.message.content.some((block: any) => block.type === 'text' && block.text === FINAL),
+    ),
   }
 }
 
@@ -68,7 +80,7 @@ describe('durable before shown', () => {
     const stops = Array.from({ length: KILLS }, (_, i) => i % (2 * STEPS + 2))
     const outcomes: Outcome[] = []
     for (let i = 0; i < stops.length; i += PARALLEL) {
-      outcomes.push(...await Promise.all(stops.slice(i, i + PARALLEL).map(killedRun)))
+      outcomes.push(...(await Promise.all(stops.slice(i, i + PARALLEL).map(killedRun))))
     }
     const lost = outcomes.filter(o => o.loggedResults < o.shownResults || (o.shownFinal && !o.loggedFinal))
     expect(lost).toEqual([])

@@ -16,7 +16,7 @@ async function fails(files: Record<string, string>, args: string[] = ['run', 'wh
 
 describe('startup errors', () => {
   it('an unknown plugin names the row and the module', async () => {
-    const run = await fails({ 'loom.yml': '- insert:\n    - id: extra\n      name: \'@loom/does-not-exist\'\n' })
+    const run = await fails({ 'loom.yml': "- insert:\n    - id: extra\n      name: '@loom/does-not-exist'\n" })
     expect(run.code).toBe(1)
     expect(run.stderr).toContain('loom: the deployment failed to start:')
     expect(run.stderr).toContain('row "extra" (@loom/does-not-exist): cannot load module "@loom/does-not-exist": no such package or file')
@@ -56,7 +56,9 @@ describe('startup errors', () => {
   it('malformed YAML in loom.yml names the file and the line', async () => {
     const run = await fails({ 'loom.yml': '- id: shell\n  config: { timeoutMs: 5\n- id: fs\n' })
     expect(run.code).toBe(1)
-    expect(run.stderr).toMatch(new RegExp(`loom: malformed YAML in ${join(run.cwd, 'loom.yml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} at line 3, column \\d+: `))
+    expect(run.stderr).toMatch(
+      new RegExp(`loom: malformed YAML in ${join(run.cwd, 'loom.yml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} at line 3, column \\d+: `),
+    )
   })
 
   it('malformed YAML in a --patch file names that file', async () => {
@@ -79,7 +81,9 @@ describe('startup errors', () => {
     const run = await loom(['run', 'what is in this directory?'], { cwd, home })
     expect(run.code).toBe(1)
     expect(run.stdout).toBe('')
-    expect(run.stderr).toMatch(/loom: the turn ended: error: UNKNOWN: unknown prompt variable "\{\{modle\}\}" in section "deployment:persona"; registered variables: .*cwd.*model/)
+    expect(run.stderr).toMatch(
+      /loom: the turn ended: error: UNKNOWN: unknown prompt variable "\{\{modle\}\}" in section "deployment:persona"; registered variables: .*cwd.*model/,
+    )
     // The loop assembles once per step and ends the turn when that fails: logged, with no request in it.
     const log = events(sessionFiles(home)[0])
     expect(log.filter(event => ['request/header', 'assistant/chunk', 'assistant/message'].includes(event.type))).toEqual([])

@@ -17,9 +17,24 @@ export const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
 export const BIN = fileURLToPath(new URL('../bin/loom.js', import.meta.url))
 export const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
 
-const KEYS = ['DEEPSEEK_API_KEY', 'DEEPSEEK_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'OPENAI_MODEL', 'NO_COLOR', 'FORCE_COLOR']
+const KEYS = [
+  'DEEPSEEK_API_KEY',
+  'DEEPSEEK_BASE_URL',
+  'ANTHROPIC_API_KEY',
+  'ANTHROPIC_BASE_URL',
+  'OPENAI_API_KEY',
+  'OPENAI_BASE_URL',
+  'OPENAI_MODEL',
+  'NO_COLOR',
+  'FORCE_COLOR',
+]
 
-export interface Run { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
+export interface Run {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
 
 export interface LoomOptions {
   cwd: string
@@ -60,12 +75,29 @@ export function loom(args: string[], options: LoomOptions): Promise<Run> {
 async function inProcess(args: string[], { cwd, home, env = {}, onStart }: LoomOptions): Promise<Run> {
   let stdout = ''
   let stderr = ''
-  const io = { stdout: { write: (text: string) => { stdout += text } }, stderr: { write: (text: string) => { stderr += text } } }
+  const io = {
+    stdout: {
+      write: (text: string) => {
+        stdout += text
+      },
+    },
+    stderr: {
+      write: (text: string) => {
+        stderr += text
+      },
+    },
+  }
   let interrupt: Interrupt | undefined
   const restore = setEnv({ ...Object.fromEntries(KEYS.map(key => [key, undefined])), LOOM_HOME: home, ...env })
   try {
     onStart?.({ stdout: () => stdout, signal: signal => interrupt?.(signal) })
-    const code = await main(args, { io, cwd, onInterrupt: value => { interrupt = value } })
+    const code = await main(args, {
+      io,
+      cwd,
+      onInterrupt: value => {
+        interrupt = value
+      },
+    })
     return { code, signal: null, stdout, stderr }
   } finally {
     restore()
@@ -93,8 +125,12 @@ export function spawnRun(command: string, args: string[], options: ProcessOption
     const child = spawn(command, args, { cwd: options.cwd, env: cleanEnv(options.home, options.env), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (data: string) => { stdout += data })
-    child.stderr.setEncoding('utf8').on('data', (data: string) => { stderr += data })
+    child.stdout.setEncoding('utf8').on('data', (data: string) => {
+      stdout += data
+    })
+    child.stderr.setEncoding('utf8').on('data', (data: string) => {
+      stderr += data
+    })
     const timer = setTimeout(() => child.kill('SIGKILL'), 45_000)
     child.on('error', reject)
     child.on('close', (code, signal) => {
@@ -130,7 +166,11 @@ export function sessionFiles(home: string): string[] {
   const files: string[] = []
   const walk = (dir: string) => {
     let entries
-    try { entries = readdirSync(dir, { withFileTypes: true }) } catch { return }
+    try {
+      entries = readdirSync(dir, { withFileTypes: true })
+    } catch {
+      return
+    }
     for (const entry of entries) {
       if (entry.isDirectory()) walk(join(dir, entry.name))
       else if (entry.name === 'session.jsonl') files.push(join(dir, entry.name))
@@ -142,14 +182,18 @@ export function sessionFiles(home: string): string[] {
 
 /** The plain (unpacked) event lines of a log; packed chunk rows are skipped. */
 export function events(file: string): { type: string; seq: number; data: any }[] {
-  return readFileSync(file, 'utf8').split('\n').slice(1).filter(Boolean).flatMap(line => {
-    try {
-      const value = JSON.parse(line)
-      return typeof value.type === 'string' ? [value] : []
-    } catch {
-      return []
-    }
-  })
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .slice(1)
+    .filter(Boolean)
+    .flatMap(line => {
+      try {
+        const value = JSON.parse(line)
+        return typeof value.type === 'string' ? [value] : []
+      } catch {
+        return []
+      }
+    })
 }
 
 export const ESC = '\x1b'

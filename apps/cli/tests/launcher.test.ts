@@ -9,7 +9,9 @@ const pinned = 'v' + (JSON.parse(readFileSync(new URL('../../../node_modules/nod
 /** Other Node binaries on PATH (the system's, say), if any. */
 function otherNodes(): string[] {
   try {
-    return execFileSync('which', ['-a', 'node'], { encoding: 'utf8' }).split('\n').filter(Boolean)
+    return execFileSync('which', ['-a', 'node'], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
       .filter(path => {
         try {
           return execFileSync(path, ['--version'], { encoding: 'utf8' }).trim() !== pinned

@@ -23,11 +23,13 @@ export function apply(ctx) {
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 async function until(condition: () => boolean, timeoutMs: number) {
-  for (const start = Date.now(); !condition() && Date.now() - start < timeoutMs;) await new Promise(resolve => setTimeout(resolve, 50))
+  for (const start = Date.now(); !condition() && Date.now() - start < timeoutMs; ) await new Promise(resolve => setTimeout(resolve, 50))
 }
 
 describe('loom sessions: one writer per session', () => {
-  it('two resumes at once: one exits 0, the other exits 1 naming the holder; repair is refused while it writes; the log verifies clean', { timeout: 180_000 }, async () => {
+  it('two resumes at once: one exits 0, the other exits 1 naming the holder; repair is refused while it writes; the log verifies clean', {
+    timeout: 180_000,
+  }, async () => {
     const { cwd, home } = project({
       'README.md': '# Lease sample\n',
       'hold.mjs': HOLD_PLUGIN,
@@ -44,8 +46,14 @@ describe('loom sessions: one writer per session', () => {
 
     const pids: number[] = []
     const finished: (Run | undefined)[] = [undefined, undefined]
-    const resumes = [0, 1].map(i => loomProcess(['sessions', 'resume', id, 'and now?'], { ...at, onSpawn: child => { pids[i] = child.pid! } })
-      .then(run => (finished[i] = run)))
+    const resumes = [0, 1].map(i =>
+      loomProcess(['sessions', 'resume', id, 'and now?'], {
+        ...at,
+        onSpawn: child => {
+          pids[i] = child.pid!
+        },
+      }).then(run => (finished[i] = run)),
+    )
     // The loser is refused while the winner waits at its model call.
     await until(() => finished.some(Boolean), 90_000)
     await until(() => existsSync(join(cwd, 'holding')), 30_000)
@@ -53,8 +61,10 @@ describe('loom sessions: one writer per session', () => {
     const winner = 1 - loser
     expect(loser, 'one resume ended while the other held the session').toBeGreaterThanOrEqual(0)
     expect(finished[winner], 'both resumes ended: they did not overlap, or neither held the lease').toBeUndefined()
-    const refusal = new RegExp(`loom: session ${id} is being written by pid ${pids[winner]} on host ${escape(hostname())} `
-      + `since \\d\\d:\\d\\d:\\d\\d \\(loom sessions resume\\); wait for it to finish or stop it`)
+    const refusal = new RegExp(
+      `loom: session ${id} is being written by pid ${pids[winner]} on host ${escape(hostname())} ` +
+        `since \\d\\d:\\d\\d:\\d\\d \\(loom sessions resume\\); wait for it to finish or stop it`,
+    )
     expect(finished[loser]!.code).toBe(1)
     expect(finished[loser]!.stderr).toMatch(refusal)
 

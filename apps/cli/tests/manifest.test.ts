@@ -2,7 +2,17 @@
 import { describe, expect, it } from 'vitest'
 import { loom, project } from './helpers.ts'
 
-interface Row { kind: string; name: string; owner: string; order: number; stability: string | null; chars: number; tokens: number; sha256: string; counted: boolean }
+interface Row {
+  kind: string
+  name: string
+  owner: string
+  order: number
+  stability: string | null
+  chars: number
+  tokens: number
+  sha256: string
+  counted: boolean
+}
 
 describe('loom prompt manifest', () => {
   it('--json lists every section, runtime context and tool with its owner, size, tokens and digest', async () => {

@@ -19,7 +19,12 @@ async function deepseek(script: Behaviour[]) {
   return { server, cwd, home, env, run: (args: string[]) => loom(args, { cwd, home, env }) }
 }
 
-const readNotes = (id: string): Behaviour => ({ type: 'tool_call', reasoning: 'The notes file has the answer.', calls: [{ id, name: 'read', arguments: '{"path":"notes.txt"}' }], usage: { prompt: 1000, completion: 20, cacheHit: 0 } })
+const readNotes = (id: string): Behaviour => ({
+  type: 'tool_call',
+  reasoning: 'The notes file has the answer.',
+  calls: [{ id, name: 'read', arguments: '{"path":"notes.txt"}' }],
+  usage: { prompt: 1000, completion: 20, cacheHit: 0 },
+})
 
 describe('DeepSeek thinking mode through the CLI', () => {
   it('a tool loop completes; --show-reasoning prints the reasoning; sessions show has it', async () => {
@@ -96,7 +101,9 @@ describe('retries and limits through the CLI', () => {
     expect(result.code).toBe(1)
     expect(server.requests).toHaveLength(2)
     expect(result.stderr).toContain('loom: the turn ended: stopped at the limit of 2 model requests per turn (--max-steps)')
-    const end = events(sessionFiles(home)[0]).filter(event => event.type === 'turn/end').at(-1)!
+    const end = events(sessionFiles(home)[0])
+      .filter(event => event.type === 'turn/end')
+      .at(-1)!
     expect(end.data.reason).toEqual({ kind: 'limit', limit: 'max-steps', used: 2, max: 2 })
   })
 
@@ -120,10 +127,26 @@ describe('retries and limits through the CLI', () => {
 describe('the anthropic route', () => {
   it('ANTHROPIC_API_KEY selects it; a tool loop with signed thinking completes', async () => {
     const { startMockServer: startAnthropic } = await import('../../../plugins/llm-anthropic/tests/mock-server.ts')
-    const server = await startAnthropic([
-      { type: 'message', blocks: [{ type: 'thinking', thinking: 'Read the notes.' }, { type: 'tool_use', id: 'tu_1', name: 'read', input: { path: 'notes.txt' } }], stopReason: 'tool_use', usage: { input: 900, output: 30, cacheRead: 0, cacheWrite: 800 } },
-      { type: 'message', blocks: [{ type: 'text', text: 'The notes say alpha.' }], stopReason: 'end_turn', usage: { input: 50, output: 10, cacheRead: 800, cacheWrite: 100 } },
-    ], { apiKey: 'sk-ant-cli' })
+    const server = await startAnthropic(
+      [
+        {
+          type: 'message',
+          blocks: [
+            { type: 'thinking', thinking: 'Read the notes.' },
+            { type: 'tool_use', id: 'tu_1', name: 'read', input: { path: 'notes.txt' } },
+          ],
+          stopReason: 'tool_use',
+          usage: { input: 900, output: 30, cacheRead: 0, cacheWrite: 800 },
+        },
+        {
+          type: 'message',
+          blocks: [{ type: 'text', text: 'The notes say alpha.' }],
+          stopReason: 'end_turn',
+          usage: { input: 50, output: 10, cacheRead: 800, cacheWrite: 100 },
+        },
+      ],
+      { apiKey: 'sk-ant-cli' },
+    )
     servers.push(server as unknown as MockServer)
     const { cwd, home } = project({ 'notes.txt': 'alpha\n' })
     const result = await loom(['run', 'what do the notes say?'], { cwd, home, env: { ANTHROPIC_API_KEY: 'sk-ant-cli', ANTHROPIC_BASE_URL: server.url } })

@@ -12,7 +12,6 @@ import { ESC, SLOW_MODEL, events, loom, project, sessionFiles } from './helpers.
 
 const README = '# Sample project\n\nThis sample project exists to show what the offline demo model does with a README.\n'
 
-
 const FAILING_MODEL = `
 - id: scripted
   disabled: true
@@ -54,7 +53,10 @@ describe('loom run with the offline demo model', () => {
     const [file] = sessionFiles(home)
     const log = events(file)
     const calls = log.filter(event => event.type === 'tool/call')
-    expect(calls.map(call => [call.data.name, JSON.parse(call.data.arguments)])).toEqual([['bash', { command: 'ls -la' }], ['read', { path: 'README.md' }]])
+    expect(calls.map(call => [call.data.name, JSON.parse(call.data.arguments)])).toEqual([
+      ['bash', { command: 'ls -la' }],
+      ['read', { path: 'README.md' }],
+    ])
     const results = log.filter(event => event.type === 'tool/result').map(event => event.data.message.content[0])
     expect(results.map(result => result.isError ?? false)).toEqual([false, false])
     expect(results[0].content[0].text).toContain('notes.txt')
@@ -152,7 +154,7 @@ describe('loom run: failures and cancellation', () => {
     expect(result?.data.message.content[0].isError).toBe(true)
   })
 
-  it('a cancel stops one turn: the runner\'s next turn (the next task of loom dev) runs', async () => {
+  it("a cancel stops one turn: the runner's next turn (the next task of loom dev) runs", async () => {
     const { cwd } = project()
     const deployment = await boot({ cwd, bundles: ['minimal'], log: () => {} })
     try {
@@ -213,7 +215,11 @@ describe('loom run with a key uses the real OpenAI-compatible route', () => {
     expect(run.code).toBe(0)
     expect(JSON.parse(run.stdout)).toMatchObject({ status: 'completed', provider: 'deepseek', model: 'deepseek-flash', text: 'Hello from the mock server.' })
     const request = requests.at(-1)!
-    expect(request).toMatchObject({ path: '/chat/completions', auth: 'Bearer test-key', body: { model: 'deepseek-flash', stream: true, reasoning_effort: 'high' } })
+    expect(request).toMatchObject({
+      path: '/chat/completions',
+      auth: 'Bearer test-key',
+      body: { model: 'deepseek-flash', stream: true, reasoning_effort: 'high' },
+    })
     expect(request.body.tools.map((tool: { function: { name: string } }) => tool.function.name)).toContain('bash')
   })
 

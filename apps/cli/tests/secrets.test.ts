@@ -39,7 +39,9 @@ describe('secrets', () => {
 
   it('loom config and loom prompt print a literal key from loom.yml as [REDACTED]', async () => {
     const literal = 'sk-literal-0123456789'
-    const { cwd, home } = project({ 'loom.yml': `- id: openai\n  disabled: false\n  config:\n    provider: openai\n    apiKey: ${literal}\n    baseUrl: http://127.0.0.1:9/v1\n` })
+    const { cwd, home } = project({
+      'loom.yml': `- id: openai\n  disabled: false\n  config:\n    provider: openai\n    apiKey: ${literal}\n    baseUrl: http://127.0.0.1:9/v1\n`,
+    })
     for (const args of [['config'], ['config', '--json']]) {
       const shown = await loom(args, { cwd, home })
       expect(shown.code).toBe(0)

@@ -50,7 +50,8 @@ describe('loom sessions', () => {
       '    │      1\t# Sessions sample',
       `assistant: ${DEMO_LABEL}`,
       'turn 1 ended: completed',
-    ]) expect(text, piece).toContain(piece)
+    ])
+      expect(text, piece).toContain(piece)
     expect(text.indexOf('→ bash')).toBeLessThan(text.indexOf('→ read'))
   })
 
@@ -66,7 +67,9 @@ describe('loom sessions', () => {
     expect(shown).toContain('[request header, resume]')
     expect(shown).toContain('user: and what about the README?')
     expect(shown).toContain('turn 2 ended: completed')
-    const turns = events(file).filter(event => event.type === 'turn/end').map(event => event.data.turn)
+    const turns = events(file)
+      .filter(event => event.type === 'turn/end')
+      .map(event => event.data.turn)
     expect(turns).toEqual([1, 2])
   })
 
@@ -100,8 +103,20 @@ describe('loom sessions', () => {
       { type: 'turn/start', seq: last + 1, time: now, data: { turn: 3 } },
       { type: 'step/start', seq: last + 2, time: now, data: { turn: 3, step: 1 } },
       {
-        type: 'assistant/message', seq: last + 3, time: now, surfaceOp: 'append',
-        data: { turn: 3, step: 1, message: { id: 'm-crash', role: 'assistant', source: { kind: 'model', provider: 'scripted', model: 'loom-demo' }, content: [{ type: 'tool-call', id: 'c-crash', name: 'bash', arguments: '{"command":"make"}' }] } },
+        type: 'assistant/message',
+        seq: last + 3,
+        time: now,
+        surfaceOp: 'append',
+        data: {
+          turn: 3,
+          step: 1,
+          message: {
+            id: 'm-crash',
+            role: 'assistant',
+            source: { kind: 'model', provider: 'scripted', model: 'loom-demo' },
+            content: [{ type: 'tool-call', id: 'c-crash', name: 'bash', arguments: '{"command":"make"}' }],
+          },
+        },
       },
       { type: 'tool/call', seq: last + 4, time: now, data: { turn: 3, step: 1, callId: 'c-crash', name: 'bash', arguments: '{"command":"make"}' } },
     ]

@@ -8,7 +8,6 @@ import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
 import { BIN, MAIN, SLOW_MODEL, TSX, cleanEnv, events, loom, project, sessionFiles, type Run } from './helpers.ts'
 
-
 /** A row whose plugin takes a minute to unload: the process is still shutting down after its turn closed. */
 const SLOW_EXIT = `
     - id: slow-exit
@@ -51,13 +50,25 @@ function start(command: string, args: string[], cwd: string, home: string): Star
   const child = spawn(command, args, { cwd, env: cleanEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let stdout = ''
   let stderr = ''
-  child.stdout.setEncoding('utf8').on('data', (data: string) => { stdout += data })
-  child.stderr.setEncoding('utf8').on('data', (data: string) => { stderr += data })
-  const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL') } catch { /* gone */ } }, 45_000)
-  const done = new Promise<Run>(resolve => child.on('close', (code, signal) => {
-    clearTimeout(timer)
-    resolve({ code, signal, stdout, stderr })
-  }))
+  child.stdout.setEncoding('utf8').on('data', (data: string) => {
+    stdout += data
+  })
+  child.stderr.setEncoding('utf8').on('data', (data: string) => {
+    stderr += data
+  })
+  const timer = setTimeout(() => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL')
+    } catch {
+      /* gone */
+    }
+  }, 45_000)
+  const done = new Promise<Run>(resolve =>
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    }),
+  )
   return { pid: child.pid!, done, stdout: () => stdout, stderr: () => stderr }
 }
 
@@ -93,7 +104,9 @@ async function expectClosed(home: string) {
 /** Another Node on PATH: bin/loom.js started by it runs the CLI in a child process. */
 function otherNode(): string | undefined {
   try {
-    return execFileSync('which', ['-a', 'node'], { encoding: 'utf8' }).split('\n').filter(Boolean)
+    return execFileSync('which', ['-a', 'node'], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
       .find(path => execFileSync(path, ['--version'], { encoding: 'utf8' }).trim() !== process.version)
   } catch {
     return undefined
@@ -101,7 +114,11 @@ function otherNode(): string | undefined {
 }
 
 describe('stopping loom run closes the turn first', () => {
-  for (const [signal, code] of [['SIGTERM', 143], ['SIGHUP', 129], ['SIGINT', 130]] as const) {
+  for (const [signal, code] of [
+    ['SIGTERM', 143],
+    ['SIGHUP', 129],
+    ['SIGINT', 130],
+  ] as const) {
     it(`${signal} to the process: exit ${code}, the turn closed in the log`, { timeout: 60_000 }, async () => {
       const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
       const run = start(process.execPath, ['--import', TSX, MAIN, 'run', 'sleep please'], cwd, home)
@@ -114,7 +131,9 @@ describe('stopping loom run closes the turn first', () => {
     })
   }
 
-  it('SIGTERM to the process group through bin/loom.js on another Node (the launcher passes it on too): one request, exit 143', { timeout: 60_000 }, async () => {
+  it('SIGTERM to the process group through bin/loom.js on another Node (the launcher passes it on too): one request, exit 143', {
+    timeout: 60_000,
+  }, async () => {
     const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
     // Without another Node, the launcher runs the CLI in its own process: still a group kill.
     const run = start(otherNode() ?? process.execPath, [BIN, 'run', 'sleep please'], cwd, home)
@@ -145,7 +164,9 @@ describe('stopping loom run closes the turn first', () => {
     // The turn is closed and written; the deployment is still unloading.
     await until(() => run.stderr().includes('the turn ended: aborted (user)'), 'the turn end')
     let exited = false
-    void run.done.then(() => { exited = true })
+    void run.done.then(() => {
+      exited = true
+    })
     await sleep(1000)
     expect(exited).toBe(false)
 
@@ -157,7 +178,10 @@ describe('stopping loom run closes the turn first', () => {
     await expectClosed(home)
   })
 
-  for (const [what, how] of [['an uncaught exception', "throw new Error('boom from a timer')"], ['an unhandled rejection', "void Promise.reject(new Error('boom from a promise'))"]] as const) {
+  for (const [what, how] of [
+    ['an uncaught exception', "throw new Error('boom from a timer')"],
+    ['an unhandled rejection', "void Promise.reject(new Error('boom from a promise'))"],
+  ] as const) {
     it(`${what} mid-turn: the turn is cancelled and written, exit 1`, { timeout: 60_000 }, async () => {
       const { cwd, home } = project({ 'loom.yml': SLOW_MODEL + CRASH, 'crash.ts': CRASH_PLUGIN(how) })
       const run = start(process.execPath, ['--import', TSX, MAIN, 'run', 'sleep please'], cwd, home)

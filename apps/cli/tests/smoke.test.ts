@@ -16,8 +16,9 @@ describe('loom as a process', () => {
     const id = /^session (\S+) · scripted\/loom-demo · /m.exec(run.stderr)?.[1]
     expect(id, run.stderr).toBeDefined()
 
-    const [list, show, verify, stats] = await Promise.all([['list'], ['show', id!], ['verify', id!], ['stats', id!]]
-      .map(args => loomProcess(['sessions', ...args], at)))
+    const [list, show, verify, stats] = await Promise.all(
+      [['list'], ['show', id!], ['verify', id!], ['stats', id!]].map(args => loomProcess(['sessions', ...args], at)),
+    )
     expect(list.code).toBe(0)
     expect(list.stdout).toMatch(new RegExp(`^${id}\\s.*\\s1\\s+completed\\s`, 'm'))
     expect(show.stdout).toContain('turn 1 ended: completed')
@@ -31,11 +32,7 @@ describe('loom as a process', () => {
   })
 
   it('prompt and config print, and a usage error exits 2', async () => {
-    const [prompt, config, usage] = await Promise.all([
-      loomProcess(['prompt'], at),
-      loomProcess(['config'], at),
-      loomProcess(['sessions', 'frobnicate'], at),
-    ])
+    const [prompt, config, usage] = await Promise.all([loomProcess(['prompt'], at), loomProcess(['config'], at), loomProcess(['sessions', 'frobnicate'], at)])
     expect(prompt.code).toBe(0)
     expect(prompt.stdout).toContain('── route: scripted/loom-demo')
     expect(prompt.stdout).toMatch(/── manifest \(\d+ rows/)

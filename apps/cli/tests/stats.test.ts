@@ -18,7 +18,11 @@ describe('loom sessions stats', () => {
     expect(run.code).toBe(0)
     const stats = JSON.parse(run.stdout)
     expect(stats).toMatchObject({ id, prices: { hit: 0.006, miss: 0.3, output: 1.2 } })
-    expect(stats.requests.map((r: any) => [r.index, r.turn, r.step])).toEqual([[0, 1, 1], [1, 1, 2], [2, 1, 3]])
+    expect(stats.requests.map((r: any) => [r.index, r.turn, r.step])).toEqual([
+      [0, 1, 1],
+      [1, 1, 2],
+      [2, 1, 3],
+    ])
     expect(stats.requests.map((r: any) => r.reuse)).toEqual([null, 1, 1])
     const [first, second, third] = stats.requests
     expect(first).toMatchObject({ reusedChars: 0, hitTokens: 0, missTokens: Math.ceil(first.chars / 4) })
@@ -31,7 +35,10 @@ describe('loom sessions stats', () => {
       expect(row.inputCost).toBeCloseTo((row.hitTokens * 0.006 + row.missTokens * 0.3) / 1e6, 12)
     }
     expect(stats.totals).toMatchObject({ requests: 3, meanReuse: 1, minReuse: 1 })
-    expect(stats.totals.inputCost).toBeCloseTo(stats.requests.reduce((sum: number, r: any) => sum + r.inputCost, 0), 12)
+    expect(stats.totals.inputCost).toBeCloseTo(
+      stats.requests.reduce((sum: number, r: any) => sum + r.inputCost, 0),
+      12,
+    )
     expect(stats.totals.inputCost).toBeLessThan(stats.totals.uncachedInputCost)
   })
 
@@ -41,7 +48,9 @@ describe('loom sessions stats', () => {
     const lines = run.stdout.split('\n')
     expect(lines[0]).toBe(`session ${id}: 3 requests`)
     expect(run.stdout).toContain('cache hit 0.006, cache miss 0.3, output 1.2')
-    const head = lines.findIndex(line => /^#\s+TURN\s+STEP\s+CHARS\s+REUSE\s+HIT TOK\s+MISS TOK\s+OUT TOK\s+INPUT COST\s+REPORTED IN\s+CACHED\s+REPORTED COST$/.test(line))
+    const head = lines.findIndex(line =>
+      /^#\s+TURN\s+STEP\s+CHARS\s+REUSE\s+HIT TOK\s+MISS TOK\s+OUT TOK\s+INPUT COST\s+REPORTED IN\s+CACHED\s+REPORTED COST$/.test(line),
+    )
     expect(head).toBeGreaterThan(0)
     // The demo model reports usage without cache reads: 0% cached.
     expect(lines[head + 1]).toMatch(/^1\s+1\s+1\s+\d+\s+-\s+0\s+\d+\s+\d+\s+\$\d+\.\d{6}\s+\d+\s+0\.0%\s+\$\d+\.\d{6}$/)
@@ -56,7 +65,7 @@ describe('loom sessions stats', () => {
     for (const row of free.requests) expect(row.inputCost).toBeCloseTo(row.missTokens / 1e6, 12)
   })
 
-  it('the runner row\'s prices apply, read from the composed layers without booting the runner', async () => {
+  it("the runner row's prices apply, read from the composed layers without booting the runner", async () => {
     const priced = project({ 'loom.yml': '- id: runner\n  config:\n    prices:\n      loom-demo: { hit: 1, miss: 2, output: 3 }\n' })
     const run = await loom(['sessions', 'stats', id, '--json'], { cwd: priced.cwd, home })
     expect(run.code, run.stderr).toBe(0)

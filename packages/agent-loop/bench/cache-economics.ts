@@ -44,7 +44,7 @@ export interface CacheEconomicsRatio {
 
 /** The fixed part of the system prompt, shared by both assemblies: (name, text) in order. */
 const SECTIONS: [string, string][] = [
-  ['identity', 'You are a coding agent. You work in the user\'s repository, read before you edit, and keep changes small and tested.'],
+  ['identity', "You are a coding agent. You work in the user's repository, read before you edit, and keep changes small and tested."],
   ['tools', 'Use `read` to look at a file before changing it. Prefer reading the smallest part that answers the question. Report what you found, with paths.'],
   ['tasks', 'Break long work into steps. After each tool result, decide whether you know enough to answer; if not, make the next call.'],
   ['workspace', 'The workspace is a TypeScript monorepo. Sources live in src/, tests in tests/. Never write outside the workspace.'],
@@ -52,13 +52,15 @@ const SECTIONS: [string, string][] = [
   ['compaction', 'Old tool results may be summarized when the conversation grows long; re-read a file if you need its exact text again.'],
 ]
 /** The section the naive assembly puts after the dynamic facts (seed 004: the skills catalog). */
-const CATALOG = 'Skills catalog:\n- refactor: rename and move code safely\n- test: write and run focused tests\n- review: check a diff for regressions\nUse load_skill(name) when a skill is relevant.'
+const CATALOG =
+  'Skills catalog:\n- refactor: rename and move code safely\n- test: write and run focused tests\n- review: check a diff for regressions\nUse load_skill(name) when a skill is relevant.'
 
 export const STEPS = 30
 const time = (step: number) => `2026-01-01T10:${String(step).padStart(2, '0')}:00Z`
 const git = (step: number) => `branch main, ${Math.floor(step / 5)} commit(s) ahead of origin, ${step % 5} file(s) modified`
 /** A deterministic file body of about 1.5k characters. */
-const fileBody = (path: string) => Array.from({ length: 30 }, (_, i) => `${String(i + 1).padStart(4)}\texport const value${i} = '${path}:${i}' // line ${i + 1}`).join('\n')
+const fileBody = (path: string) =>
+  Array.from({ length: 30 }, (_, i) => `${String(i + 1).padStart(4)}\texport const value${i} = '${path}:${i}' // line ${i + 1}`).join('\n')
 
 /** The model's answer at `step` (1-based): a `read` of the next module, and a summary at the last step. */
 export function answerChunks(step: number): StreamChunk[] {
@@ -95,8 +97,11 @@ class ScriptedSession extends LlmAdapter {
  * the `read` tool, and `register(ctx)` for the model route. `step()` is the
  * number of the request about to be sent. Returns the agent's session log.
  */
-export async function playSession(route: { provider: string; model: string }, step: () => number,
-  register: (ctx: Context) => void | Promise<void>): Promise<readonly SessionEvent[]> {
+export async function playSession(
+  route: { provider: string; model: string },
+  step: () => number,
+  register: (ctx: Context) => void | Promise<void>,
+): Promise<readonly SessionEvent[]> {
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: '' })
   await root.plugin(SessionStore)
@@ -110,12 +115,14 @@ export async function playSession(route: { provider: string; model: string }, st
   ctx.systemPrompt.section({ name: 'skills', order: 200, text: CATALOG, literal: true })
   ctx.systemPrompt.context({ name: 'time', order: 0, stability: 'step', literal: true, text: () => `Current time: ${time(step())}` })
   ctx.systemPrompt.context({ name: 'git', order: 1, stability: 'step', literal: true, text: () => `Git: ${git(step())}` })
-  ctx.tools.register(defineTool<{ path: string }>({
-    name: 'read',
-    description: 'Reads a file of the workspace and returns it with line numbers.',
-    parameters: { type: 'object', properties: { path: { type: 'string', description: 'Path relative to the workspace.' } }, required: ['path'] },
-    execute: ({ path }) => fileBody(path),
-  }))
+  ctx.tools.register(
+    defineTool<{ path: string }>({
+      name: 'read',
+      description: 'Reads a file of the workspace and returns it with line numbers.',
+      parameters: { type: 'object', properties: { path: { type: 'string', description: 'Path relative to the workspace.' } }, required: ['path'] },
+      execute: ({ path }) => fileBody(path),
+    }),
+  )
   const agent = ctx.agents.create('cache-economics', route)
   agent.followup(userText('Read every module under src/ and check that their values are consistent.'))
   await agent.idle()
@@ -126,12 +133,16 @@ export async function playSession(route: { provider: string; model: string }, st
 
 async function runLoom(): Promise<{ requests: GenerateOptions[]; tools: ToolSchema[]; snapshotTokens: number }> {
   const adapter = new ScriptedSession()
-  const events = await playSession({ provider: 'scripted-session', model: 'm' }, () => adapter.requests.length + 1,
-    root => { root.llm.registerAdapter(['scripted-session'], adapter) })
+  const events = await playSession(
+    { provider: 'scripted-session', model: 'm' },
+    () => adapter.requests.length + 1,
+    root => {
+      root.llm.registerAdapter(['scripted-session'], adapter)
+    },
+  )
   const requests = adapter.requests.slice()
   if (requests.length !== STEPS) throw new Error(`cache-economics: expected ${STEPS} requests, the loop sent ${requests.length}`)
-  const snapshotTokens = events.reduce((sum, event) =>
-    event.type === 'user/message' && isSnapshot(event.data) ? sum + estimateMessage(event.data) : sum, 0)
+  const snapshotTokens = events.reduce((sum, event) => (event.type === 'user/message' && isSnapshot(event.data) ? sum + estimateMessage(event.data) : sum), 0)
   return { requests, tools: requests[0].tools ? [...requests[0].tools] : [], snapshotTokens }
 }
 
@@ -168,7 +179,9 @@ function figure(assembly: 'loom' | 'naive', economics: SessionEconomics): CacheE
   }
 }
 
-export async function benchCacheEconomics(prices: CachePrices = DEFAULT_CACHE_PRICES): Promise<[CacheEconomicsFigure, CacheEconomicsFigure, CacheEconomicsRatio]> {
+export async function benchCacheEconomics(
+  prices: CachePrices = DEFAULT_CACHE_PRICES,
+): Promise<[CacheEconomicsFigure, CacheEconomicsFigure, CacheEconomicsRatio]> {
   const { requests, tools, snapshotTokens } = await runLoom()
   const loom = requestEconomics(requests, prices)
   const naive = requestEconomics(naiveRequests(requests, tools), prices)

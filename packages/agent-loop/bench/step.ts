@@ -8,7 +8,13 @@ import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime from '@loom/tools'
 import AgentLoop from '@loom/agent-loop'
 
-export interface StepFigure { bench: 'agent-loop/step'; history: number; steps: number; median_us: number; p90_us: number }
+export interface StepFigure {
+  bench: 'agent-loop/step'
+  history: number
+  steps: number
+  median_us: number
+  p90_us: number
+}
 
 const answer: StreamChunk[] = [
   { type: 'block-start', index: 0, blockType: 'text' },
@@ -73,6 +79,12 @@ export async function benchStep(histories = [10, 1_000, 10_000], steps = 100, ro
   const round = (n: number) => Math.round(n * 10) / 10
   return histories.map((history, k) => {
     const sorted = times[k].sort((a, b) => a - b)
-    return { bench: 'agent-loop/step' as const, history, steps: sorted.length, median_us: round(sorted[sorted.length >> 1]), p90_us: round(sorted[Math.floor(sorted.length * 0.9)]) }
+    return {
+      bench: 'agent-loop/step' as const,
+      history,
+      steps: sorted.length,
+      median_us: round(sorted[sorted.length >> 1]),
+      p90_us: round(sorted[Math.floor(sorted.length * 0.9)]),
+    }
   })
 }

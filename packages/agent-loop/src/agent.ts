@@ -67,7 +67,9 @@ export interface TurnLimits {
 export type AgentStatus = 'idle' | 'running'
 export type PreStepDecision = { kind: 'reject' } | { kind: 'enter'; messages: UserMessage[] }
 export type RequestErrorAction = { kind: 'retry' } | undefined
-export interface CancelOptions { keepInbox?: boolean }
+export interface CancelOptions {
+  keepInbox?: boolean
+}
 
 type Phase =
   | { kind: 'idle'; lastTurn: number }
@@ -97,7 +99,12 @@ export class Agent implements AgentRef {
   readonly ctx: Context
   readonly #scope: Scope
 
-  constructor(private readonly loop: AgentLoop, home: Context, readonly session: Session, readonly options: Readonly<AgentOptions>) {
+  constructor(
+    private readonly loop: AgentLoop,
+    home: Context,
+    readonly session: Session,
+    readonly options: Readonly<AgentOptions>,
+  ) {
     // The agent is its own scope key: `assemble({ scope: agent })` sees its layer.
     this.#scope = createScope(home, this)
     this.ctx = this.#scope.ctx
@@ -220,7 +227,9 @@ export class Agent implements AgentRef {
 
   async #drive() {
     try {
-      while (await this.#turn()) { /* the next queued turn */ }
+      while (await this.#turn()) {
+        /* the next queued turn */
+      }
     } catch {
       // Already reported through agent/error or the turn's end reason.
     } finally {
@@ -317,15 +326,21 @@ export class Agent implements AgentRef {
     return true
   }
 
-  async #preStep(target: InboxTarget, turn: number, step: number, signal: AbortSignal)
-    : Promise<{ kind: 'reject' } | { kind: 'enter'; messages: UserMessage[]; assembly: PromptAssembly }> {
+  async #preStep(
+    target: InboxTarget,
+    turn: number,
+    step: number,
+    signal: AbortSignal,
+  ): Promise<{ kind: 'reject' } | { kind: 'enter'; messages: UserMessage[]; assembly: PromptAssembly }> {
     const claimed = Object.freeze(this.inbox.claim(target, turn))
     const assembly = await this.loop.systemPrompt.assemble({ agent: this, scope: this, signal })
     signal.throwIfAborted()
     const sections = renderContextSections(assembly)
     const candidate = this.#projection.project(joinContextSections(sections), sections)
-    const decision = await this.loop.waterfall(this, 'agent/pre-step', { agent: this, messages: claimed, turn, step, signal },
-      async () => ({ kind: 'enter', messages: candidate ? [...claimed, candidate] : [...claimed] }))
+    const decision = await this.loop.waterfall(this, 'agent/pre-step', { agent: this, messages: claimed, turn, step, signal }, async () => ({
+      kind: 'enter',
+      messages: candidate ? [...claimed, candidate] : [...claimed],
+    }))
     signal.throwIfAborted()
     return decision.kind === 'reject' ? decision : { kind: 'enter', messages: decision.messages, assembly }
   }
@@ -348,15 +363,26 @@ export class Agent implements AgentRef {
    * The default reaction to a failed request: retry by the route's policy
    * (backoff, Retry-After, capped in count and total wait), logging the wait.
    */
-  async #retryByPolicy(turn: number, step: number, failure: LlmFailure, retryPolicy: PreparedLlmCall['retryPolicy'] | undefined,
-    retries: { count: number; waitedMs: number }, signal: AbortSignal): Promise<RequestErrorAction> {
+  async #retryByPolicy(
+    turn: number,
+    step: number,
+    failure: LlmFailure,
+    retryPolicy: PreparedLlmCall['retryPolicy'] | undefined,
+    retries: { count: number; waitedMs: number },
+    signal: AbortSignal,
+  ): Promise<RequestErrorAction> {
     if (!retryPolicy) return undefined
     const delayMs = retryDelay(retryPolicy, failure, retries.count, retries.waitedMs)
     if (delayMs === undefined) return undefined
     retries.count++
     retries.waitedMs += delayMs
     this.session.append('request/retry', {
-      turn, step, retry: retries.count, ...(retryPolicy.mode === 'normal' && { maxRetries: retryPolicy.maxRetries }), delayMs, failure,
+      turn,
+      step,
+      retry: retries.count,
+      ...(retryPolicy.mode === 'normal' && { maxRetries: retryPolicy.maxRetries }),
+      delayMs,
+      failure,
     })
     await sleep(delayMs, signal)
     return { kind: 'retry' }
@@ -385,17 +411,31 @@ export class Agent implements AgentRef {
         const visible = signal.aborted ? assembler.interruptedBlocks() : []
         if (visible.length) {
           const message = createAssistantMessage({ content: visible, source: { provider: request.provider, model: request.model } })
-          this.session.append('assistant/message', { turn, step, message, interrupted: true, ...(assembler.usage && { usage: assembler.usage }) },
-            { surfaceOp: 'append', sourceEventSeqs: chunkSeqs })
+          this.session.append(
+            'assistant/message',
+            { turn, step, message, interrupted: true, ...(assembler.usage && { usage: assembler.usage }) },
+            { surfaceOp: 'append', sourceEventSeqs: chunkSeqs },
+          )
         }
         throw error
       }
 
       const finish = assembler.finish
       if (finish.kind === 'error' || finish.kind === 'aborted') {
-        const action = await this.loop.waterfall(this, 'agent/request-error', {
-          agent: this, turn, step, provider: request.provider, failure: finish.failure, retryPolicy: prepared?.retryPolicy, signal,
-        }, () => this.#retryByPolicy(turn, step, finish.failure, prepared?.retryPolicy, retries, signal))
+        const action = await this.loop.waterfall(
+          this,
+          'agent/request-error',
+          {
+            agent: this,
+            turn,
+            step,
+            provider: request.provider,
+            failure: finish.failure,
+            retryPolicy: prepared?.retryPolicy,
+            signal,
+          },
+          () => this.#retryByPolicy(turn, step, finish.failure, prepared?.retryPolicy, retries, signal),
+        )
         signal.throwIfAborted() // a cancel wins over a retry
         if (action?.kind !== 'retry') throw new LlmError(finish.failure.message, finish.failure.code, finish.failure)
         continue // a new attempt in the same step; the failed chunks stay in the log, uncited
@@ -407,8 +447,11 @@ export class Agent implements AgentRef {
         source: { provider: request.provider, model: request.model, ...(replayState !== undefined && { replayState }) },
       })
       // Appended even when empty: it anchors the completion.
-      this.session.append('assistant/message', { turn, step, message, ...(assembler.usage && { usage: assembler.usage }) },
-        { surfaceOp: 'append', sourceEventSeqs: chunkSeqs })
+      this.session.append(
+        'assistant/message',
+        { turn, step, message, ...(assembler.usage && { usage: assembler.usage }) },
+        { surfaceOp: 'append', sourceEventSeqs: chunkSeqs },
+      )
       spend(spent, assembler.usage, this.options.limits?.prices)
       if (finish.kind === 'max-tokens') return { kind: 'max-tokens' }
       const calls = message.content.filter((block): block is ToolCallBlock => block.type === 'tool-call')
@@ -427,7 +470,7 @@ export class Agent implements AgentRef {
       const last = this.session.requestHeader()
       if (last) {
         const sources = lastEventOfType(this.session.events, 'request/header')?.data.sources
-        return this.#pinned = { system: last.system ?? '', tools: last.tools ?? [], sources: () => sources }
+        return (this.#pinned = { system: last.system ?? '', tools: last.tools ?? [], sources: () => sources })
       }
     }
     const system = renderPrompt(assembly)
@@ -438,13 +481,23 @@ export class Agent implements AgentRef {
     return selection
   }
 
-  async #buildRequest(turn: number, step: number, tools: ToolSchema[], system: string, sources: () => RequestSources | undefined,
-    messages: GenerateOptions['messages'], signal: AbortSignal) {
-    const proposed = await this.loop.waterfall(this, 'agent/request', { agent: this, turn, step, signal },
-      async () => deepFreeze(structuredClone(this.#seedConfig())))
+  async #buildRequest(
+    turn: number,
+    step: number,
+    tools: ToolSchema[],
+    system: string,
+    sources: () => RequestSources | undefined,
+    messages: GenerateOptions['messages'],
+    signal: AbortSignal,
+  ) {
+    const proposed = await this.loop.waterfall(this, 'agent/request', { agent: this, turn, step, signal }, async () =>
+      deepFreeze(structuredClone(this.#seedConfig())),
+    )
     signal.throwIfAborted()
     if (!proposed.provider || !proposed.model) {
-      throw new Error(`agent "${this.id}" has no provider/model: set AgentOptions.provider and AgentOptions.model or supply both via the agent/request waterfall`)
+      throw new Error(
+        `agent "${this.id}" has no provider/model: set AgentOptions.provider and AgentOptions.model or supply both via the agent/request waterfall`,
+      )
     }
     let prepared: PreparedLlmCall | undefined
     let config = proposed
@@ -485,16 +538,18 @@ export class Agent implements AgentRef {
     }
     signal.throwIfAborted()
 
-    const request: GenerateOptions = markAgentLoopRequest(deepFreeze({
-      ...header.config,
-      // The session's messages are frozen already: freezing the array is enough, and
-      // the per-step cost stays flat however long the history is.
-      messages: Object.freeze(messages),
-      ...(header.system !== undefined && { system: header.system }),
-      ...(header.tools !== undefined && { tools: header.tools }),
-      sessionId: this.session.id,
-      signal,
-    }))
+    const request: GenerateOptions = markAgentLoopRequest(
+      deepFreeze({
+        ...header.config,
+        // The session's messages are frozen already: freezing the array is enough, and
+        // the per-step cost stays flat however long the history is.
+        messages: Object.freeze(messages),
+        ...(header.system !== undefined && { system: header.system }),
+        ...(header.tools !== undefined && { tools: header.tools }),
+        sessionId: this.session.id,
+        signal,
+      }),
+    )
     return { request, prepared }
   }
 
@@ -507,8 +562,14 @@ export class Agent implements AgentRef {
     const persisted = this.session.requestHeader()
     if (!this.#headerLogged) {
       const route = { provider: this.options.provider ?? '', model: this.options.model ?? '' }
-      const effort = this.options.reasoningEffort ?? (persisted && persisted.config.provider === route.provider && persisted.config.model === route.model
-        && persisted.adapterDefaults?.reasoningEffort !== true ? persisted.config.reasoningEffort : undefined)
+      const effort =
+        this.options.reasoningEffort ??
+        (persisted &&
+        persisted.config.provider === route.provider &&
+        persisted.config.model === route.model &&
+        persisted.adapterDefaults?.reasoningEffort !== true
+          ? persisted.config.reasoningEffort
+          : undefined)
       return {
         ...route,
         ...(effort !== undefined && { reasoningEffort: effort }),
@@ -538,13 +599,17 @@ export class Agent implements AgentRef {
       onCommit: (call, result) => {
         const message = createToolResultMessage({ callId: call.callId, content: result.content, isError: result.isError })
         const error = result.isError ? result.error.info : undefined
-        this.session.append('tool/result', {
-          turn,
-          step,
-          message,
-          ...(error && { error }),
-          ...(result.meta !== undefined && { meta: result.meta }),
-        }, { surfaceOp: 'append', sourceEventSeqs: [callSeqs.get(call.callId)!] })
+        this.session.append(
+          'tool/result',
+          {
+            turn,
+            step,
+            message,
+            ...(error && { error }),
+            ...(result.meta !== undefined && { meta: result.meta }),
+          },
+          { surfaceOp: 'append', sourceEventSeqs: [callSeqs.get(call.callId)!] },
+        )
         // Contexts enter the next step, after every result: call/result pairs stay adjacent.
         for (const context of result.additionalContexts ?? []) this.inbox.splice('next-step', Infinity, 0, [context])
       },
@@ -557,7 +622,10 @@ export class Agent implements AgentRef {
 }
 
 /** What the requests of one turn have used so far. */
-interface TurnSpending { inputTokens: number; costUsd: number }
+interface TurnSpending {
+  inputTokens: number
+  costUsd: number
+}
 
 /** Adds one response's reported usage; cache writes are priced as misses. */
 function spend(spent: TurnSpending, usage: TokenUsage | undefined, prices: CachePrices | undefined): void {

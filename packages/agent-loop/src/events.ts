@@ -7,21 +7,45 @@ import type { AgentLoop } from './service.ts'
 // carrier: a listener registered through `agent.ctx` hears only that agent.
 
 /** `agent/created`, `agent/disposed`. */
-export interface AgentPayload { agent: Agent }
+export interface AgentPayload {
+  agent: Agent
+}
 
 /** `agent/session-start`: the agent's session is new (`startup`) or continues a stored one (`resume`). */
-export interface SessionStartPayload { agent: Agent; source: 'startup' | 'resume' }
+export interface SessionStartPayload {
+  agent: Agent
+  source: 'startup' | 'resume'
+}
 
-export interface StatusPayload { agent: Agent; status: AgentStatus }
+export interface StatusPayload {
+  agent: Agent
+  status: AgentStatus
+}
 
 /** `agent/inbox/inserted`, `agent/inbox/discarded`. */
-export interface InboxPayload { agent: Agent; message: UserMessage }
+export interface InboxPayload {
+  agent: Agent
+  message: UserMessage
+}
 
-export interface InboxClaimedPayload { agent: Agent; message: UserMessage; turn: number }
+export interface InboxClaimedPayload {
+  agent: Agent
+  message: UserMessage
+  turn: number
+}
 
-export interface ErrorPayload { agent: Agent; turn: number; step: number; error: unknown }
+export interface ErrorPayload {
+  agent: Agent
+  turn: number
+  step: number
+  error: unknown
+}
 
-export interface TurnStoppingPayload { agent: Agent; turn: number; signal: AbortSignal }
+export interface TurnStoppingPayload {
+  agent: Agent
+  turn: number
+  signal: AbortSignal
+}
 
 export interface PreStepPayload {
   agent: Agent
@@ -32,7 +56,12 @@ export interface PreStepPayload {
   signal: AbortSignal
 }
 
-export interface RequestPayload { agent: Agent; turn: number; step: number; signal: AbortSignal }
+export interface RequestPayload {
+  agent: Agent
+  turn: number
+  step: number
+  signal: AbortSignal
+}
 
 export interface RequestErrorPayload {
   agent: Agent

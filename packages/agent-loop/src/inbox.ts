@@ -19,7 +19,10 @@ export interface InboxNotify {
 export class Inbox {
   #lists: Record<InboxTarget, UserMessage[]> = { 'next-turn': [], 'next-step': [] }
 
-  constructor(private readonly session: Session, private readonly notify: InboxNotify) {
+  constructor(
+    private readonly session: Session,
+    private readonly notify: InboxNotify,
+  ) {
     const from = session.header.seedLength ?? 0
     for (const event of session.events.slice(from)) {
       if (event.type !== 'agent/inbox/spliced') continue
@@ -126,7 +129,14 @@ export class Inbox {
 
   #check(target: InboxTarget, start: number, deleteCount: number, inserted: readonly UserMessage[]) {
     const list = this.#lists[target]
-    if (!Number.isInteger(start) || start < 0 || start > list.length || !Number.isInteger(deleteCount) || deleteCount < 0 || start + deleteCount > list.length) {
+    if (
+      !Number.isInteger(start) ||
+      start < 0 ||
+      start > list.length ||
+      !Number.isInteger(deleteCount) ||
+      deleteCount < 0 ||
+      start + deleteCount > list.length
+    ) {
       throw new Error(`invalid inbox splice: start ${start}, removing ${deleteCount} of ${list.length} in ${target}`)
     }
     const removed = new Set(list.slice(start, start + deleteCount).map(m => m.id))

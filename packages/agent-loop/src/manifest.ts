@@ -85,11 +85,16 @@ function messageName(message: Message, index: number): string {
 function messageOwner(message: Message): string {
   const source = message.source
   switch (source.kind) {
-    case 'user': return 'user'
-    case 'model': return `model:${source.provider}`
-    case 'tool': return `tool:${source.callId}`
-    case 'plugin': return source.plugin
-    default: return 'unknown'
+    case 'user':
+      return 'user'
+    case 'model':
+      return `model:${source.provider}`
+    case 'tool':
+      return `tool:${source.callId}`
+    case 'plugin':
+      return source.plugin
+    default:
+      return 'unknown'
   }
 }
 
@@ -110,8 +115,15 @@ export function buildManifest({ assembly, messages = [] }: ManifestInput): Manif
   assembly.sections.forEach((section, i) => {
     const { text, sha256 } = rendered.sections[i]
     rows.push({
-      kind: 'section', name: section.name, owner: section.owner, order: section.order, stability: section.stability,
-      chars: text.length, tokens: estimateText(text), sha256, counted: true,
+      kind: 'section',
+      name: section.name,
+      owner: section.owner,
+      order: section.order,
+      stability: section.stability,
+      chars: text.length,
+      tokens: estimateText(text),
+      sha256,
+      counted: true,
     })
   })
 
@@ -123,22 +135,40 @@ export function buildManifest({ assembly, messages = [] }: ManifestInput): Manif
   assembly.contexts.forEach((context, i) => {
     const { text, sha256 } = rendered.contexts[i]
     rows.push({
-      kind: 'context', name: context.name, owner: context.owner, order: context.order, stability: context.stability,
-      chars: text.length, tokens: estimateText(text), sha256, counted: !carried,
+      kind: 'context',
+      name: context.name,
+      owner: context.owner,
+      order: context.order,
+      stability: context.stability,
+      chars: text.length,
+      tokens: estimateText(text),
+      sha256,
+      counted: !carried,
     })
   })
 
   assembly.tools.forEach(({ name, description, parameters, owner }, index) => {
     const json = JSON.stringify({ name, description, parameters })
     rows.push({
-      kind: 'tool', name, owner, order: index, stability: null,
-      chars: json.length, tokens: estimateText(json), sha256: sha256(json), counted: true,
+      kind: 'tool',
+      name,
+      owner,
+      order: index,
+      stability: null,
+      chars: json.length,
+      tokens: estimateText(json),
+      sha256: sha256(json),
+      counted: true,
     })
   })
 
   messages.forEach((message, index) => {
     rows.push({
-      kind: 'message', name: messageName(message, index), owner: messageOwner(message), order: index, stability: null,
+      kind: 'message',
+      name: messageName(message, index),
+      owner: messageOwner(message),
+      order: index,
+      stability: null,
       chars: message.content.reduce((sum, block) => sum + blockChars(block), 0),
       tokens: estimateMessage(message),
       sha256: sha256(JSON.stringify(message)),

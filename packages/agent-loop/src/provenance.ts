@@ -30,11 +30,16 @@ export function sha256(text: string): string {
  * and its package version when it can be found.
  */
 export function promptSources(assembly: PromptAssembly): RequestSources {
-  const sections: RequestSourceEntry[] = renderAssembly(assembly).sections
-    .filter(section => section.text !== '')
+  const sections: RequestSourceEntry[] = renderAssembly(assembly)
+    .sections.filter(section => section.text !== '')
     .map(({ name, owner, sha256 }) => ({ name, owner, sha256 }))
-  const tools = assembly.tools.map(({ name, description, parameters, owner }): RequestSourceEntry =>
-    ({ name, owner, sha256: sha256(JSON.stringify({ name, description, parameters } satisfies ToolSchema)) }))
+  const tools = assembly.tools.map(
+    ({ name, description, parameters, owner }): RequestSourceEntry => ({
+      name,
+      owner,
+      sha256: sha256(JSON.stringify({ name, description, parameters } satisfies ToolSchema)),
+    }),
+  )
   return { sections, tools, plugins: pluginSources(sections, tools) }
 }
 
@@ -47,7 +52,7 @@ export function pluginSources(sections: readonly RequestSourceEntry[], tools: re
   const owners = new Map<string, { sections: [string, string][]; tools: [string, string][] }>()
   const of = (owner: string) => {
     let entry = owners.get(owner)
-    if (!entry) owners.set(owner, entry = { sections: [], tools: [] })
+    if (!entry) owners.set(owner, (entry = { sections: [], tools: [] }))
     return entry
   }
   for (const section of sections) of(section.owner).sections.push([section.name, section.sha256])
@@ -160,11 +165,15 @@ function versionFrom(require: NodeJS.Require, name: string): string | undefined 
     try {
       const version = existsSync(file) ? readVersion(file, name) : undefined
       if (version !== undefined) return version
-    } catch { /* unreadable: keep looking */ }
+    } catch {
+      /* unreadable: keep looking */
+    }
   }
   try {
     return readVersion(require.resolve(`${name}/package.json`), name)
-  } catch { /* not exported: find it from the entry point */ }
+  } catch {
+    /* not exported: find it from the entry point */
+  }
   try {
     let dir = dirname(require.resolve(name))
     for (;;) {

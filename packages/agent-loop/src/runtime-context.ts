@@ -59,9 +59,10 @@ export class RuntimeContextProjection {
     if (this.#retained?.text === snapshot) return undefined
     return createUserMessage({
       content: [{ type: 'text', text: snapshot }],
-      source: sections.length === 0
-        ? { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER }
-        : { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER, form: 'snapshot', sections },
+      source:
+        sections.length === 0
+          ? { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER }
+          : { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER, form: 'snapshot', sections },
     })
   }
 }

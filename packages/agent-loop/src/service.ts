@@ -72,16 +72,24 @@ export class AgentLoop extends Service {
     this.config = { maxParallelToolCalls, maxSteps }
     this.home = ctx
     // The route is this loop's own option, not part of AgentRef.
-    const agentOf = (c: AssembleContext) => c.agent instanceof Agent ? c.agent : undefined
+    const agentOf = (c: AssembleContext) => (c.agent instanceof Agent ? c.agent : undefined)
     ctx.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)
     ctx.systemPrompt.variable('model', c => agentOf(c)?.options.model)
     ctx.systemPrompt.variable('cwd', c => c.agent?.cwd)
   }
 
-  get systemPrompt(): SystemPrompt { return this.home.systemPrompt }
-  get llm(): Llm { return this.home.llm }
-  get tools(): ToolRuntime { return this.home.tools }
-  private get sessions(): SessionStore { return this.home.sessions }
+  get systemPrompt(): SystemPrompt {
+    return this.home.systemPrompt
+  }
+  get llm(): Llm {
+    return this.home.llm
+  }
+  get tools(): ToolRuntime {
+    return this.home.tools
+  }
+  private get sessions(): SessionStore {
+    return this.home.sessions
+  }
 
   /** A new agent on a new session named `id`; it belongs to the calling plugin. */
   create(id: string, options: CreateAgentOptions = {}): Agent {

@@ -57,7 +57,12 @@ afterEach(() => {
 
 describe('provenance in request headers', () => {
   it('the initial header lists every section and tool with its owner and digest, and each plugin with its version', async () => {
-    const h = await harness({ script: [textResponse('ok')], setup: ctx => { ctx.tools.register(tool('echo')) } })
+    const h = await harness({
+      script: [textResponse('ok')],
+      setup: ctx => {
+        ctx.tools.register(tool('echo'))
+      },
+    })
     await h.root.plugin(greeter('Greet the user.'))
     await turn(h.agent, 'hi')
 
@@ -76,7 +81,18 @@ describe('provenance in request headers', () => {
       plugins: [
         // First-party plugins are packages: their version is found. `greeter` and `test-host` are no packages.
         { name: '@loom/system-prompt', version: '0.1.0', digest: sha(JSON.stringify({ sections: [['harness:identity', sha(IDENTITY)]], tools: [] })) },
-        { name: 'greeter', digest: sha(JSON.stringify({ sections: [['greeter:one', sections[1].sha256], ['greeter:two', sections[2].sha256]], tools: [] })) },
+        {
+          name: 'greeter',
+          digest: sha(
+            JSON.stringify({
+              sections: [
+                ['greeter:one', sections[1].sha256],
+                ['greeter:two', sections[2].sha256],
+              ],
+              tools: [],
+            }),
+          ),
+        },
         { name: 'test-host', digest: sha(JSON.stringify({ sections: [], tools: [['echo', toolSha('echo')]] })) },
       ],
     })
@@ -96,7 +112,12 @@ describe('provenance in request headers', () => {
 
 describe('cache-break attribution', () => {
   it('a hot reload that edits one section is attributed to that section and plugin, with the first differing byte', async () => {
-    const h = await harness({ script: [textResponse('one'), textResponse('two')], setup: ctx => { ctx.tools.register(tool('echo')) } })
+    const h = await harness({
+      script: [textResponse('one'), textResponse('two')],
+      setup: ctx => {
+        ctx.tools.register(tool('echo'))
+      },
+    })
     const fiber = await h.root.plugin(greeter('Greet the user.'))
     await turn(h.agent, 'first')
     // A simulated hot reload: the old version's fiber is gone before the new one activates.
@@ -127,9 +148,20 @@ describe('cache-break attribution', () => {
   })
 
   it('a tool added by another plugin is attributed as added', async () => {
-    const h = await harness({ script: [textResponse('one'), textResponse('two')], setup: ctx => { ctx.tools.register(tool('echo')) } })
+    const h = await harness({
+      script: [textResponse('one'), textResponse('two')],
+      setup: ctx => {
+        ctx.tools.register(tool('echo'))
+      },
+    })
     await turn(h.agent, 'first')
-    await h.root.plugin({ name: 'extra', inject: ['tools'], apply(ctx: Context) { ctx.tools.register(tool('zap')) } })
+    await h.root.plugin({
+      name: 'extra',
+      inject: ['tools'],
+      apply(ctx: Context) {
+        ctx.tools.register(tool('zap'))
+      },
+    })
     await turn(h.agent, 'second')
 
     const [, change] = headers(h.events())
@@ -163,7 +195,7 @@ describe('cache-break attribution', () => {
 
   it('a route switch lists the config key and no prefix difference', async () => {
     const h = await harness({ script: [textResponse('one'), textResponse('two')] })
-    onRequest(h.agent.ctx, (config, { turn }) => turn === 2 ? { ...config, model: 'mock-2' } : config)
+    onRequest(h.agent.ctx, (config, { turn }) => (turn === 2 ? { ...config, model: 'mock-2' } : config))
     await turn(h.agent, 'first')
     await turn(h.agent, 'second')
     const [, change] = headers(h.events())
@@ -187,7 +219,9 @@ describe('pinned prompts', () => {
     const h = await harness({
       script: [textResponse('one'), textResponse('two'), textResponse('three'), textResponse('fresh')],
       agent: { provider: 'mock', model: 'mock', pinPrompt: true },
-      setup: ctx => { ctx.tools.register(tool('echo')) },
+      setup: ctx => {
+        ctx.tools.register(tool('echo'))
+      },
     })
     await h.root.plugin(greeter('Greet the user.'))
     await turn(h.agent, 'first')

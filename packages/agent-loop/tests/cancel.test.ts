@@ -106,7 +106,15 @@ describe('cancellation (5.5)', () => {
   })
 
   it('a cancel mid-stream finalizes the visible prefix as an interrupted message (83)', async () => {
-    const h = await harness({ script: [hanging([{ type: 'block-start', index: 0, blockType: 'text' }, { type: 'text-delta', index: 0, text: 'partial' }]), textResponse('ok')] })
+    const h = await harness({
+      script: [
+        hanging([
+          { type: 'block-start', index: 0, blockType: 'text' },
+          { type: 'text-delta', index: 0, text: 'partial' },
+        ]),
+        textResponse('ok'),
+      ],
+    })
     const delivered = chunkLogged(h.agent, 'text-delta')
     h.send('start')
     await delivered
@@ -134,11 +142,13 @@ describe('cancellation (5.5)', () => {
 
   it('a reasoning-only prefix is finalized with its usage (84)', async () => {
     const h = await harness({
-      script: [hanging([
-        { type: 'block-start', index: 0, blockType: 'reasoning' },
-        { type: 'reasoning-delta', index: 0, text: 'thinking about it' },
-        { type: 'usage', usage: { inputTokens: 7, outputTokens: 4 } },
-      ])],
+      script: [
+        hanging([
+          { type: 'block-start', index: 0, blockType: 'reasoning' },
+          { type: 'reasoning-delta', index: 0, text: 'thinking about it' },
+          { type: 'usage', usage: { inputTokens: 7, outputTokens: 4 } },
+        ]),
+      ],
     })
     const delivered = chunkLogged(h.agent, 'usage')
     h.send('start')
@@ -184,7 +194,10 @@ describe('cancellation (5.5)', () => {
 
   it('a cancel during request-error finalizes nothing and aborts the turn (87)', async () => {
     const h = await harness({
-      script: [[...textChunks('doomed partial').slice(0, 2), finishWith('error', { message: 'overloaded', code: 'SERVICE_UNAVAILABLE' })], textResponse('never')],
+      script: [
+        [...textChunks('doomed partial').slice(0, 2), finishWith('error', { message: 'overloaded', code: 'SERVICE_UNAVAILABLE' })],
+        textResponse('never'),
+      ],
     })
     h.agent.ctx.on('agent/request-error', () => {
       h.agent.cancel({ kind: 'user' })
@@ -319,12 +332,17 @@ describe('cancellation (5.5)', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'danger', {}), textResponse('ok')],
       setup: ctx => {
-        ctx.tools.register(defineTool({
-          name: 'danger',
-          description: 'Does something dangerous.',
-          parameters: { type: 'object', properties: {} },
-          execute: () => { runs++; return 'done' },
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'danger',
+            description: 'Does something dangerous.',
+            parameters: { type: 'object', properties: {} },
+            execute: () => {
+              runs++
+              return 'done'
+            },
+          }),
+        )
       },
     })
     let canceled = false
@@ -353,12 +371,19 @@ describe('cancellation (5.5)', () => {
     await h.settle()
     const request = h.adapter.requests[1]
     const toolResult = request.messages.flatMap(m => m.content).find(block => block.type === 'tool-result')
-    expect(toolResult).toEqual({ type: 'tool-result', toolCallId: 'c1', isError: true, content: [{ type: 'text', text: 'Error: tool call aborted before dispatch' }] })
+    expect(toolResult).toEqual({
+      type: 'tool-result',
+      toolCallId: 'c1',
+      isError: true,
+      content: [{ type: 'text', text: 'Error: tool call aborted before dispatch' }],
+    })
   })
 
   it('a cancel in turn-stopping aborts the turn after one step (95)', async () => {
     const h = await harness({ script: [textResponse('done'), textResponse('never')] })
-    h.agent.ctx.on('agent/turn-stopping', () => { h.agent.cancel({ kind: 'user' }) })
+    h.agent.ctx.on('agent/turn-stopping', () => {
+      h.agent.cancel({ kind: 'user' })
+    })
     h.send('go')
     await h.settle()
 
@@ -400,17 +425,19 @@ describe('cancellation (5.5)', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'slow', {})],
       setup: ctx => {
-        ctx.tools.register(defineTool({
-          name: 'slow',
-          description: 'Waits for its signal.',
-          parameters: { type: 'object', properties: {} },
-          async execute(_args, exec) {
-            (exec.agent as Agent).inject(contextMessage('accepted before disposal'))
-            entered.release()
-            await untilAbort(exec.signal)
-            return 'stopped'
-          },
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'slow',
+            description: 'Waits for its signal.',
+            parameters: { type: 'object', properties: {} },
+            async execute(_args, exec) {
+              ;(exec.agent as Agent).inject(contextMessage('accepted before disposal'))
+              entered.release()
+              await untilAbort(exec.signal)
+              return 'stopped'
+            },
+          }),
+        )
       },
     })
     const owner = await h.root.plugin({ name: 'owner', inject: ['agents'], apply() {} })
@@ -438,32 +465,32 @@ describe('cancellation (5.5)', () => {
       script: [toolCallResponse('c1', 'first', {}), textResponse('never')],
       setup: ctx => {
         ctx.tools.register(defineTool({ name: 'first', description: 'First tool.', parameters: { type: 'object', properties: {} }, execute: () => 'one' }))
-        ctx.tools.register(defineTool({
-          name: 'stopper',
-          description: 'Cancels its agent.',
-          parameters: { type: 'object', properties: {} },
-          execute: (_args, exec) => {
-            (exec.agent as Agent).cancel({ kind: 'user' })
-            return 'two'
-          },
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'stopper',
+            description: 'Cancels its agent.',
+            parameters: { type: 'object', properties: {} },
+            execute: (_args, exec) => {
+              ;(exec.agent as Agent).cancel({ kind: 'user' })
+              return 'two'
+            },
+          }),
+        )
       },
     })
-    h.adapter.script[0] = [
-      ...rawToolCall('c1', 'first', '{}', 0),
-      ...rawToolCall('c2', 'stopper', '{}', 1),
-      { type: 'finish', reason: { kind: 'tool-calls' } },
-    ]
+    h.adapter.script[0] = [...rawToolCall('c1', 'first', '{}', 0), ...rawToolCall('c2', 'stopper', '{}', 1), { type: 'finish', reason: { kind: 'tool-calls' } }]
     const discarded = collect<{ message: UserMessage }>(h.agent, 'agent/inbox/discarded')
-    h.agent.ctx.on('tools/post-execute' as any, async (exec: any) => exec.name === 'first'
-      ? { kind: 'accept', additionalContexts: [contextMessage('c1 context')] }
-      : { kind: 'accept' })
+    h.agent.ctx.on('tools/post-execute' as any, async (exec: any) =>
+      exec.name === 'first' ? { kind: 'accept', additionalContexts: [contextMessage('c1 context')] } : { kind: 'accept' },
+    )
     h.send('go')
     await h.settle()
 
     const events = h.events()
     const firstCall = ofType(events, 'tool/call')[0]
-    const filtered = events.filter(event => event.seq > firstCall.seq && ['tool/result', 'user/message', 'step/start', 'step/end', 'turn/end'].includes(event.type))
+    const filtered = events.filter(
+      event => event.seq > firstCall.seq && ['tool/result', 'user/message', 'step/start', 'step/end', 'turn/end'].includes(event.type),
+    )
     expect(filtered.map(event => event.type)).toEqual(['tool/result', 'tool/result', 'step/end', 'turn/end'])
     expect(pluginTexts(events)).toEqual([])
     expect(discarded.map(payload => textOf(payload.message))).toEqual(['c1 context'])
@@ -475,17 +502,19 @@ describe('cancellation (5.5)', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'quitter', {}), textResponse('ok')],
       setup: ctx => {
-        ctx.tools.register(defineTool({
-          name: 'quitter',
-          description: 'Injects, then cancels its agent.',
-          parameters: { type: 'object', properties: {} },
-          execute: (_args, exec) => {
-            const agent = exec.agent as Agent
-            agent.inject(contextMessage('injected by the tool'))
-            agent.cancel({ kind: 'user' })
-            return 'quit'
-          },
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'quitter',
+            description: 'Injects, then cancels its agent.',
+            parameters: { type: 'object', properties: {} },
+            execute: (_args, exec) => {
+              const agent = exec.agent as Agent
+              agent.inject(contextMessage('injected by the tool'))
+              agent.cancel({ kind: 'user' })
+              return 'quit'
+            },
+          }),
+        )
       },
     })
     let reviewed = 0
@@ -508,41 +537,52 @@ describe('cancellation (5.5)', () => {
     const before = h.events().length
     h.send('wake')
     await h.settle()
-    const entered = h.events().slice(before).filter(event => event.type === 'user/message').map(event => textOf(event.data as any))
+    const entered = h
+      .events()
+      .slice(before)
+      .filter(event => event.type === 'user/message')
+      .map(event => textOf(event.data as any))
     expect(entered).toEqual(['accepted result context after abort', 'wake'])
   })
 
   it('every cooperative boundary settles on a cancel (100)', async () => {
     const boundaries: Record<string, (h: Harness, entered: () => void) => void> = {
-      'pre-step': (h, entered) => h.agent.ctx.on('agent/pre-step', async (payload, next) => {
-        entered()
-        await untilAbort(payload.signal)
-        return next()
-      }),
-      assemble: (h, entered) => h.agent.ctx.on('system-prompt/assemble', async (_assembly, context, next) => {
-        entered()
-        await untilAbort(context.signal!)
-        return next()
-      }),
-      request: (h, entered) => h.agent.ctx.on('agent/request', async (payload, next) => {
-        entered()
-        await untilAbort(payload.signal)
-        return next()
-      }),
-      'turn-stopping': (h, entered) => h.agent.ctx.on('agent/turn-stopping', async payload => {
-        entered()
-        await untilAbort(payload.signal)
-      }),
-      'tool body': (h, entered) => h.ctx.tools.register(defineTool({
-        name: 'wait',
-        description: 'Waits for its signal.',
-        parameters: { type: 'object', properties: {} },
-        async execute(_args, exec) {
+      'pre-step': (h, entered) =>
+        h.agent.ctx.on('agent/pre-step', async (payload, next) => {
           entered()
-          await untilAbort(exec.signal)
-          return 'late'
-        },
-      })),
+          await untilAbort(payload.signal)
+          return next()
+        }),
+      assemble: (h, entered) =>
+        h.agent.ctx.on('system-prompt/assemble', async (_assembly, context, next) => {
+          entered()
+          await untilAbort(context.signal!)
+          return next()
+        }),
+      request: (h, entered) =>
+        h.agent.ctx.on('agent/request', async (payload, next) => {
+          entered()
+          await untilAbort(payload.signal)
+          return next()
+        }),
+      'turn-stopping': (h, entered) =>
+        h.agent.ctx.on('agent/turn-stopping', async payload => {
+          entered()
+          await untilAbort(payload.signal)
+        }),
+      'tool body': (h, entered) =>
+        h.ctx.tools.register(
+          defineTool({
+            name: 'wait',
+            description: 'Waits for its signal.',
+            parameters: { type: 'object', properties: {} },
+            async execute(_args, exec) {
+              entered()
+              await untilAbort(exec.signal)
+              return 'late'
+            },
+          }),
+        ),
     }
     const outcomes: Record<string, unknown> = {}
     for (const [name, install] of Object.entries(boundaries)) {
@@ -578,11 +618,7 @@ describe('cancellation (5.5)', () => {
     // A closed tool-call block and a half one, both before finish: neither may reach the log as a call.
     const h = await harness({
       script: [
-        hanging([
-          ...textChunks('two reads'),
-          ...rawToolCall('c1', 'read', '{"path":"a"}', 1),
-          ...rawToolCall('c2', 'read', '{"path":"b', 2).slice(0, 2),
-        ]),
+        hanging([...textChunks('two reads'), ...rawToolCall('c1', 'read', '{"path":"a"}', 1), ...rawToolCall('c2', 'read', '{"path":"b', 2).slice(0, 2)]),
         textResponse('ok'),
       ],
       setup: ctx => {

@@ -16,10 +16,22 @@ describe('canonical logs', () => {
 
     const events = h.events()
     expect(events.map(e => e.type)).toEqual([
-      'agent/inbox/spliced', 'turn/start', 'agent/inbox/spliced', 'step/start', 'user/message',
-      'request/header', 'request/context',
-      'assistant/chunk', 'assistant/chunk', 'assistant/chunk', 'assistant/chunk', 'assistant/chunk', 'assistant/chunk',
-      'assistant/message', 'step/end', 'turn/end',
+      'agent/inbox/spliced',
+      'turn/start',
+      'agent/inbox/spliced',
+      'step/start',
+      'user/message',
+      'request/header',
+      'request/context',
+      'assistant/chunk',
+      'assistant/chunk',
+      'assistant/chunk',
+      'assistant/chunk',
+      'assistant/chunk',
+      'assistant/chunk',
+      'assistant/message',
+      'step/end',
+      'turn/end',
     ])
     expect(events.map(e => e.seq)).toEqual(events.map((_, i) => i))
     expect(events[0].data).toEqual({ target: 'next-turn', start: 0, inserted: [message] })
@@ -38,12 +50,16 @@ describe('canonical logs', () => {
       },
     })
     expect(events[6].data).toEqual({ provider: 'mock', model: 'mock' })
-    expect(events.slice(7, 13).map(e => (e.data as any).chunk.type))
-      .toEqual(['block-start', 'text-delta', 'text-delta', 'block-end', 'usage', 'finish'])
+    expect(events.slice(7, 13).map(e => (e.data as any).chunk.type)).toEqual(['block-start', 'text-delta', 'text-delta', 'block-end', 'usage', 'finish'])
     expect(events[13].data).toEqual({
       turn: 1,
       step: 1,
-      message: { id: expect.any(String), role: 'assistant', content: [{ type: 'text', text: 'ok' }], source: { kind: 'model', provider: 'mock', model: 'mock' } },
+      message: {
+        id: expect.any(String),
+        role: 'assistant',
+        content: [{ type: 'text', text: 'ok' }],
+        source: { kind: 'model', provider: 'mock', model: 'mock' },
+      },
       usage: { inputTokens: 10, outputTokens: 2 },
     })
     expect(events[13].surfaceOp).toBe('append')
@@ -65,12 +81,14 @@ describe('canonical logs', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'echo', { text: 'ping' }, 'calling echo'), textResponse('done')],
       setup: ctx => {
-        ctx.tools.register(defineTool({
-          name: 'echo',
-          description: 'Echo the text.',
-          parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
-          execute: (args: { text: string }) => [{ type: 'text', text: `echo: ${args.text}` }],
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'echo',
+            description: 'Echo the text.',
+            parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+            execute: (args: { text: string }) => [{ type: 'text', text: `echo: ${args.text}` }],
+          }),
+        )
       },
     })
     const preSteps: number[] = []
@@ -85,8 +103,15 @@ describe('canonical logs', () => {
     const types = h.types()
     const step1 = types.slice(types.indexOf('step/start'), types.indexOf('step/end') + 1)
     expect(step1).toEqual([
-      'step/start', 'user/message', 'request/header', 'request/context',
-      ...Array(9).fill('assistant/chunk'), 'assistant/message', 'tool/call', 'tool/result', 'step/end',
+      'step/start',
+      'user/message',
+      'request/header',
+      'request/context',
+      ...Array(9).fill('assistant/chunk'),
+      'assistant/message',
+      'tool/call',
+      'tool/result',
+      'step/end',
     ])
     const events = h.events()
     const call = events.find(e => e.type === 'tool/call')!

@@ -31,7 +31,11 @@ async function host(checkpoints: boolean) {
 function storedTypes(ctx: Context, id: string): string[] {
   const path = ctx.sessionPersistence.locate({ id })
   try {
-    return readFileSync(path.path, 'utf8').split('\n').slice(1).filter(Boolean).map(line => JSON.parse(line).type)
+    return readFileSync(path.path, 'utf8')
+      .split('\n')
+      .slice(1)
+      .filter(Boolean)
+      .map(line => JSON.parse(line).type)
   } catch {
     return []
   }
@@ -43,24 +47,40 @@ describe('checkpoint policy', () => {
     const seenByModel: string[][] = []
     const seenByTool: string[][] = []
     const adapter = new MockAdapter([
-      request => { seenByModel.push(storedTypes(ctx, request.sessionId!)); return toolCallResponse('c1', 'probe', {}) },
-      request => { seenByModel.push(storedTypes(ctx, request.sessionId!)); return textResponse('done') },
+      request => {
+        seenByModel.push(storedTypes(ctx, request.sessionId!))
+        return toolCallResponse('c1', 'probe', {})
+      },
+      request => {
+        seenByModel.push(storedTypes(ctx, request.sessionId!))
+        return textResponse('done')
+      },
     ])
     ctx.llm.registerAdapter(['mock'], adapter)
-    ctx.tools.register(defineTool({
-      name: 'probe',
-      description: 'Looks at the disk.',
-      parameters: { type: 'object', properties: {} },
-      execute: () => {
-        seenByTool.push(storedTypes(ctx, 'cp'))
-        return 'ok'
-      },
-    }))
+    ctx.tools.register(
+      defineTool({
+        name: 'probe',
+        description: 'Looks at the disk.',
+        parameters: { type: 'object', properties: {} },
+        execute: () => {
+          seenByTool.push(storedTypes(ctx, 'cp'))
+          return 'ok'
+        },
+      }),
+    )
     const agent = ctx.agents.create('cp', { provider: 'mock', model: 'mock' })
     agent.followup(userText('go'))
     await agent.idle()
 
-    expect(seenByModel[0]).toEqual(['agent/inbox/spliced', 'turn/start', 'agent/inbox/spliced', 'step/start', 'user/message', 'request/header', 'request/context'])
+    expect(seenByModel[0]).toEqual([
+      'agent/inbox/spliced',
+      'turn/start',
+      'agent/inbox/spliced',
+      'step/start',
+      'user/message',
+      'request/header',
+      'request/context',
+    ])
     expect(seenByTool[0].slice(-2)).toEqual(['assistant/message', 'tool/call'])
     expect(seenByModel[1].slice(-4)).toEqual(['tool/call', 'tool/result', 'step/end', 'step/start'])
   })
@@ -68,7 +88,15 @@ describe('checkpoint policy', () => {
   it('without checkpoints, nothing is durable inside the write-behind window', async () => {
     const ctx = await host(false)
     const seenByModel: string[][] = []
-    ctx.llm.registerAdapter(['mock'], new MockAdapter([request => { seenByModel.push(storedTypes(ctx, request.sessionId!)); return textResponse('ok') }]))
+    ctx.llm.registerAdapter(
+      ['mock'],
+      new MockAdapter([
+        request => {
+          seenByModel.push(storedTypes(ctx, request.sessionId!))
+          return textResponse('ok')
+        },
+      ]),
+    )
     const agent = ctx.agents.create('no-cp', { provider: 'mock', model: 'mock' })
     agent.followup(userText('go'))
     await agent.idle()

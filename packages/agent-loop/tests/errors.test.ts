@@ -64,13 +64,17 @@ describe('errors and recovery (5.4)', () => {
   it('a request-error listener retries in place, in the same step (71)', async () => {
     const h = await harness({
       script: [
-        () => { throw new LlmError('rate limited', 'RATE_LIMIT') },
-        () => { throw new LlmError('overloaded', 'SERVICE_UNAVAILABLE') },
+        () => {
+          throw new LlmError('rate limited', 'RATE_LIMIT')
+        },
+        () => {
+          throw new LlmError('overloaded', 'SERVICE_UNAVAILABLE')
+        },
         textResponse('ok'),
       ],
     })
     const seen: unknown[] = []
-    h.agent.ctx.on('agent/request-error', (payload) => {
+    h.agent.ctx.on('agent/request-error', payload => {
       seen.push({ turn: payload.turn, step: payload.step, code: payload.failure.code, mode: payload.retryPolicy?.mode })
       return { kind: 'retry' }
     })
@@ -90,10 +94,7 @@ describe('errors and recovery (5.4)', () => {
 
   it('a retry discards the failed attempt: one message, citing only the retry (72)', async () => {
     const h = await harness({
-      script: [
-        [...textChunks('doomed partial').slice(0, 2), finishWith('error', { message: 'connection reset', code: 'NETWORK' })],
-        textResponse('recovered'),
-      ],
+      script: [[...textChunks('doomed partial').slice(0, 2), finishWith('error', { message: 'connection reset', code: 'NETWORK' })], textResponse('recovered')],
     })
     h.agent.ctx.on('agent/request-error', () => ({ kind: 'retry' }))
     h.send('hi')
@@ -129,7 +130,9 @@ describe('errors and recovery (5.4)', () => {
   it('a failing or silent request-error listener leaves the failure terminal (74)', async () => {
     const failure = { message: 'rate limited', code: 'RATE_LIMIT' }
     const throwing = await harness({ script: [[finishWith('error', failure)], textResponse('never')] })
-    throwing.agent.ctx.on('agent/request-error', () => { throw new Error('recovery failed') })
+    throwing.agent.ctx.on('agent/request-error', () => {
+      throw new Error('recovery failed')
+    })
     throwing.send('hi')
     await throwing.settle()
     expect(throwing.adapter.requests).toHaveLength(1)
@@ -147,7 +150,9 @@ describe('errors and recovery (5.4)', () => {
     const h = await harness({ script: [textResponse('never')] })
     let requestErrors = 0
     h.agent.ctx.on('agent/request-error', (_payload, next) => (requestErrors++, next()))
-    h.agent.ctx.on('agent/request', () => { throw new LlmError('middleware failed', 'MIDDLEWARE') })
+    h.agent.ctx.on('agent/request', () => {
+      throw new LlmError('middleware failed', 'MIDDLEWARE')
+    })
     h.send('hi')
     await h.settle()
 
@@ -158,7 +163,9 @@ describe('errors and recovery (5.4)', () => {
 
   it('a coded plugin error keeps its code in the turn end (76)', async () => {
     const h = await harness({ script: [textResponse('never')] })
-    h.agent.ctx.on('agent/request', () => { throw new LlmError('server overloaded', 'RATE_LIMIT') })
+    h.agent.ctx.on('agent/request', () => {
+      throw new LlmError('server overloaded', 'RATE_LIMIT')
+    })
     h.send('hi')
     await h.settle()
 
@@ -169,7 +176,9 @@ describe('errors and recovery (5.4)', () => {
     const h = await harness({ script: [textResponse('never')] })
     const errors = collect<ErrorPayload>(h.agent, 'agent/error')
     const thrown = { code: 500 }
-    h.agent.ctx.on('agent/request', () => { throw thrown })
+    h.agent.ctx.on('agent/request', () => {
+      throw thrown
+    })
     h.send('hi')
     await h.settle()
 
@@ -223,12 +232,14 @@ describe('errors and recovery (5.4)', () => {
         },
       ],
       setup: ctx => {
-        ctx.tools.register(defineTool({
-          name: 'echo',
-          description: 'Echo the text.',
-          parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
-          execute: (args: { text: string }) => `echo: ${args.text}`,
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'echo',
+            description: 'Echo the text.',
+            parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+            execute: (args: { text: string }) => `echo: ${args.text}`,
+          }),
+        )
       },
     })
     const errors = collect<ErrorPayload>(h.agent, 'agent/error')
@@ -251,8 +262,15 @@ describe('errors and recovery (5.4)', () => {
 
     // A model that cannot even be resolved fails the turn the same, balanced way.
     const broken = new MockAdapter([textResponse('never')])
-    broken.resolveModel = async () => { throw new LlmError('bad key', 'AUTH') }
-    const h2 = await harness({ agent: { provider: 'broken', model: 'm' }, setup: ctx => { ctx.llm.registerAdapter(['broken'], broken) } })
+    broken.resolveModel = async () => {
+      throw new LlmError('bad key', 'AUTH')
+    }
+    const h2 = await harness({
+      agent: { provider: 'broken', model: 'm' },
+      setup: ctx => {
+        ctx.llm.registerAdapter(['broken'], broken)
+      },
+    })
     h2.send('hi')
     await h2.settle()
     expect(broken.requests).toHaveLength(0)

@@ -27,7 +27,7 @@ export function listeners(ctx: Context) {
 
   ctx.on('agent/request', async (_payload, next) => {
     expectTypeOf(next).returns.resolves.toEqualTypeOf<LlmCallConfig>()
-    return { ...await next(), reasoningEffort: 'high' }
+    return { ...(await next()), reasoningEffort: 'high' }
   })
   // @ts-expect-error a request listener returns a call config
   ctx.on('agent/request', async () => ({ provider: 1 }))
@@ -45,12 +45,21 @@ export function listeners(ctx: Context) {
     expectTypeOf(message).toEqualTypeOf<UserMessage>()
     expectTypeOf(turn).toBeNumber()
   })
-  ctx.on('agent/status', ({ status }) => { expectTypeOf(status).toEqualTypeOf<'idle' | 'running'>() })
+  ctx.on('agent/status', ({ status }) => {
+    expectTypeOf(status).toEqualTypeOf<'idle' | 'running'>()
+  })
   // @ts-expect-error an annotated payload must match the declared one (listeners are checked strictly)
   ctx.on('agent/status', (payload: { status: number }) => payload)
-  ctx.on('agent/session-start', ({ source }) => { expectTypeOf(source).toEqualTypeOf<'startup' | 'resume'>() })
-  ctx.on('agent/turn-stopping', async ({ turn, signal }) => { expectTypeOf(turn).toBeNumber(); expectTypeOf(signal).toEqualTypeOf<AbortSignal>() })
-  ctx.on('agent/error', ({ error }) => { expectTypeOf(error).toBeUnknown() })
+  ctx.on('agent/session-start', ({ source }) => {
+    expectTypeOf(source).toEqualTypeOf<'startup' | 'resume'>()
+  })
+  ctx.on('agent/turn-stopping', async ({ turn, signal }) => {
+    expectTypeOf(turn).toBeNumber()
+    expectTypeOf(signal).toEqualTypeOf<AbortSignal>()
+  })
+  ctx.on('agent/error', ({ error }) => {
+    expectTypeOf(error).toBeUnknown()
+  })
   // @ts-expect-error no such agent event
   ctx.on('agent/created-later', () => {})
 }

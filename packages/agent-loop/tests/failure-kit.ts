@@ -12,7 +12,9 @@ export interface Gate {
 /** A promise released by hand. */
 export function gate(): Gate {
   let release!: () => void
-  const promise = new Promise<void>(resolve => { release = resolve })
+  const promise = new Promise<void>(resolve => {
+    release = resolve
+  })
   return { promise, release }
 }
 
@@ -47,7 +49,9 @@ export function nextEvent(agent: Agent, match: (event: SessionEvent) => boolean)
 /** Collects the payloads of an agent event. */
 export function collect<T = any>(agent: Agent, name: string): T[] {
   const seen: T[] = []
-  agent.ctx.on(name as any, (payload: T) => { seen.push(payload) })
+  agent.ctx.on(name as any, (payload: T) => {
+    seen.push(payload)
+  })
   return seen
 }
 
@@ -57,7 +61,7 @@ export function contextMessage(text: string): UserMessage {
 }
 
 export function textOf(message: Message): string {
-  return message.content.map(block => block.type === 'text' ? block.text : '').join('')
+  return message.content.map(block => (block.type === 'text' ? block.text : '')).join('')
 }
 
 export function textsOf(messages: readonly Message[]): string[] {
@@ -150,7 +154,8 @@ export function logProblems(events: readonly SessionEvent[]): string[] {
         const callId = data.message.source.callId
         const callSeq = open.get(callId)
         if (callSeq === undefined) problems.push(`#${event.seq}: tool/result ${callId} without an open call`)
-        else if (JSON.stringify(event.sourceEventSeqs) !== JSON.stringify([callSeq])) problems.push(`#${event.seq}: tool/result ${callId} cites ${JSON.stringify(event.sourceEventSeqs)}`)
+        else if (JSON.stringify(event.sourceEventSeqs) !== JSON.stringify([callSeq]))
+          problems.push(`#${event.seq}: tool/result ${callId} cites ${JSON.stringify(event.sourceEventSeqs)}`)
         open.delete(callId)
         break
       }

@@ -14,7 +14,10 @@ export type ScriptStep = StreamChunk[] | ((request: GenerateOptions) => AsyncIte
 
 export class MockAdapter extends LlmAdapter {
   readonly requests: GenerateOptions[] = []
-  constructor(public script: ScriptStep[] = [], private readonly info: Partial<Awaited<ReturnType<LlmAdapter['resolveModel']>>> = {}) {
+  constructor(
+    public script: ScriptStep[] = [],
+    private readonly info: Partial<Awaited<ReturnType<LlmAdapter['resolveModel']>>> = {},
+  ) {
     super()
   }
 
@@ -26,7 +29,7 @@ export class MockAdapter extends LlmAdapter {
     this.requests.push(request)
     const step = this.script.shift()
     if (!step) throw new Error('MockAdapter: script exhausted')
-    yield* (typeof step === 'function' ? step(request) : step)
+    yield* typeof step === 'function' ? step(request) : step
   }
 }
 
@@ -54,14 +57,16 @@ export interface Harness {
   settle(): Promise<void>
 }
 
-export async function harness(options: {
-  script?: ScriptStep[]
-  prompt?: SystemPromptConfig
-  agent?: AgentOptions & { cwd?: string }
-  id?: string
-  loop?: { maxParallelToolCalls?: number; maxSteps?: number }
-  setup?: (ctx: Context) => void | Promise<void>
-} = {}): Promise<Harness> {
+export async function harness(
+  options: {
+    script?: ScriptStep[]
+    prompt?: SystemPromptConfig
+    agent?: AgentOptions & { cwd?: string }
+    id?: string
+    loop?: { maxParallelToolCalls?: number; maxSteps?: number }
+    setup?: (ctx: Context) => void | Promise<void>
+  } = {},
+): Promise<Harness> {
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: '', ...options.prompt })
   await root.plugin(SessionStore)
@@ -75,7 +80,9 @@ export async function harness(options: {
   await options.setup?.(ctx)
   const agent = ctx.agents.create(options.id ?? 'a1', options.agent ?? { provider: 'mock', model: 'mock' })
   const statuses: string[] = []
-  agent.ctx.on('agent/status', ({ status }: { status: string }) => { statuses.push(status) })
+  agent.ctx.on('agent/status', ({ status }: { status: string }) => {
+    statuses.push(status)
+  })
   return {
     root,
     ctx,
@@ -91,6 +98,5 @@ export async function harness(options: {
 
 /** The texts of the user messages of the log. */
 export function userTexts(events: readonly SessionEvent[]): string[] {
-  return events.filter(event => event.type === 'user/message')
-    .map(event => (event.data as any).content.map((block: any) => block.text).join(''))
+  return events.filter(event => event.type === 'user/message').map(event => (event.data as any).content.map((block: any) => block.text).join(''))
 }

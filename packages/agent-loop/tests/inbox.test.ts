@@ -26,12 +26,22 @@ function textOf(message: Message): string {
 function standalone(session = Session.create('inbox-test')) {
   const log: Array<[kind: 'inserted' | 'discarded' | 'claimed', id: string, turn?: number]> = []
   const notify: InboxNotify = {
-    inserted: message => { log.push(['inserted', message.id]) },
-    discarded: message => { log.push(['discarded', message.id]) },
-    claimed: (message, turn) => { log.push(['claimed', message.id, turn]) },
+    inserted: message => {
+      log.push(['inserted', message.id])
+    },
+    discarded: message => {
+      log.push(['discarded', message.id])
+    },
+    claimed: (message, turn) => {
+      log.push(['claimed', message.id, turn])
+    },
   }
   const inbox = new Inbox(session, notify)
-  const splices = (from = 0) => session.events.slice(from).filter(e => e.type === 'agent/inbox/spliced').map(e => e.data)
+  const splices = (from = 0) =>
+    session.events
+      .slice(from)
+      .filter(e => e.type === 'agent/inbox/spliced')
+      .map(e => e.data)
   const ids = (list: readonly UserMessage[]) => list.map(m => m.id)
   return { session, inbox, log, splices, ids }
 }
@@ -89,8 +99,12 @@ describe('inbox unit behaviour (spec 1.8)', () => {
     expect(session.events.length).toBe(mark)
 
     expect(log).toEqual([
-      ['inserted', a.id], ['inserted', b.id], ['inserted', c.id],
-      ['discarded', a.id], ['discarded', b.id], ['inserted', d.id],
+      ['inserted', a.id],
+      ['inserted', b.id],
+      ['inserted', c.id],
+      ['discarded', a.id],
+      ['discarded', b.id],
+      ['inserted', d.id],
     ])
   })
 
@@ -130,10 +144,15 @@ describe('inbox unit behaviour (spec 1.8)', () => {
     h.ctx.on('session/event', (session, event) => {
       if (session === h.agent.session) seen.push({ type: event.type, pending: h.agent.inbox.nextStep.map(textOf) })
     })
-    h.agent.ctx.on('agent/inbox/inserted', () => { notified.push({ pending: h.agent.inbox.nextStep.map(textOf) }) })
+    h.agent.ctx.on('agent/inbox/inserted', () => {
+      notified.push({ pending: h.agent.inbox.nextStep.map(textOf) })
+    })
     h.agent.inject(plugin('one'))
     h.agent.inject(plugin('two'))
-    expect(seen).toEqual([{ type: 'agent/inbox/spliced', pending: [] }, { type: 'agent/inbox/spliced', pending: ['one'] }])
+    expect(seen).toEqual([
+      { type: 'agent/inbox/spliced', pending: [] },
+      { type: 'agent/inbox/spliced', pending: ['one'] },
+    ])
     expect(notified).toEqual([{ pending: ['one'] }, { pending: ['one', 'two'] }])
   })
 
@@ -153,7 +172,11 @@ describe('inbox unit behaviour (spec 1.8)', () => {
       { target: 'next-step', start: 0, removedCount: 2, inserted: [] },
       { target: 'next-turn', start: 0, removedCount: 1, inserted: [] },
     ])
-    expect(log).toEqual([['claimed', s1.id, 3], ['claimed', s2.id, 3], ['claimed', p1.id, 3]])
+    expect(log).toEqual([
+      ['claimed', s1.id, 3],
+      ['claimed', s2.id, 3],
+      ['claimed', p1.id, 3],
+    ])
     expect(ids(inbox.nextTurn)).toEqual([p2.id])
     expect(inbox.nextStep).toEqual([])
 
@@ -186,7 +209,10 @@ describe('5.7 inbox contracts', () => {
       { target: 'next-turn', start: 0, removedCount: 1, inserted: [], outcome: 'canceled' },
     ])
     expect(session.events.length).toBe(from + 2)
-    expect(log).toEqual([['discarded', stepMsg.id], ['discarded', turnMsg.id]])
+    expect(log).toEqual([
+      ['discarded', stepMsg.id],
+      ['discarded', turnMsg.id],
+    ])
     expect(inbox.hasPending).toBe(false)
 
     inbox.clear()
@@ -241,10 +267,21 @@ describe('5.7 inbox contracts', () => {
     const inserted: string[] = []
     const discarded: string[] = []
     const claimed: Array<{ message: string; turn: number }> = []
-    h.ctx.on('session/event', (session, event) => { if (session === h.agent.session) order.push(event.type) })
-    h.agent.ctx.on('agent/inbox/inserted', ({ message }) => { inserted.push(message.id); order.push('inserted') })
-    h.agent.ctx.on('agent/inbox/discarded', ({ message }) => { discarded.push(message.id); order.push('discarded') })
-    h.agent.ctx.on('agent/inbox/claimed', ({ message, turn }) => { claimed.push({ message: message.id, turn }); order.push('claimed') })
+    h.ctx.on('session/event', (session, event) => {
+      if (session === h.agent.session) order.push(event.type)
+    })
+    h.agent.ctx.on('agent/inbox/inserted', ({ message }) => {
+      inserted.push(message.id)
+      order.push('inserted')
+    })
+    h.agent.ctx.on('agent/inbox/discarded', ({ message }) => {
+      discarded.push(message.id)
+      order.push('discarded')
+    })
+    h.agent.ctx.on('agent/inbox/claimed', ({ message, turn }) => {
+      claimed.push({ message: message.id, turn })
+      order.push('claimed')
+    })
 
     const c = plugin('context')
     const p = userText('prompt')
@@ -257,10 +294,15 @@ describe('5.7 inbox contracts', () => {
     expect(discarded).toEqual([c.id])
     expect(claimed).toEqual([{ message: p.id, turn: 1 }])
     expect(order.slice(0, 9)).toEqual([
-      'agent/inbox/spliced', 'inserted',
-      'agent/inbox/spliced', 'discarded',
-      'agent/inbox/spliced', 'inserted',
-      'turn/start', 'agent/inbox/spliced', 'claimed',
+      'agent/inbox/spliced',
+      'inserted',
+      'agent/inbox/spliced',
+      'discarded',
+      'agent/inbox/spliced',
+      'inserted',
+      'turn/start',
+      'agent/inbox/spliced',
+      'claimed',
     ])
     expect(h.events()[1].data).toEqual({ target: 'next-step', start: 0, removedCount: 1, inserted: [], outcome: 'canceled' })
     expect(h.adapter.requests[0].messages).toEqual([p])
@@ -270,8 +312,7 @@ describe('5.7 inbox contracts', () => {
     const session = Session.create('replay', [
       { type: 'agent/inbox/spliced', seq: 0, time: 1, data: { target: 'next-turn', start: 1, inserted: [] } } as SessionEvent,
     ])
-    expect(() => new Inbox(session, { inserted() {}, discarded() {}, claimed() {} }))
-      .toThrow('invalid persisted inbox splice at session seq 0')
+    expect(() => new Inbox(session, { inserted() {}, discarded() {}, claimed() {} })).toThrow('invalid persisted inbox splice at session seq 0')
     try {
       new Inbox(session, { inserted() {}, discarded() {}, claimed() {} })
     } catch (error) {

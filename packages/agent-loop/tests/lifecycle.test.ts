@@ -72,12 +72,13 @@ function toolCallsResponse(calls: Array<[id: string, name: string, args: unknown
   return chunks
 }
 
-const echoTool = () => defineTool({
-  name: 'echo',
-  description: 'Echo the text.',
-  parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
-  execute: (args: { text: string }) => [{ type: 'text', text: `echo: ${args.text}` }],
-})
+const echoTool = () =>
+  defineTool({
+    name: 'echo',
+    description: 'Echo the text.',
+    parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+    execute: (args: { text: string }) => [{ type: 'text', text: `echo: ${args.text}` }],
+  })
 
 function tool(name: string, execute: (args: any, exec: ToolRunContext) => any) {
   return defineTool({ name, description: `The ${name} tool.`, parameters: { type: 'object', properties: {} }, execute })
@@ -115,8 +116,11 @@ describe('5.1 turn and step lifecycle', () => {
     expect(ofType(h, 'turn/start').map(event => (event.data as any).turn)).toEqual([1, 2, 3])
     expect(userTextsByTurn(h.events())).toEqual([['a'], ['b'], ['c']])
     const insertions = ofType(h, 'agent/inbox/spliced').filter(event => (event.data as any).inserted.length > 0)
-    expect(insertions.map(event => [(event.data as any).target, textOf((event.data as any).inserted[0])]))
-      .toEqual([['next-turn', 'a'], ['next-turn', 'b'], ['next-turn', 'c']])
+    expect(insertions.map(event => [(event.data as any).target, textOf((event.data as any).inserted[0])])).toEqual([
+      ['next-turn', 'a'],
+      ['next-turn', 'b'],
+      ['next-turn', 'c'],
+    ])
     expect(turnEndReasons(h)).toEqual([{ kind: 'completed' }, { kind: 'completed' }, { kind: 'completed' }])
     expect(h.adapter.requests).toHaveLength(3)
   })
@@ -136,9 +140,7 @@ describe('5.1 turn and step lifecycle', () => {
     ])
     // both claims happen after turn/start and before step/start
     const types = h.types()
-    expect(types.slice(0, 6)).toEqual([
-      'agent/inbox/spliced', 'agent/inbox/spliced', 'turn/start', 'agent/inbox/spliced', 'agent/inbox/spliced', 'step/start',
-    ])
+    expect(types.slice(0, 6)).toEqual(['agent/inbox/spliced', 'agent/inbox/spliced', 'turn/start', 'agent/inbox/spliced', 'agent/inbox/spliced', 'step/start'])
     expect(ofType(h, 'user/message').map(event => event.data)).toEqual([context, prompt])
     expect(h.adapter.requests[0].messages).toEqual([context, prompt])
   })
@@ -150,9 +152,7 @@ describe('5.1 turn and step lifecycle', () => {
     await tick()
     await h.settle()
 
-    expect(h.events().map(event => [event.type, event.data])).toEqual([
-      ['agent/inbox/spliced', { target: 'next-step', start: 0, inserted: [m] }],
-    ])
+    expect(h.events().map(event => [event.type, event.data])).toEqual([['agent/inbox/spliced', { target: 'next-step', start: 0, inserted: [m] }]])
     expect(h.agent.status).toBe('idle')
     expect(h.statuses).toEqual([])
     expect(h.adapter.requests).toHaveLength(0)
@@ -193,10 +193,12 @@ describe('5.1 turn and step lifecycle', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'steerer', {}), textResponse('ok')],
       setup: ctx => {
-        ctx.tools.register(tool('steerer', (_args, exec) => {
-          (exec.agent as Agent).steer(userText('change of plans'))
-          return 'steered'
-        }))
+        ctx.tools.register(
+          tool('steerer', (_args, exec) => {
+            ;(exec.agent as Agent).steer(userText('change of plans'))
+            return 'steered'
+          }),
+        )
       },
     })
     h.send('go')
@@ -213,21 +215,29 @@ describe('5.1 turn and step lifecycle', () => {
   })
 
   it('(9) inject during a tool call is appended after the tool result', async () => {
-    const a = { id: 'ctx-a', role: 'user' as const, content: [{ type: 'text' as const, text: 'mid-turn notice' }], source: { kind: 'plugin' as const, plugin: 'test' } }
+    const a = {
+      id: 'ctx-a',
+      role: 'user' as const,
+      content: [{ type: 'text' as const, text: 'mid-turn notice' }],
+      source: { kind: 'plugin' as const, plugin: 'test' },
+    }
     const b = plugin('second notice')
     let pluginMessagesWhileRunning = -1
     const h = await harness({
       script: [toolCallResponse('c1', 'notifier', {}), textResponse('ok')],
       setup: ctx => {
-        ctx.tools.register(tool('notifier', (_args, exec) => {
-          const agent = exec.agent as Agent
-          agent.inject(a)
-          agent.inject(b)
-          a.content[0].text = 'mutated by caller'
-          pluginMessagesWhileRunning = agent.session.events
-            .filter(event => event.type === 'user/message' && (event.data as UserMessage).source.kind === 'plugin').length
-          return 'done'
-        }))
+        ctx.tools.register(
+          tool('notifier', (_args, exec) => {
+            const agent = exec.agent as Agent
+            agent.inject(a)
+            agent.inject(b)
+            a.content[0].text = 'mutated by caller'
+            pluginMessagesWhileRunning = agent.session.events.filter(
+              event => event.type === 'user/message' && (event.data as UserMessage).source.kind === 'plugin',
+            ).length
+            return 'done'
+          }),
+        )
       },
     })
     h.send('go')
@@ -249,12 +259,20 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(10) tool contexts come after all results, in deferral order', async () => {
     const h = await harness({
-      script: [toolCallsResponse([['c1', 'deferrer', {}], ['c2', 'deferrer', {}]]), textResponse('ok')],
+      script: [
+        toolCallsResponse([
+          ['c1', 'deferrer', {}],
+          ['c2', 'deferrer', {}],
+        ]),
+        textResponse('ok'),
+      ],
       setup: ctx => {
-        ctx.tools.register(tool('deferrer', (_args, exec) => {
-          exec.deferContext(plugin(`defer-${exec.callId}`))
-          return `ran ${exec.callId}`
-        }))
+        ctx.tools.register(
+          tool('deferrer', (_args, exec) => {
+            exec.deferContext(plugin(`defer-${exec.callId}`))
+            return `ran ${exec.callId}`
+          }),
+        )
         ctx.on('tools/post-execute', async (exec, _result, next) => {
           const decision = await next()
           return { ...decision, additionalContexts: [...(decision.additionalContexts ?? []), plugin(`ctx-${exec.callId}`)] } as any
@@ -264,7 +282,8 @@ describe('5.1 turn and step lifecycle', () => {
     h.send('go')
     await h.settle()
 
-    const interesting = h.events()
+    const interesting = h
+      .events()
       .filter(event => ['tool/call', 'tool/result', 'step/start', 'user/message'].includes(event.type))
       .map(event => {
         if (event.type === 'tool/call') return `call ${(event.data as any).callId}`
@@ -273,15 +292,29 @@ describe('5.1 turn and step lifecycle', () => {
         return `user ${textOf(event.data as UserMessage)}`
       })
     expect(interesting).toEqual([
-      'step 1', 'user go', 'call c1', 'result c1', 'call c2', 'result c2',
-      'step 2', 'user defer-c1', 'user ctx-c1', 'user defer-c2', 'user ctx-c2',
+      'step 1',
+      'user go',
+      'call c1',
+      'result c1',
+      'call c2',
+      'result c2',
+      'step 2',
+      'user defer-c1',
+      'user ctx-c1',
+      'user defer-c2',
+      'user ctx-c2',
     ])
     const r2 = h.adapter.requests[1]
     expect(r2.messages.map(m => (m.source as any).kind)).toEqual(['user', 'model', 'tool', 'tool', 'plugin', 'plugin', 'plugin', 'plugin'])
   })
 
   it('(11) pre-step coordinates', async () => {
-    const h = await harness({ script: [toolCallResponse('c1', 'echo', { text: 'hi' }), textResponse('done')], setup: ctx => { ctx.tools.register(echoTool()) } })
+    const h = await harness({
+      script: [toolCallResponse('c1', 'echo', { text: 'hi' }), textResponse('done')],
+      setup: ctx => {
+        ctx.tools.register(echoTool())
+      },
+    })
     const seen: unknown[] = []
     h.agent.ctx.on('agent/pre-step', async (payload, next) => {
       seen.push({ turn: payload.turn, step: payload.step, messages: payload.messages.length })
@@ -289,11 +322,19 @@ describe('5.1 turn and step lifecycle', () => {
     })
     h.send('go')
     await h.settle()
-    expect(seen).toEqual([{ turn: 1, step: 1, messages: 1 }, { turn: 1, step: 2, messages: 0 }])
+    expect(seen).toEqual([
+      { turn: 1, step: 1, messages: 1 },
+      { turn: 1, step: 2, messages: 0 },
+    ])
   })
 
   it('(12) the pre-step runs before step/start', async () => {
-    const h = await harness({ script: [toolCallResponse('c1', 'echo', { text: 'hi' }), textResponse('done')], setup: ctx => { ctx.tools.register(echoTool()) } })
+    const h = await harness({
+      script: [toolCallResponse('c1', 'echo', { text: 'hi' }), textResponse('done')],
+      setup: ctx => {
+        ctx.tools.register(echoTool())
+      },
+    })
     const last: string[] = []
     h.agent.ctx.on('agent/pre-step', async (_payload, next) => {
       last.push(h.types().at(-1)!)
@@ -319,9 +360,15 @@ describe('5.1 turn and step lifecycle', () => {
       checks.block = Object.isFrozen(m.content[0])
       checks.source = Object.isFrozen(m.source)
       checks.id = m.id
-      expect(() => { m.content[0].text = 'changed' }).toThrow(TypeError)
-      expect(() => { m.source.kind = 'plugin' }).toThrow(TypeError)
-      expect(() => { m.content.push({ type: 'text', text: 'more' }) }).toThrow(TypeError)
+      expect(() => {
+        m.content[0].text = 'changed'
+      }).toThrow(TypeError)
+      expect(() => {
+        m.source.kind = 'plugin'
+      }).toThrow(TypeError)
+      expect(() => {
+        m.content.push({ type: 'text', text: 'more' })
+      }).toThrow(TypeError)
       return { kind: 'enter', messages: [original] }
     })
     h.agent.followup(original)
@@ -355,8 +402,7 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(15) a reject stops the driver; later work stays queued', async () => {
     const h = await harness({ script: [textResponse('ok safe'), textResponse('ok wake')] })
-    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
-      payload.messages.some((m: UserMessage) => textOf(m) === 'secret') ? { kind: 'reject' } : next())
+    h.agent.ctx.on('agent/pre-step', async (payload, next) => (payload.messages.some((m: UserMessage) => textOf(m) === 'secret') ? { kind: 'reject' } : next()))
     h.send('secret')
     h.send('safe')
     await h.settle()
@@ -385,8 +431,7 @@ describe('5.1 turn and step lifecycle', () => {
         agent.inject(plugin('more'))
       }
     })
-    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
-      payload.step >= 2 ? { kind: 'reject' } : next())
+    h.agent.ctx.on('agent/pre-step', async (payload, next) => (payload.step >= 2 ? { kind: 'reject' } : next()))
     h.send('go')
     await h.settle()
 
@@ -417,8 +462,7 @@ describe('5.1 turn and step lifecycle', () => {
         agent.inject(plugin('extra context'))
       }
     })
-    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
-      payload.step >= 2 ? { kind: 'enter', messages: [] } : next())
+    h.agent.ctx.on('agent/pre-step', async (payload, next) => (payload.step >= 2 ? { kind: 'enter', messages: [] } : next()))
     h.send('finish once')
     await h.settle()
 
@@ -432,7 +476,7 @@ describe('5.1 turn and step lifecycle', () => {
 
   it('(19) an enter decision may rewrite the messages', async () => {
     const h = await harness({ script: [textResponse('ok')] })
-    h.agent.ctx.on('agent/pre-step', async (payload) => ({
+    h.agent.ctx.on('agent/pre-step', async payload => ({
       kind: 'enter',
       messages: [{ ...payload.messages[0], content: [{ type: 'text', text: 'REWRITTEN' }] }],
     }))
@@ -475,7 +519,9 @@ describe('5.1 turn and step lifecycle', () => {
       return next()
     })
     const errors: any[] = []
-    h.agent.ctx.on('agent/error', (payload) => { errors.push(payload) })
+    h.agent.ctx.on('agent/error', payload => {
+      errors.push(payload)
+    })
     h.send('first')
     h.send('second')
     await h.settle()
@@ -511,11 +557,13 @@ describe('5.1 turn and step lifecycle', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'finish', {})],
       setup: ctx => {
-        ctx.tools.register(tool('finish', (_args, exec) => {
-          executions++
-          exec.concludeTurn()
-          return 'finished'
-        }))
+        ctx.tools.register(
+          tool('finish', (_args, exec) => {
+            executions++
+            exec.concludeTurn()
+            return 'finished'
+          }),
+        )
       },
     })
     h.send('go')
@@ -533,11 +581,13 @@ describe('5.1 turn and step lifecycle', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'finish', {}), textResponse('ok')],
       setup: ctx => {
-        ctx.tools.register(tool('finish', (_args, exec) => {
-          exec.concludeTurn()
-          ;(exec.agent as Agent).steer(userText('late steering'))
-          return 'finished'
-        }))
+        ctx.tools.register(
+          tool('finish', (_args, exec) => {
+            exec.concludeTurn()
+            ;(exec.agent as Agent).steer(userText('late steering'))
+            return 'finished'
+          }),
+        )
       },
     })
     h.send('go')
@@ -596,12 +646,17 @@ describe('5.1 turn and step lifecycle', () => {
     const h = await harness({
       script: [withFinish(toolCallResponse('c1', 'echo', { text: 'x' }), { kind: 'max-tokens' })],
       setup: ctx => {
-        ctx.tools.register(defineTool({
-          name: 'echo',
-          description: 'Echo the text.',
-          parameters: { type: 'object', properties: { text: { type: 'string' } } },
-          execute: () => { executions++; return 'echoed' },
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'echo',
+            description: 'Echo the text.',
+            parameters: { type: 'object', properties: { text: { type: 'string' } } },
+            execute: () => {
+              executions++
+              return 'echoed'
+            },
+          }),
+        )
       },
     })
     const go = userText('go')
@@ -674,7 +729,12 @@ describe('5.1 turn and step lifecycle', () => {
     const chunks = ofType(h, 'assistant/chunk').map(event => (event.data as any).chunk as StreamChunk)
     expect(chunks).toHaveLength(7)
     expect(chunks).toEqual(textResponse('abc'))
-    expect(chunks.filter(chunk => chunk.type === 'text-delta').map(chunk => (chunk as any).text).join('')).toBe('abc')
+    expect(
+      chunks
+        .filter(chunk => chunk.type === 'text-delta')
+        .map(chunk => (chunk as any).text)
+        .join(''),
+    ).toBe('abc')
     expect(ofType(h, 'assistant/chunk').every(event => (event.data as any).turn === 1 && (event.data as any).step === 1)).toBe(true)
   })
 
@@ -693,7 +753,10 @@ describe('5.1 turn and step lifecycle', () => {
     const starts = session.events.filter(event => event.type === 'turn/start').map(event => event.data)
     expect(starts).toEqual([{ turn: 1 }, { turn: 2 }])
     const ends = session.events.filter(event => event.type === 'turn/end').map(event => event.data)
-    expect(ends).toEqual([{ turn: 1, reason: { kind: 'completed' } }, { turn: 2, reason: { kind: 'completed' } }])
+    expect(ends).toEqual([
+      { turn: 1, reason: { kind: 'completed' } },
+      { turn: 2, reason: { kind: 'completed' } },
+    ])
     expect(h.adapter.requests).toHaveLength(1)
     await agent.dispose()
   })
@@ -701,7 +764,9 @@ describe('5.1 turn and step lifecycle', () => {
   it('(32) observer failures cannot change outcomes', async () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'echo', { text: 'hi' }), textResponse('done'), textResponse('later')],
-      setup: ctx => { ctx.tools.register(echoTool()) },
+      setup: ctx => {
+        ctx.tools.register(echoTool())
+      },
     })
     let throws = 0
     h.ctx.on('session/event', (_session, event) => {
@@ -768,7 +833,10 @@ describe('5.1 turn and step lifecycle', () => {
       h.send('start')
       await h.settle()
 
-      expect(ofType(h, 'turn/start').map(event => event.data), via).toEqual([{ turn: 1 }, { turn: 2 }])
+      expect(
+        ofType(h, 'turn/start').map(event => event.data),
+        via,
+      ).toEqual([{ turn: 1 }, { turn: 2 }])
       expect(userTextsByTurn(h.events()), via).toEqual([['start'], [`sent from ${via}`]])
       expect(h.adapter.requests, via).toHaveLength(2)
       expect(turnEndReasons(h), via).toEqual([{ kind: 'completed' }, { kind: 'completed' }])

@@ -20,7 +20,13 @@ const count = (events: readonly SessionEvent[], type: string) => events.filter(e
 
 describe('run limits', () => {
   it('maxSteps ends a tool loop after that many requests, with every call answered', async () => {
-    const h = await harness({ script: forever, agent: { provider: 'mock', model: 'mock', limits: { maxSteps: 3 } }, setup: ctx => { ctx.tools.register(echo) } })
+    const h = await harness({
+      script: forever,
+      agent: { provider: 'mock', model: 'mock', limits: { maxSteps: 3 } },
+      setup: ctx => {
+        ctx.tools.register(echo)
+      },
+    })
     h.send('loop')
     await h.settle()
     expect(h.adapter.requests).toHaveLength(3)
@@ -29,7 +35,13 @@ describe('run limits', () => {
   })
 
   it('the loop config gives the default maxSteps', async () => {
-    const h = await harness({ script: forever, loop: { maxSteps: 2 }, setup: ctx => { ctx.tools.register(echo) } })
+    const h = await harness({
+      script: forever,
+      loop: { maxSteps: 2 },
+      setup: ctx => {
+        ctx.tools.register(echo)
+      },
+    })
     h.send('loop')
     await h.settle()
     expect(h.adapter.requests).toHaveLength(2)
@@ -37,14 +49,26 @@ describe('run limits', () => {
   })
 
   it('a turn that finishes within the limit completes', async () => {
-    const h = await harness({ script: [forever[0], textResponse('done')], agent: { provider: 'mock', model: 'mock', limits: { maxSteps: 2 } }, setup: ctx => { ctx.tools.register(echo) } })
+    const h = await harness({
+      script: [forever[0], textResponse('done')],
+      agent: { provider: 'mock', model: 'mock', limits: { maxSteps: 2 } },
+      setup: ctx => {
+        ctx.tools.register(echo)
+      },
+    })
     h.send('once')
     await h.settle()
     expect(turnEnd(h.events())).toEqual([{ kind: 'completed' }])
   })
 
   it('maxInputTokens counts the reported input, cache reads and writes', async () => {
-    const h = await harness({ script: forever, agent: { provider: 'mock', model: 'mock', limits: { maxInputTokens: 25 } }, setup: ctx => { ctx.tools.register(echo) } })
+    const h = await harness({
+      script: forever,
+      agent: { provider: 'mock', model: 'mock', limits: { maxInputTokens: 25 } },
+      setup: ctx => {
+        ctx.tools.register(echo)
+      },
+    })
     h.send('loop')
     await h.settle()
     // 10 input tokens a response: the third response reaches 30 ≥ 25.
@@ -54,7 +78,13 @@ describe('run limits', () => {
 
   it('maxCostUsd prices the reported usage', async () => {
     const prices = { hit: 0, miss: 1_000_000, output: 0 } // $1 per input token
-    const h = await harness({ script: forever, agent: { provider: 'mock', model: 'mock', limits: { maxCostUsd: 15, prices } }, setup: ctx => { ctx.tools.register(echo) } })
+    const h = await harness({
+      script: forever,
+      agent: { provider: 'mock', model: 'mock', limits: { maxCostUsd: 15, prices } },
+      setup: ctx => {
+        ctx.tools.register(echo)
+      },
+    })
     h.send('loop')
     await h.settle()
     expect(h.adapter.requests).toHaveLength(2)
@@ -62,7 +92,13 @@ describe('run limits', () => {
   })
 
   it('a limited turn leaves the agent usable: the next turn runs', async () => {
-    const h = await harness({ script: [...forever.slice(0, 1), textResponse('next')], agent: { provider: 'mock', model: 'mock', limits: { maxSteps: 1 } }, setup: ctx => { ctx.tools.register(echo) } })
+    const h = await harness({
+      script: [...forever.slice(0, 1), textResponse('next')],
+      agent: { provider: 'mock', model: 'mock', limits: { maxSteps: 1 } },
+      setup: ctx => {
+        ctx.tools.register(echo)
+      },
+    })
     h.send('loop')
     await h.settle()
     h.send('again')

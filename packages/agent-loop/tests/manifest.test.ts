@@ -13,12 +13,8 @@ function assembly(): PromptAssembly {
       { name: 'deployment:persona', text: 'Work in {{cwd}}.', order: 0, stability: 'static', owner: '@loom/system-prompt' },
       { name: 'notes', text: 'Keep {{cwd}} literal.', order: 200, stability: 'session', owner: 'notes-plugin', literal: true },
     ],
-    contexts: [
-      { name: 'runtime:time', text: 'Current time: 12:00', order: 10, stability: 'step', owner: '@loom/context-time' },
-    ],
-    tools: [
-      { name: 'read', description: 'Read a file.', parameters: { type: 'object' }, owner: '@loom/tool-fs' },
-    ],
+    contexts: [{ name: 'runtime:time', text: 'Current time: 12:00', order: 10, stability: 'step', owner: '@loom/context-time' }],
+    tools: [{ name: 'read', description: 'Read a file.', parameters: { type: 'object' }, owner: '@loom/tool-fs' }],
     variables: { cwd: '/srv/app' },
     variableInfo: { cwd: { owner: '@loom/agent-loop', stability: 'session' } },
   }
@@ -54,7 +50,10 @@ describe('buildManifest', () => {
 
   it('names and attributes history messages by their source', () => {
     const call = createAssistantMessage({
-      content: [{ type: 'text', text: 'abcd' }, { type: 'tool-call', id: 'call-1', name: 'read', arguments: '{}' }],
+      content: [
+        { type: 'text', text: 'abcd' },
+        { type: 'tool-call', id: 'call-1', name: 'read', arguments: '{}' },
+      ],
       source: { provider: 'deepseek', model: 'deepseek-chat' },
     })
     const result = createToolResultMessage({ callId: 'call-1', content: [{ type: 'text', text: 'file body' }] })
@@ -68,8 +67,8 @@ describe('buildManifest', () => {
       ['user#3', 'memory', 3],
     ])
     expect(rows[0]).toMatchObject({ chars: 4, tokens: 9, sha256: sha(JSON.stringify(messages[0])) })
-    expect(rows[1]).toMatchObject({ chars: 4 + 4 + 2, tokens: (1 + 4) + (1 + 1 + 4) + 4 })
-    expect(rows[2]).toMatchObject({ chars: 9, tokens: (3 + 4) + 4 + 4 })
+    expect(rows[1]).toMatchObject({ chars: 4 + 4 + 2, tokens: 1 + 4 + (1 + 1 + 4) + 4 })
+    expect(rows[2]).toMatchObject({ chars: 9, tokens: 3 + 4 + 4 + 4 })
   })
 
   it('does not count contexts twice when the history already carries their snapshot', () => {

@@ -39,7 +39,9 @@ describe('reconstructRequests', () => {
       prompt: { persona: 'You are a test agent.' },
       script: [
         toolCallResponse('c1', 'echo', { text: 'one' }, 'Calling echo.'),
-        () => { throw new LlmError('overloaded', 'RATE_LIMITED') },
+        () => {
+          throw new LlmError('overloaded', 'RATE_LIMITED')
+        },
         toolCallResponse('c2', 'echo', { text: 'two' }),
         textResponse('All done.'),
       ],
@@ -51,12 +53,20 @@ describe('reconstructRequests', () => {
     })
     h.send('echo twice')
     await h.settle()
-    const ends = h.events().filter(event => event.type === 'turn/end').map(event => (event.data as any).reason.kind)
+    const ends = h
+      .events()
+      .filter(event => event.type === 'turn/end')
+      .map(event => (event.data as any).reason.kind)
     expect(ends).toEqual(['completed'])
     expect(h.adapter.requests).toHaveLength(4)
 
     const requests = expectFaithful(h)
-    expect(requests.map(r => [r.turn, r.step])).toEqual([[1, 1], [1, 2], [1, 2], [1, 3]])
+    expect(requests.map(r => [r.turn, r.step])).toEqual([
+      [1, 1],
+      [1, 2],
+      [1, 2],
+      [1, 3],
+    ])
     // The failed attempt and its retry saw the same request.
     expect(serializeRequest(requests[2])).toBe(serializeRequest(requests[1]))
     expect(requests[3].messages.length).toBeGreaterThan(requests[1].messages.length)
@@ -68,10 +78,7 @@ describe('reconstructRequests', () => {
     const sent = () => h.adapter.requests.length
     h = await harness({
       prompt: { persona: 'You are a test agent.' },
-      script: [
-        ...Array.from({ length: 29 }, (_, i) => toolCallResponse(`c${i + 1}`, 'echo', { text: `step ${i + 1}` })),
-        textResponse('Finished.'),
-      ],
+      script: [...Array.from({ length: 29 }, (_, i) => toolCallResponse(`c${i + 1}`, 'echo', { text: `step ${i + 1}` })), textResponse('Finished.')],
       setup: ctx => {
         ctx.tools.register(echo)
         ctx.systemPrompt.context({ name: 'time', order: 0, stability: 'step', text: () => `Time: 2026-01-01T10:${String(sent()).padStart(2, '0')}:00Z` })
@@ -104,13 +111,15 @@ describe('reconstructRequests', () => {
         textResponse('ok'),
       ],
       setup: ctx => {
-        ctx.tools.register(defineTool<{ text: string }>({
-          ...echo,
-          execute: ({ text }) => {
-            if (text === 'b') ctx.systemPrompt.section({ name: 'late', order: 500, text: 'A rule loaded mid-session.' })
-            return `echo: ${text}`
-          },
-        }))
+        ctx.tools.register(
+          defineTool<{ text: string }>({
+            ...echo,
+            execute: ({ text }) => {
+              if (text === 'b') ctx.systemPrompt.section({ name: 'late', order: 500, text: 'A rule loaded mid-session.' })
+              return `echo: ${text}`
+            },
+          }),
+        )
       },
     })
     h.send('go')
@@ -120,6 +129,11 @@ describe('reconstructRequests', () => {
     expect(reuse[0]).toBe(1)
     expect(reuse[1]).toBeLessThan(1)
     expect(reuse[2]).toBe(1)
-    expect(h.events().filter(e => e.type === 'request/header').map(e => (e.data as any).reason)).toEqual(['initial', 'change'])
+    expect(
+      h
+        .events()
+        .filter(e => e.type === 'request/header')
+        .map(e => (e.data as any).reason),
+    ).toEqual(['initial', 'change'])
   })
 })

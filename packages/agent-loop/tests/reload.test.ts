@@ -11,16 +11,18 @@ function slowTool(version: string, gate: Promise<void>, started: () => void) {
     name: 'slow-tool',
     inject: ['tools'],
     apply(ctx: any) {
-      ctx.tools.register(defineTool({
-        name: 'slow',
-        description: `A slow tool, version ${version}.`,
-        parameters: { type: 'object', properties: {} },
-        execute: async () => {
-          started()
-          await gate
-          return `done by ${version}`
-        },
-      }))
+      ctx.tools.register(
+        defineTool({
+          name: 'slow',
+          description: `A slow tool, version ${version}.`,
+          parameters: { type: 'object', properties: {} },
+          execute: async () => {
+            started()
+            await gate
+            return `done by ${version}`
+          },
+        }),
+      )
     },
   }
 }
@@ -28,9 +30,13 @@ function slowTool(version: string, gate: Promise<void>, started: () => void) {
 it('a tool call in flight when its plugin reloads finishes with its result', async () => {
   const h = await harness({ script: [toolCallResponse('c1', 'slow', {}), textResponse('ok')] })
   let release!: () => void
-  const gate = new Promise<void>(resolve => { release = resolve })
+  const gate = new Promise<void>(resolve => {
+    release = resolve
+  })
   let started!: () => void
-  const running = new Promise<void>(resolve => { started = resolve })
+  const running = new Promise<void>(resolve => {
+    started = resolve
+  })
   const v1 = await h.root.plugin(slowTool('v1', gate, started))
 
   h.agent.followup(userText('use the slow tool'))

@@ -11,7 +11,10 @@ import { MockAdapter, type ScriptStep } from './harness.ts'
 
 /** A mock adapter whose model info depends on the model id. */
 export class TableAdapter extends MockAdapter {
-  constructor(script: ScriptStep[], private readonly table: Record<string, Partial<LlmModelInfo>>) {
+  constructor(
+    script: ScriptStep[],
+    private readonly table: Record<string, Partial<LlmModelInfo>>,
+  ) {
     super(script)
   }
 
@@ -31,12 +34,9 @@ export interface Host {
  * The spine services (and, with `jsonl`, the JSONL backend mounted before any
  * agent), plus one mock adapter per entry of `providers`.
  */
-export async function host(options: {
-  prompt?: SystemPromptConfig
-  providers?: Record<string, MockAdapter>
-  jsonl?: string
-  setup?: (ctx: Context) => void | Promise<void>
-} = {}): Promise<Host> {
+export async function host(
+  options: { prompt?: SystemPromptConfig; providers?: Record<string, MockAdapter>; jsonl?: string; setup?: (ctx: Context) => void | Promise<void> } = {},
+): Promise<Host> {
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: '', ...options.prompt })
   await root.plugin(SessionStore)

@@ -20,8 +20,8 @@ function tool(name: string) {
 
 const headers = (events: readonly SessionEvent[]) => ofType(events, 'request/header')
 const names = (tools: readonly { name: string }[] | undefined) => tools?.map(t => t.name)
-const frozenDeep = (request: GenerateOptions) => Object.isFrozen(request) && Object.isFrozen(request.messages)
-  && request.messages.every(message => Object.isFrozen(message))
+const frozenDeep = (request: GenerateOptions) =>
+  Object.isFrozen(request) && Object.isFrozen(request.messages) && request.messages.every(message => Object.isFrozen(message))
 
 /** An `agent/request` listener: `edit` maps the proposed config (frozen) to the one to use. */
 function onRequest(ctx: Context, edit: (config: LlmCallConfig, payload: { turn: number; step: number }) => LlmCallConfig) {
@@ -72,7 +72,9 @@ describe('5.2 prompt, header and request', () => {
   it('contains a strict-variable failure in its turn, after the step opened (37)', async () => {
     const h = await harness({ script: [textResponse('ok')], prompt: { persona: 'In {{cwd}}.' } })
     const errors: unknown[] = []
-    h.agent.ctx.on('agent/error', ({ error }: { error: unknown }) => { errors.push(error) })
+    h.agent.ctx.on('agent/error', ({ error }: { error: unknown }) => {
+      errors.push(error)
+    })
     await turn(h.agent, 'hi')
 
     const message = 'prompt variable "{{cwd}}" has no value for this assembly (section "deployment:persona")'
@@ -105,17 +107,27 @@ describe('5.2 prompt, header and request', () => {
     const [request] = h.adapter.requests
     expect('system' in request).toBe(false)
     expect('tools' in request).toBe(false)
-    expect(headers(h.events())).toEqual([{
-      header: { config: { provider: 'mock', model: 'mock' } },
-      reason: 'initial',
-      sources: { sections: [], tools: [], plugins: [] },
-    }])
+    expect(headers(h.events())).toEqual([
+      {
+        header: { config: { provider: 'mock', model: 'mock' } },
+        reason: 'initial',
+        sources: { sections: [], tools: [], plugins: [] },
+      },
+    ])
   })
 
   it('orders tools canonically by name whatever the registration order (39)', async () => {
     const runs: { header: string; tools: string }[] = []
-    for (const order of [['zulu', 'alpha', 'mike'], ['mike', 'alpha', 'zulu']]) {
-      const h = await harness({ script: [textResponse('ok')], setup: ctx => { for (const name of order) ctx.tools.register(tool(name)) } })
+    for (const order of [
+      ['zulu', 'alpha', 'mike'],
+      ['mike', 'alpha', 'zulu'],
+    ]) {
+      const h = await harness({
+        script: [textResponse('ok')],
+        setup: ctx => {
+          for (const name of order) ctx.tools.register(tool(name))
+        },
+      })
       await turn(h.agent, 'go')
       const [request] = h.adapter.requests
       expect(names(foldRequestHeader(h.events())!.tools)).toEqual(['alpha', 'mike', 'zulu'])
@@ -131,7 +143,9 @@ describe('5.2 prompt, header and request', () => {
     const h = await harness({
       script: [textResponse('ok')],
       prompt: { toolOrder: ['zulu', '<unlisted-tools>'] },
-      setup: ctx => { for (const name of ['alpha', 'zulu', 'mike']) ctx.tools.register(tool(name)) },
+      setup: ctx => {
+        for (const name of ['alpha', 'zulu', 'mike']) ctx.tools.register(tool(name))
+      },
     })
     await turn(h.agent, 'go')
     expect(names(foldRequestHeader(h.events())!.tools)).toEqual(['zulu', 'alpha', 'mike'])
@@ -142,7 +156,9 @@ describe('5.2 prompt, header and request', () => {
     const h = await harness({
       script: [textResponse('ok')],
       prompt: { toolOrder: ['ghost', '<unlisted-tools>'] },
-      setup: ctx => { ctx.tools.register(tool('alpha')) },
+      setup: ctx => {
+        ctx.tools.register(tool('alpha'))
+      },
     })
     await turn(h.agent, 'go')
     expect(h.adapter.requests).toHaveLength(0)
@@ -155,14 +171,11 @@ describe('5.2 prompt, header and request', () => {
 
   it('logs one initial header for a stable prompt across steps and turns (42)', async () => {
     const h = await harness({
-      script: [
-        toolCallResponse('c1', 'noop', {}),
-        toolCallResponse('c2', 'noop', {}),
-        textResponse('done'),
-        textResponse('again done'),
-      ],
+      script: [toolCallResponse('c1', 'noop', {}), toolCallResponse('c2', 'noop', {}), textResponse('done'), textResponse('again done')],
       prompt: { persona: 'Stable persona.' },
-      setup: ctx => { ctx.tools.register(tool('noop')) },
+      setup: ctx => {
+        ctx.tools.register(tool('noop'))
+      },
     })
     await turn(h.agent, 'three steps')
     await turn(h.agent, 'one more')
@@ -170,7 +183,12 @@ describe('5.2 prompt, header and request', () => {
     const requests = h.adapter.requests
     expect(requests).toHaveLength(4)
     expect(headers(h.events()).map(e => e.reason)).toEqual(['initial'])
-    expect(ofType(h.events(), 'step/start')).toEqual([{ turn: 1, step: 1 }, { turn: 1, step: 2 }, { turn: 1, step: 3 }, { turn: 2, step: 1 }])
+    expect(ofType(h.events(), 'step/start')).toEqual([
+      { turn: 1, step: 1 },
+      { turn: 1, step: 2 },
+      { turn: 1, step: 3 },
+      { turn: 2, step: 1 },
+    ])
     for (let i = 1; i < requests.length; i++) {
       const [previous, current] = [requests[i - 1], requests[i]]
       expect(current.messages.length).toBeGreaterThan(previous.messages.length)
@@ -200,14 +218,28 @@ describe('5.2 prompt, header and request', () => {
   it('anchors a new loop instance with a resume header even when nothing changed (44)', async () => {
     const dir = tmp()
     const prompt = { persona: 'Generation-stable persona.' }
-    const gen1 = await host({ jsonl: dir, prompt, providers: { mock: new MockAdapter([textResponse('one')]) }, setup: ctx => { ctx.tools.register(tool('noop')) } })
+    const gen1 = await host({
+      jsonl: dir,
+      prompt,
+      providers: { mock: new MockAdapter([textResponse('one')]) },
+      setup: ctx => {
+        ctx.tools.register(tool('noop'))
+      },
+    })
     const first = gen1.ctx.agents.create('gen', { provider: 'mock', model: 'mock' })
     await turn(first, 'first')
     await gen1.ctx.sessions.flush(first.session)
     await first.dispose()
     const gen1Request = gen1.adapters.mock.requests[0]
 
-    const gen2 = await host({ jsonl: dir, prompt, providers: { mock: new MockAdapter([textResponse('two')]) }, setup: ctx => { ctx.tools.register(tool('noop')) } })
+    const gen2 = await host({
+      jsonl: dir,
+      prompt,
+      providers: { mock: new MockAdapter([textResponse('two')]) },
+      setup: ctx => {
+        ctx.tools.register(tool('noop'))
+      },
+    })
     const second = await gen2.ctx.agents.resume('gen', { provider: 'mock', model: 'mock' })
     await turn(second, 'second')
     await gen2.ctx.sessions.flush(second.session)
@@ -229,7 +261,7 @@ describe('5.2 prompt, header and request', () => {
     onRequest(h.agent.ctx, config => {
       let error: unknown
       try {
-        (config as { model: string }).model = 'mutated'
+        ;(config as { model: string }).model = 'mutated'
       } catch (caught) {
         error = caught
       }
@@ -250,7 +282,7 @@ describe('5.2 prompt, header and request', () => {
     const thrown: unknown[] = []
     onRequest(h.agent.ctx, config => {
       try {
-        (config as { temperature?: number }).temperature = 0.9
+        ;(config as { temperature?: number }).temperature = 0.9
       } catch (error) {
         thrown.push(error)
       }
@@ -273,13 +305,15 @@ describe('5.2 prompt, header and request', () => {
     const h = await harness({ script: [textResponse('ok')], agent: {} })
     await turn(h.agent, 'go')
     expect(h.adapter.requests).toHaveLength(0)
-    expect(turnEnds(h.events())).toEqual([{
-      kind: 'error',
-      error: {
-        message: 'agent "a1" has no provider/model: set AgentOptions.provider and AgentOptions.model or supply both via the agent/request waterfall',
-        code: 'UNKNOWN',
+    expect(turnEnds(h.events())).toEqual([
+      {
+        kind: 'error',
+        error: {
+          message: 'agent "a1" has no provider/model: set AgentOptions.provider and AgentOptions.model or supply both via the agent/request waterfall',
+          code: 'UNKNOWN',
+        },
       },
-    }])
+    ])
 
     onRequest(h.agent.ctx, config => ({ ...config, provider: 'mock', model: 'mock' }))
     await turn(h.agent, 'go again')
@@ -306,11 +340,17 @@ describe('5.2 prompt, header and request', () => {
   })
 
   it('materializes the adapter-default reasoning effort and restores only an explicit one (49)', async () => {
-    const reasoning = { efforts: [{ id: 'high', name: 'High' }, { id: 'max', name: 'Max' }], defaultEffort: 'high' }
+    const reasoning = {
+      efforts: [
+        { id: 'high', name: 'High' },
+        { id: 'max', name: 'Max' },
+      ],
+      defaultEffort: 'high',
+    }
     const dir = tmp()
     const gen1 = await host({ jsonl: dir, providers: { mock: new MockAdapter([textResponse('one'), textResponse('two')], { reasoning }) } })
     const agent = gen1.ctx.agents.create('r1', { provider: 'mock', model: 'mock' })
-    onRequest(agent.ctx, (config, { turn }) => turn === 2 ? { ...config, reasoningEffort: 'max' } : config)
+    onRequest(agent.ctx, (config, { turn }) => (turn === 2 ? { ...config, reasoningEffort: 'max' } : config))
     await turn(agent, 'first')
     await turn(agent, 'second')
 
@@ -364,11 +404,14 @@ describe('5.2 prompt, header and request', () => {
       },
     })
     const agent = h.ctx.agents.create('a1', { provider: 'deepseek', model: 'mock' })
-    onRequest(agent.ctx, (config, { turn }) => turn === 2 ? { ...config, provider: 'other' } : config)
+    onRequest(agent.ctx, (config, { turn }) => (turn === 2 ? { ...config, provider: 'other' } : config))
     await turn(agent, 'first')
     await turn(agent, 'second')
     const requests = [...h.adapters.deepseek.requests, ...h.adapters.other.requests]
-    expect(requests.map(r => [r.provider, r.maxTokens])).toEqual([['deepseek', 256000], ['other', 8192]])
+    expect(requests.map(r => [r.provider, r.maxTokens])).toEqual([
+      ['deepseek', 256000],
+      ['other', 8192],
+    ])
     const logged = headers(agent.session.events)
     expect(logged.map(e => e.header.config.maxTokens)).toEqual([256000, 8192])
     expect(logged.map(e => e.header.adapterDefaults)).toEqual([{ maxTokens: true }, { maxTokens: true }])
@@ -382,11 +425,14 @@ describe('5.2 prompt, header and request', () => {
       },
     })
     const agent = h.ctx.agents.create('a1', { provider: 'deepseek', model: 'mock', maxTokens: 4096 })
-    onRequest(agent.ctx, (config, { turn }) => turn === 2 ? { ...config, provider: 'other' } : config)
+    onRequest(agent.ctx, (config, { turn }) => (turn === 2 ? { ...config, provider: 'other' } : config))
     await turn(agent, 'first')
     await turn(agent, 'second')
     const requests = [...h.adapters.deepseek.requests, ...h.adapters.other.requests]
-    expect(requests.map(r => [r.provider, r.maxTokens])).toEqual([['deepseek', 4096], ['other', 4096]])
+    expect(requests.map(r => [r.provider, r.maxTokens])).toEqual([
+      ['deepseek', 4096],
+      ['other', 4096],
+    ])
     const logged = headers(agent.session.events)
     expect(logged.map(e => e.header.config.maxTokens)).toEqual([4096, 4096])
     expect(logged.map(e => e.header.adapterDefaults)).toEqual([undefined, undefined])
@@ -429,7 +475,7 @@ describe('5.2 prompt, header and request', () => {
       },
     })
     const agentB = b.ctx.agents.create('a1', { provider: 'small', model: 'mock' })
-    onRequest(agentB.ctx, (config, { turn }) => turn === 2 ? { ...config, provider: 'big' } : config)
+    onRequest(agentB.ctx, (config, { turn }) => (turn === 2 ? { ...config, provider: 'big' } : config))
     await turn(agentB, 'first')
     await turn(agentB, 'second')
     expect(contexts(agentB.session.events).map(c => c.contextWindow)).toEqual([64000, 256000])
@@ -446,7 +492,7 @@ describe('5.2 prompt, header and request', () => {
       providers: { mock: new TableAdapter([textResponse('one'), textResponse('two')], { known: { context: { contextWindow: 64000 } }, unknown: {} }) },
     })
     const agentD = d.ctx.agents.create('a1', { provider: 'mock', model: 'known' })
-    onRequest(agentD.ctx, (config, { turn }) => turn === 2 ? { ...config, model: 'unknown' } : config)
+    onRequest(agentD.ctx, (config, { turn }) => (turn === 2 ? { ...config, model: 'unknown' } : config))
     await turn(agentD, 'first')
     await turn(agentD, 'second')
     expect(contexts(agentD.session.events)).toStrictEqual([
@@ -459,10 +505,11 @@ describe('5.2 prompt, header and request', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'noop', {}), textResponse('done'), textResponse('two')],
       prompt: { persona: 'Persona for {{model}}.' },
-      setup: ctx => { ctx.tools.register(tool('noop')) },
+      setup: ctx => {
+        ctx.tools.register(tool('noop'))
+      },
     })
-    onRequest(h.agent.ctx, (config, { turn, step }) =>
-      turn === 1 && step === 1 ? config : { ...config, temperature: 0.5, maxTokens: 99, stop: ['<END>'] })
+    onRequest(h.agent.ctx, (config, { turn, step }) => (turn === 1 && step === 1 ? config : { ...config, temperature: 0.5, maxTokens: 99, stop: ['<END>'] }))
     await turn(h.agent, 'use the tool')
     h.ctx.systemPrompt.section({ name: 'extra', order: 2, text: 'new guidance' })
     await turn(h.agent, 'again')
@@ -472,12 +519,19 @@ describe('5.2 prompt, header and request', () => {
     const events = h.events()
     expect(headers(events).map(e => e.reason)).toEqual(['initial', 'change', 'change'])
     expect(requests.map(r => [r.temperature, r.maxTokens, r.stop])).toEqual([
-      [undefined, undefined, undefined], [0.5, 99, ['<END>']], [0.5, 99, ['<END>']],
+      [undefined, undefined, undefined],
+      [0.5, 99, ['<END>']],
+      [0.5, 99, ['<END>']],
     ])
-    const steps = [{ turn: 1, step: 1 }, { turn: 1, step: 2 }, { turn: 2, step: 1 }]
+    const steps = [
+      { turn: 1, step: 1 },
+      { turn: 1, step: 2 },
+      { turn: 2, step: 1 },
+    ]
     steps.forEach(({ turn, step }, i) => {
-      const first = events.findIndex(event => event.type === 'assistant/chunk'
-        && (event.data as { turn: number }).turn === turn && (event.data as { step: number }).step === step)
+      const first = events.findIndex(
+        event => event.type === 'assistant/chunk' && (event.data as { turn: number }).turn === turn && (event.data as { step: number }).step === step,
+      )
       expect(first, `request ${i + 1}`).toBeGreaterThan(0)
       const prefix = events.slice(0, first)
       const request = requests[i]
@@ -511,7 +565,7 @@ describe('5.2 prompt, header and request', () => {
       script: [textResponse('ok')],
       setup: ctx => {
         ctx.on('llm/stream', (options: GenerateOptions, next: () => AsyncIterable<StreamChunk>) => {
-          (options.messages as unknown[]).push(userText('smuggled'))
+          ;(options.messages as unknown[]).push(userText('smuggled'))
           return next()
         })
       },
@@ -540,11 +594,19 @@ describe('5.2 prompt, header and request', () => {
     const [first, second] = h.adapter.requests
     expect(h.adapter.requests).toHaveLength(2)
     expect(first.messages.map(textOf)).toEqual(['first'])
-    expect(h.events().filter(e => e.type === 'user/message').map(e => e.data)).toContainEqual(late)
+    expect(
+      h
+        .events()
+        .filter(e => e.type === 'user/message')
+        .map(e => e.data),
+    ).toContainEqual(late)
     expect(second.messages.map(textOf)).toEqual(['first', 'one', '[late context]'])
     expect(second.messages[2]).toEqual(late)
     expect(ofType(h.events(), 'turn/start')).toEqual([{ turn: 1 }])
-    expect(ofType(h.events(), 'step/start')).toEqual([{ turn: 1, step: 1 }, { turn: 1, step: 2 }])
+    expect(ofType(h.events(), 'step/start')).toEqual([
+      { turn: 1, step: 1 },
+      { turn: 1, step: 2 },
+    ])
     expect(turnEnds(h.events())).toEqual([{ kind: 'completed' }])
   })
 
@@ -554,8 +616,10 @@ describe('5.2 prompt, header and request', () => {
     const nodes = h.agent.session.surface.nodes
     expect(nodes).toHaveLength(2)
     const [n0, n1] = nodes
-    h.agent.session.append('user/message', pluginText('[summary of turn 1]', 'compaction'),
-      { surfaceOp: { op: 'replace', start: n0, end: n1 }, sourceEventSeqs: [n0, n1] })
+    h.agent.session.append('user/message', pluginText('[summary of turn 1]', 'compaction'), {
+      surfaceOp: { op: 'replace', start: n0, end: n1 },
+      sourceEventSeqs: [n0, n1],
+    })
     await turn(h.agent, 'again')
 
     const second = h.adapter.requests[1]
@@ -570,14 +634,19 @@ describe('Loom request rules', () => {
     const h = await harness({
       script: [textResponse('ok')],
       prompt: { persona: 'The time is {{now}}.' },
-      setup: ctx => { ctx.systemPrompt.variable('now', () => '12:00', { stability: 'step' }) },
+      setup: ctx => {
+        ctx.systemPrompt.variable('now', () => '12:00', { stability: 'step' })
+      },
     })
     const errors: unknown[] = []
-    h.agent.ctx.on('agent/error', ({ error }: { error: unknown }) => { errors.push(error) })
+    h.agent.ctx.on('agent/error', ({ error }: { error: unknown }) => {
+      errors.push(error)
+    })
     await turn(h.agent, 'what time is it?')
 
-    const message = 'prompt section "deployment:persona" (plugin "@loom/system-prompt") references step-stable variable "{{now}}" (plugin "test-host"); '
-      + 'a value that changes between steps would break the cached system prefix, so use it in a runtime context (ctx.systemPrompt.context) instead'
+    const message =
+      'prompt section "deployment:persona" (plugin "@loom/system-prompt") references step-stable variable "{{now}}" (plugin "test-host"); ' +
+      'a value that changes between steps would break the cached system prefix, so use it in a runtime context (ctx.systemPrompt.context) instead'
     expect(h.adapter.requests).toHaveLength(0)
     expect(turnEnds(h.events())).toEqual([{ kind: 'error', error: { message, code: 'UNKNOWN' } }])
     expect((errors as Error[]).map(error => error.message)).toEqual([message])
@@ -603,10 +672,15 @@ describe('Loom request rules', () => {
       },
     }
     const runs: { header: string; tools: string }[] = []
-    for (const order of [[providerA, providerB], [providerB, providerA]]) {
+    for (const order of [
+      [providerA, providerB],
+      [providerB, providerA],
+    ]) {
       const h = await harness({
         script: [textResponse('ok')],
-        setup: async ctx => { for (const plugin of order) await ctx.plugin(plugin) },
+        setup: async ctx => {
+          for (const plugin of order) await ctx.plugin(plugin)
+        },
       })
       await turn(h.agent, 'go')
       const logged = headers(h.events())

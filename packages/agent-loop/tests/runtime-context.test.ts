@@ -52,7 +52,11 @@ describe('5.3 runtime context', () => {
     expect(h.types().filter(type => type === 'request/header')).toHaveLength(1)
     // The model sees the latest snapshot, never in the system text.
     expect(h.adapter.requests.map(r => ownedInRequest(r.messages).map(textOf).at(-1))).toEqual([
-      snapshot('Mode: read-only.'), snapshot('Mode: read-only.'), snapshot('Mode: danger-full-access.'), CLEARED, CLEARED,
+      snapshot('Mode: read-only.'),
+      snapshot('Mode: read-only.'),
+      snapshot('Mode: danger-full-access.'),
+      CLEARED,
+      CLEARED,
     ])
   })
 
@@ -78,7 +82,10 @@ describe('5.3 runtime context', () => {
     expect(step.from + 2).toBeLessThan(step.to)
     expect((owned.data as UserMessage).content).toEqual([{ type: 'text', text: snapshot('Mode: read-only.') }])
     expect((owned.data as UserMessage).source).toStrictEqual({
-      kind: 'plugin', plugin: '@loom/system-prompt', form: 'snapshot', sections: [{ name: 'policy', text: 'Mode: read-only.' }],
+      kind: 'plugin',
+      plugin: '@loom/system-prompt',
+      form: 'snapshot',
+      sections: [{ name: 'policy', text: 'Mode: read-only.' }],
     })
     expect(payloads).toEqual([1])
     expect(decisions).toEqual([2])
@@ -96,11 +103,12 @@ describe('5.3 runtime context', () => {
   async function droppedSnapshotIsReproposed() {
     const h = await harness({
       script: [toolCallResponse('c1', 'noop', {}), textResponse('done')],
-      setup: ctx => { ctx.tools.register(noop) },
+      setup: ctx => {
+        ctx.tools.register(noop)
+      },
     })
     h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
-    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
-      payload.step === 1 ? { kind: 'enter', messages: [...payload.messages] } : next())
+    h.agent.ctx.on('agent/pre-step', async (payload, next) => (payload.step === 1 ? { kind: 'enter', messages: [...payload.messages] } : next()))
     await turn(h.agent, 'hi')
 
     const events = h.events()
@@ -121,8 +129,10 @@ describe('5.3 runtime context', () => {
     h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
     await turn(h.agent, 'first')
     const [shadowed] = ownedEvents(h.events())
-    h.agent.session.append('user/message', pluginText('[summary of the runtime context]', 'compaction'),
-      { surfaceOp: { op: 'replace', start: shadowed.seq, end: shadowed.seq }, sourceEventSeqs: [shadowed.seq] })
+    h.agent.session.append('user/message', pluginText('[summary of the runtime context]', 'compaction'), {
+      surfaceOp: { op: 'replace', start: shadowed.seq, end: shadowed.seq },
+      sourceEventSeqs: [shadowed.seq],
+    })
     await turn(h.agent, 'second')
 
     expect(ownedTexts(h.events())).toEqual([snapshot('Mode: read-only.'), snapshot('Mode: read-only.')])
@@ -136,8 +146,10 @@ describe('5.3 runtime context', () => {
     const dispose = h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
     await turn(h.agent, 'first')
     const [shadowed] = ownedEvents(h.events())
-    h.agent.session.append('user/message', pluginText('[summary of the runtime context]', 'compaction'),
-      { surfaceOp: { op: 'replace', start: shadowed.seq, end: shadowed.seq }, sourceEventSeqs: [shadowed.seq] })
+    h.agent.session.append('user/message', pluginText('[summary of the runtime context]', 'compaction'), {
+      surfaceOp: { op: 'replace', start: shadowed.seq, end: shadowed.seq },
+      sourceEventSeqs: [shadowed.seq],
+    })
     dispose()
     await turn(h.agent, 'second')
 
@@ -154,8 +166,10 @@ describe('5.3 runtime context', () => {
     await turn(h.agent, 'first')
     const noteEvent = h.events().find(event => event.type === 'user/message' && (event.data as UserMessage).id === note.id)!
     expect(h.agent.session.surface.nodes).toContain(noteEvent.seq)
-    h.agent.session.append('user/message', pluginText('[summary of the note]', 'compaction'),
-      { surfaceOp: { op: 'replace', start: noteEvent.seq, end: noteEvent.seq }, sourceEventSeqs: [noteEvent.seq] })
+    h.agent.session.append('user/message', pluginText('[summary of the note]', 'compaction'), {
+      surfaceOp: { op: 'replace', start: noteEvent.seq, end: noteEvent.seq },
+      sourceEventSeqs: [noteEvent.seq],
+    })
     await turn(h.agent, 'second')
 
     expect(h.adapter.requests).toHaveLength(2)
@@ -169,7 +183,10 @@ describe('5.3 runtime context', () => {
     h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
     // Its first block already is the full text: only "exactly one text block" counts.
     const malformed = createUserMessage({
-      content: [{ type: 'text', text: snapshot('Mode: read-only.') }, { type: 'text', text: 'trailing block' }],
+      content: [
+        { type: 'text', text: snapshot('Mode: read-only.') },
+        { type: 'text', text: 'trailing block' },
+      ],
       source: { kind: 'plugin', plugin: OWNER },
     })
     const appended = h.agent.session.append('user/message', malformed, { surfaceOp: 'append' })
@@ -185,8 +202,7 @@ describe('5.3 runtime context', () => {
   it('does not commit a candidate whose step was rejected (65)', async () => {
     const h = await harness({ script: [textResponse('one')] })
     h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
-    h.agent.ctx.on('agent/pre-step', async (payload, next) =>
-      payload.turn === 1 ? { kind: 'reject' } : next())
+    h.agent.ctx.on('agent/pre-step', async (payload, next) => (payload.turn === 1 ? { kind: 'reject' } : next()))
     await turn(h.agent, 'blocked')
     expect(turnEnds(h.events())).toEqual([{ kind: 'blocked' }])
     expect(ownedEvents(h.events())).toEqual([])
@@ -209,8 +225,10 @@ describe('5.3 runtime context', () => {
     const session = Session.create('restore')
     session.append('user/message', owned('retained'), { surfaceOp: 'append' })
     const shadowed = session.append('user/message', owned('shadowed'), { surfaceOp: 'append' })
-    session.append('user/message', pluginText('[summary]', 'compaction'),
-      { surfaceOp: { op: 'replace', start: shadowed.seq, end: shadowed.seq }, sourceEventSeqs: [shadowed.seq] })
+    session.append('user/message', pluginText('[summary]', 'compaction'), {
+      surfaceOp: { op: 'replace', start: shadowed.seq, end: shadowed.seq },
+      sourceEventSeqs: [shadowed.seq],
+    })
 
     const projection = new RuntimeContextProjection(session)
     expect(projection.project('retained', [])).toBeUndefined()
@@ -219,7 +237,10 @@ describe('5.3 runtime context', () => {
     const next = projection.project('next', [{ name: 'sandbox:policy', text: 'policy' }])!
     expect(next.content).toEqual([{ type: 'text', text: 'next' }])
     expect(next.source).toStrictEqual({
-      kind: 'plugin', plugin: '@loom/system-prompt', form: 'snapshot', sections: [{ name: 'sandbox:policy', text: 'policy' }],
+      kind: 'plugin',
+      plugin: '@loom/system-prompt',
+      form: 'snapshot',
+      sections: [{ name: 'sandbox:policy', text: 'policy' }],
     })
     expect(projection.project('', [])?.content).toEqual([{ type: 'text', text: CLEARED }])
 
@@ -237,7 +258,9 @@ describe('5.3 runtime context', () => {
   it('emits CLEARED once when runtime context becomes suppressed (67)', async () => {
     const h = await harness({
       script: [textResponse('one'), toolCallResponse('c1', 'noop', {}), textResponse('two'), textResponse('three')],
-      setup: ctx => { ctx.tools.register(noop) },
+      setup: ctx => {
+        ctx.tools.register(noop)
+      },
     })
     h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
     await turn(h.agent, 'first')

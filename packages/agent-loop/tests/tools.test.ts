@@ -63,7 +63,12 @@ describe('tool scheduling (5.6)', () => {
   it('parallel-safe calls all start before any is released (101)', async () => {
     const started: string[] = []
     const gates = { 1: gate(), 2: gate(), 3: gate() }
-    const h = await harness({ script: [gatedCalls(['1', '2', '3']), textResponse('ok')], setup: ctx => { ctx.tools.register(gatedTool(started, gates)) } })
+    const h = await harness({
+      script: [gatedCalls(['1', '2', '3']), textResponse('ok')],
+      setup: ctx => {
+        ctx.tools.register(gatedTool(started, gates))
+      },
+    })
     h.send('go')
     await quiesce()
 
@@ -77,30 +82,41 @@ describe('tool scheduling (5.6)', () => {
   it('an exclusive call is a barrier between parallel groups (102)', async () => {
     const order: string[] = []
     const h = await harness({
-      script: [toolCallsResponse([{ id: 'c1', name: 'r', args: { id: 'A1' } }, { id: 'c2', name: 'w', args: { id: 'A2' } }, { id: 'c3', name: 'r', args: { id: 'A3' } }]), textResponse('ok')],
+      script: [
+        toolCallsResponse([
+          { id: 'c1', name: 'r', args: { id: 'A1' } },
+          { id: 'c2', name: 'w', args: { id: 'A2' } },
+          { id: 'c3', name: 'r', args: { id: 'A3' } },
+        ]),
+        textResponse('ok'),
+      ],
       setup: ctx => {
         const parameters = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }
-        ctx.tools.register(defineTool<{ id: string }>({
-          name: 'r',
-          description: 'Reads.',
-          parameters,
-          isConcurrencySafe: true,
-          async execute({ id }) {
-            order.push(`r-start-${id}`)
-            await quiesce()
-            order.push(`r-end-${id}`)
-            return 'read'
-          },
-        }))
-        ctx.tools.register(defineTool<{ id: string }>({
-          name: 'w',
-          description: 'Writes.',
-          parameters,
-          execute({ id }) {
-            order.push(`w-${id}`)
-            return 'written'
-          },
-        }))
+        ctx.tools.register(
+          defineTool<{ id: string }>({
+            name: 'r',
+            description: 'Reads.',
+            parameters,
+            isConcurrencySafe: true,
+            async execute({ id }) {
+              order.push(`r-start-${id}`)
+              await quiesce()
+              order.push(`r-end-${id}`)
+              return 'read'
+            },
+          }),
+        )
+        ctx.tools.register(
+          defineTool<{ id: string }>({
+            name: 'w',
+            description: 'Writes.',
+            parameters,
+            execute({ id }) {
+              order.push(`w-${id}`)
+              return 'written'
+            },
+          }),
+        )
       },
     })
     h.send('go')
@@ -113,7 +129,12 @@ describe('tool scheduling (5.6)', () => {
   it('results are committed in model order (103)', async () => {
     const started: string[] = []
     const gates = { 1: gate(), 2: gate() }
-    const h = await harness({ script: [gatedCalls(['1', '2']), textResponse('ok')], setup: ctx => { ctx.tools.register(gatedTool(started, gates)) } })
+    const h = await harness({
+      script: [gatedCalls(['1', '2']), textResponse('ok')],
+      setup: ctx => {
+        ctx.tools.register(gatedTool(started, gates))
+      },
+    })
     h.send('go')
     await quiesce()
     expect(started).toEqual(['1', '2'])
@@ -139,7 +160,9 @@ describe('tool scheduling (5.6)', () => {
     const h = await harness({
       loop: { maxParallelToolCalls: 2 },
       script: [gatedCalls(['1', '2', '3', '4']), textResponse('ok')],
-      setup: ctx => { ctx.tools.register(gatedTool(started, gates)) },
+      setup: ctx => {
+        ctx.tools.register(gatedTool(started, gates))
+      },
     })
     h.send('go')
     await quiesce()
@@ -164,18 +187,20 @@ describe('tool scheduling (5.6)', () => {
       loop: { maxParallelToolCalls: 1 },
       script: [gatedCalls(['1', '2', '3']), textResponse('ok')],
       setup: ctx => {
-        ctx.tools.register(defineTool<{ id: string }>({
-          name: 'gated',
-          description: 'Records its span.',
-          parameters: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
-          isConcurrencySafe: true,
-          async execute({ id }) {
-            trace.push(`start-${id}`)
-            await quiesce()
-            trace.push(`end-${id}`)
-            return id
-          },
-        }))
+        ctx.tools.register(
+          defineTool<{ id: string }>({
+            name: 'gated',
+            description: 'Records its span.',
+            parameters: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+            isConcurrencySafe: true,
+            async execute({ id }) {
+              trace.push(`start-${id}`)
+              await quiesce()
+              trace.push(`end-${id}`)
+              return id
+            },
+          }),
+        )
       },
     })
     serial.send('go')
@@ -200,7 +225,17 @@ describe('tool scheduling (5.6)', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'danger', {}), textResponse('ok')],
       setup: ctx => {
-        ctx.tools.register(defineTool({ name: 'danger', description: 'Dangerous.', parameters: EMPTY, execute: () => { runs++; return 'done' } }))
+        ctx.tools.register(
+          defineTool({
+            name: 'danger',
+            description: 'Dangerous.',
+            parameters: EMPTY,
+            execute: () => {
+              runs++
+              return 'done'
+            },
+          }),
+        )
       },
     })
     h.agent.ctx.on('tools/pre-execute', async () => ({ kind: 'deny', reason: 'blocked dangerous tool' }))
@@ -220,7 +255,16 @@ describe('tool scheduling (5.6)', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'bomb', {}), textResponse('ok')],
       setup: ctx => {
-        ctx.tools.register(defineTool({ name: 'bomb', description: 'Explodes.', parameters: EMPTY, execute: () => { throw new HarnessError('exploded', 'BOOM') } }))
+        ctx.tools.register(
+          defineTool({
+            name: 'bomb',
+            description: 'Explodes.',
+            parameters: EMPTY,
+            execute: () => {
+              throw new HarnessError('exploded', 'BOOM')
+            },
+          }),
+        )
       },
     })
     h.send('go')
@@ -243,7 +287,17 @@ describe('tool scheduling (5.6)', () => {
         textResponse('ok'),
       ],
       setup: ctx => {
-        ctx.tools.register(defineTool({ name: 'probe', description: 'Takes anything.', parameters: EMPTY, execute: (args: unknown) => { bodies.push(args); return 'probed' } }))
+        ctx.tools.register(
+          defineTool({
+            name: 'probe',
+            description: 'Takes anything.',
+            parameters: EMPTY,
+            execute: (args: unknown) => {
+              bodies.push(args)
+              return 'probed'
+            },
+          }),
+        )
       },
     })
     h.agent.ctx.on('tools/pre-execute', async (exec: ToolRunContext, next) => {
@@ -316,12 +370,14 @@ describe('tool scheduling (5.6)', () => {
     expect(h.adapter.requests).toHaveLength(2)
     const second = h.adapter.requests[1].messages
     expect(second.map(m => m.role)).toEqual(['user', 'assistant', 'user'])
-    expect(second[2].content).toEqual([{
-      type: 'tool-result',
-      toolCallId: 'c1',
-      isError: true,
-      content: [{ type: 'text', text: 'Error: unknown tool "nope"; available tools: bash, read' }],
-    }])
+    expect(second[2].content).toEqual([
+      {
+        type: 'tool-result',
+        toolCallId: 'c1',
+        isError: true,
+        content: [{ type: 'text', text: 'Error: unknown tool "nope"; available tools: bash, read' }],
+      },
+    ])
     expect((ofType(events, 'tool/result')[0].data as any).error).toEqual({ name: 'ToolNotFoundError', code: 'UNKNOWN_TOOL' })
     expect(ofType(events, 'step/start')).toHaveLength(2)
     expect(turnEndReasons(events)).toEqual([{ kind: 'completed' }])
@@ -334,17 +390,22 @@ describe('tool scheduling (5.6)', () => {
     const h = await harness({
       script: [toolCallResponse('c1', 'edit', { path: 7, extra: true }), textResponse('fixed')],
       setup: ctx => {
-        ctx.tools.register(defineTool({
-          name: 'edit',
-          description: 'Edits a file.',
-          parameters: {
-            type: 'object',
-            properties: { command: { type: 'string' }, path: { type: 'string' } },
-            required: ['command'],
-            additionalProperties: false,
-          },
-          execute: () => { runs++; return 'edited' },
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'edit',
+            description: 'Edits a file.',
+            parameters: {
+              type: 'object',
+              properties: { command: { type: 'string' }, path: { type: 'string' } },
+              required: ['command'],
+              additionalProperties: false,
+            },
+            execute: () => {
+              runs++
+              return 'edited'
+            },
+          }),
+        )
       },
     })
     h.send('go')
@@ -368,12 +429,17 @@ describe('tool scheduling (5.6)', () => {
     const h = await harness({
       script: [[...rawToolCall('c1', 'edit', '{"command": "x",'), { type: 'finish', reason: { kind: 'tool-calls' } }], textResponse('fixed')],
       setup: ctx => {
-        ctx.tools.register(defineTool({
-          name: 'edit',
-          description: 'Edits a file.',
-          parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] },
-          execute: () => { runs++; return 'edited' },
-        }))
+        ctx.tools.register(
+          defineTool({
+            name: 'edit',
+            description: 'Edits a file.',
+            parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] },
+            execute: () => {
+              runs++
+              return 'edited'
+            },
+          }),
+        )
       },
     })
     h.send('go')
@@ -385,7 +451,11 @@ describe('tool scheduling (5.6)', () => {
     const [result] = ofType(events, 'tool/result')
     expect((result.data as any).error).toEqual({ name: 'ToolArgsError', code: 'INVALID_ARGS' })
     let parserMessage = ''
-    try { JSON.parse('{"command": "x",') } catch (error) { parserMessage = (error as Error).message }
+    try {
+      JSON.parse('{"command": "x",')
+    } catch (error) {
+      parserMessage = (error as Error).message
+    }
     expect(resultText(result)).toBe(`Error: invalid arguments for tool "edit": arguments are not valid JSON (${parserMessage})`)
     expect(h.adapter.requests).toHaveLength(2)
     const answer = h.adapter.requests[1].messages[2].content[0]

@@ -20,7 +20,16 @@ export interface GenerateOptions extends LlmCallConfig {
  * add up to at most `maxTotalWaitMs`.
  */
 export type ResolvedRetryPolicy =
-  | { mode: 'normal'; maxRetries: number; retryableCodes: readonly string[]; initialDelayMs: number; maxDelayMs: number; jitterRatio: number; maxRetryAfterMs?: number; maxTotalWaitMs?: number }
+  | {
+      mode: 'normal'
+      maxRetries: number
+      retryableCodes: readonly string[]
+      initialDelayMs: number
+      maxDelayMs: number
+      jitterRatio: number
+      maxRetryAfterMs?: number
+      maxTotalWaitMs?: number
+    }
   | { mode: 'always'; initialDelayMs: number; maxDelayMs: number; jitterRatio: number; maxRetryAfterMs?: number; maxTotalWaitMs?: number }
 
 export const DEFAULT_RETRY_POLICY: ResolvedRetryPolicy = Object.freeze({

@@ -1,10 +1,4 @@
-import type {
-  ContentBlock,
-  FinishReason,
-  ReplayEnvelope,
-  StreamChunk,
-  TokenUsage,
-} from './types.ts'
+import type { ContentBlock, FinishReason, ReplayEnvelope, StreamChunk, TokenUsage } from './types.ts'
 
 /** One block as it is being assembled: its type, the deltas so far, and the closing block once seen. */
 interface Slot {
@@ -128,16 +122,20 @@ export class BlockAssembler {
 
   #slot(index: number, type: string): Slot {
     let slot = this.#slots.get(index)
-    if (!slot) this.#slots.set(index, slot = { type, text: '' })
+    if (!slot) this.#slots.set(index, (slot = { type, text: '' }))
     return slot
   }
 
   #assemble(index: number, slot: Slot): ContentBlock {
     switch (slot.type) {
-      case 'text': return { type: 'text', text: slot.text }
-      case 'reasoning': return { type: 'reasoning', text: slot.text }
-      case 'tool-call': return { type: 'tool-call', id: slot.id ?? `call-${index}`, name: slot.name ?? '', arguments: slot.text }
-      default: throw new Error(`cannot assemble incomplete block of type "${slot.type}"`)
+      case 'text':
+        return { type: 'text', text: slot.text }
+      case 'reasoning':
+        return { type: 'reasoning', text: slot.text }
+      case 'tool-call':
+        return { type: 'tool-call', id: slot.id ?? `call-${index}`, name: slot.name ?? '', arguments: slot.text }
+      default:
+        throw new Error(`cannot assemble incomplete block of type "${slot.type}"`)
     }
   }
 }

@@ -17,7 +17,7 @@ export const LLM_ERROR_CODES = {
   NETWORK: 'the connection failed or was reset',
   PROTOCOL: 'the provider answered with something that is not the protocol',
   EMPTY_RESPONSE: 'the provider answered with nothing',
-  RESPONSE_TOO_LARGE: 'the answer outgrew the route\'s response limit',
+  RESPONSE_TOO_LARGE: "the answer outgrew the route's response limit",
   ABORTED: 'the call was aborted',
   NO_ADAPTER: 'no adapter serves this provider',
   DUPLICATE_ADAPTER: 'a provider route is already registered',
@@ -30,7 +30,11 @@ export type LlmErrorCode = keyof typeof LLM_ERROR_CODES
 
 /** An error with a stable machine-readable code. */
 export class HarnessError extends Error {
-  constructor(message: string, readonly code: string, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    readonly code: string,
+    options?: ErrorOptions,
+  ) {
     super(message, options)
     this.name = new.target.name
   }

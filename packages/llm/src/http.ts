@@ -46,11 +46,17 @@ export async function* fetchEventStream(request: EventStreamRequest): AsyncGener
   let timedOut: 'idle' | 'request' | undefined
   let idleTimer: ReturnType<typeof setTimeout> | undefined
   const requestTimer = requestTimeoutMs
-    ? setTimeout(() => { timedOut ??= 'request'; controller.abort() }, requestTimeoutMs)
+    ? setTimeout(() => {
+        timedOut ??= 'request'
+        controller.abort()
+      }, requestTimeoutMs)
     : undefined
   /** Runs one network wait under the idle timer (not the time the consumer holds an event). */
   const waitNetwork = async <T>(promise: () => Promise<T>): Promise<T> => {
-    idleTimer = setTimeout(() => { timedOut ??= 'idle'; controller.abort() }, idleTimeoutMs)
+    idleTimer = setTimeout(() => {
+      timedOut ??= 'idle'
+      controller.abort()
+    }, idleTimeoutMs)
     try {
       return await promise()
     } catch (error) {
@@ -95,7 +101,10 @@ export async function* fetchEventStream(request: EventStreamRequest): AsyncGener
         }
       } catch (error) {
         if (!(error instanceof SseLimitError)) throw error
-        throw new LlmError(`${provider}: the response is larger than ${maxResponseBytes} bytes (the route's maxResponseBytes); stopped reading`, 'RESPONSE_TOO_LARGE')
+        throw new LlmError(
+          `${provider}: the response is larger than ${maxResponseBytes} bytes (the route's maxResponseBytes); stopped reading`,
+          'RESPONSE_TOO_LARGE',
+        )
       }
       yield* events
       if (result.done) return

@@ -20,6 +20,27 @@ export {
 
 export { Llm as default } from './service.ts'
 export { jsonSnapshot, NonJsonError, type JsonValue } from './json.ts'
-export { BLOCK_OVERHEAD, CHARS_PER_TOKEN, estimateBlock, estimateHeader, estimateMessage, estimateSystemTokens, estimateText, estimateToolsTokens, ROLE_OVERHEAD, type EstimatedHeader } from './tokens.ts'
+export {
+  BLOCK_OVERHEAD,
+  CHARS_PER_TOKEN,
+  estimateBlock,
+  estimateHeader,
+  estimateMessage,
+  estimateSystemTokens,
+  estimateText,
+  estimateToolsTokens,
+  ROLE_OVERHEAD,
+  type EstimatedHeader,
+} from './tokens.ts'
 export { SseLimitError, SseParser, type SseEvent } from './sse.ts'
-export { abortedError, fetchEventStream, parseRetryAfter, requestIdOf, resolveEndpoint, type Endpoint, type EndpointOptions, type EventStreamLimits, type EventStreamRequest } from './http.ts'
+export {
+  abortedError,
+  fetchEventStream,
+  parseRetryAfter,
+  requestIdOf,
+  resolveEndpoint,
+  type Endpoint,
+  type EndpointOptions,
+  type EventStreamLimits,
+  type EventStreamRequest,
+} from './http.ts'

@@ -11,7 +11,10 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 
 /** Thrown by `jsonSnapshot`; `message` says what was found and where (`/a/0`). */
 export class NonJsonError extends TypeError {
-  constructor(readonly path: string, readonly found: string) {
+  constructor(
+    readonly path: string,
+    readonly found: string,
+  ) {
     super(`${found}${path ? ` at ${path}` : ''}`)
     this.name = 'NonJsonError'
   }

@@ -1,14 +1,4 @@
-import type {
-  AssistantMessage,
-  CallId,
-  ContentBlock,
-  Message,
-  ModelSource,
-  ToolResultMessage,
-  UserMessage,
-  UserSource,
-  PluginSource,
-} from './types.ts'
+import type { AssistantMessage, CallId, ContentBlock, Message, ModelSource, ToolResultMessage, UserMessage, UserSource, PluginSource } from './types.ts'
 
 /**
  * Freezes a value and everything reachable from it, in place. AbortSignals are
@@ -41,7 +31,12 @@ export function createAssistantMessage(input: { content: readonly ContentBlock[]
 }
 
 export function createToolResultMessage(input: { callId: CallId; content: readonly ContentBlock[]; isError?: boolean }): ToolResultMessage {
-  const block = { type: 'tool-result' as const, toolCallId: input.callId, content: [...input.content], ...(input.isError !== undefined && { isError: input.isError }) }
+  const block = {
+    type: 'tool-result' as const,
+    toolCallId: input.callId,
+    content: [...input.content],
+    ...(input.isError !== undefined && { isError: input.isError }),
+  }
   return freezeMessage({ id: crypto.randomUUID(), role: 'user', source: { kind: 'tool', callId: input.callId }, content: [block] })
 }
 

@@ -2,12 +2,7 @@ import { Context, Service } from '@deepseek-ai/cordis'
 import { DEFAULT_RETRY_POLICY, type GenerateOptions, type LlmAdapter, type LlmModelInfo, type ResolvedRetryPolicy } from './adapter.ts'
 import { LlmError, toFailure } from './errors.ts'
 import { deepFreeze } from './messages.ts'
-import type {
-  LlmCallConfig,
-  LlmCallConfigAdapterDefaults,
-  Message,
-  StreamChunk,
-} from './types.ts'
+import type { LlmCallConfig, LlmCallConfigAdapterDefaults, Message, StreamChunk } from './types.ts'
 
 const PACKAGE = '@loom/llm'
 
@@ -128,7 +123,10 @@ function materialize(config: LlmCallConfig, info: LlmModelInfo) {
       const offered = info.reasoning.efforts.map(e => e.id)
       if (!offered.includes(effort)) {
         const whose = requested === undefined ? 'default reasoning effort' : 'reasoning effort'
-        throw new LlmError(`${where} does not offer ${whose} "${effort}" (offered: ${offered.map(id => `"${id}"`).join(', ') || 'none'})`, 'UNSUPPORTED_REASONING_EFFORT')
+        throw new LlmError(
+          `${where} does not offer ${whose} "${effort}" (offered: ${offered.map(id => `"${id}"`).join(', ') || 'none'})`,
+          'UNSUPPORTED_REASONING_EFFORT',
+        )
       }
       resolved.reasoningEffort = effort
       if (requested === undefined) adapterDefaults.reasoningEffort = true

@@ -105,9 +105,14 @@ export class SseParser {
         this.dataLength += value.length + 1
         this.checkSize(this.dataLength)
         break
-      case 'event': this.eventType = value; break
-      case 'id': if (!value.includes('\0')) this.lastId = value; break
-      default: break
+      case 'event':
+        this.eventType = value
+        break
+      case 'id':
+        if (!value.includes('\0')) this.lastId = value
+        break
+      default:
+        break
     }
   }
 

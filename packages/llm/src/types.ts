@@ -6,14 +6,33 @@ export type MessageId = string
 export type CallId = string
 export type SessionId = string
 
-export interface TextBlock { type: 'text'; text: string }
-export interface ReasoningBlock { type: 'reasoning'; text: string }
-export interface ToolCallBlock { type: 'tool-call'; id: CallId; name: string; arguments: string /* raw JSON text */ }
-export interface ToolResultBlock { type: 'tool-result'; toolCallId: CallId; content: ContentBlock[]; isError?: boolean }
+export interface TextBlock {
+  type: 'text'
+  text: string
+}
+export interface ReasoningBlock {
+  type: 'reasoning'
+  text: string
+}
+export interface ToolCallBlock {
+  type: 'tool-call'
+  id: CallId
+  name: string
+  arguments: string /* raw JSON text */
+}
+export interface ToolResultBlock {
+  type: 'tool-result'
+  toolCallId: CallId
+  content: ContentBlock[]
+  isError?: boolean
+}
 export type ContentBlock = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock
 
 /** One rendered runtime-context entry, as carried by a snapshot message. */
-export interface ContextSnapshotSection { readonly name: string; readonly text: string }
+export interface ContextSnapshotSection {
+  readonly name: string
+  readonly text: string
+}
 
 export type ContextForm =
   | { form?: never }
@@ -36,8 +55,13 @@ export interface Message {
   readonly content: readonly ContentBlock[]
   readonly source: MessageSource
 }
-export interface UserMessage extends Message { readonly role: 'user' }
-export interface AssistantMessage extends Message { readonly role: 'assistant'; readonly source: ModelSource }
+export interface UserMessage extends Message {
+  readonly role: 'user'
+}
+export interface AssistantMessage extends Message {
+  readonly role: 'assistant'
+  readonly source: ModelSource
+}
 export interface ToolResultMessage extends Message {
   readonly role: 'user'
   readonly content: readonly [ToolResultBlock]
@@ -68,7 +92,10 @@ export interface TokenUsage {
   reasoningTokens?: number
 }
 
-export interface ReplayEnvelope { response: unknown; blocks?: readonly unknown[] }
+export interface ReplayEnvelope {
+  response: unknown
+  blocks?: readonly unknown[]
+}
 
 export type StreamChunk =
   | { type: 'block-start'; index: number; blockType: ContentBlock['type'] }
@@ -79,7 +106,11 @@ export type StreamChunk =
   | { type: 'usage'; usage: TokenUsage }
   | { type: 'finish'; reason: FinishReason; replayState?: ReplayEnvelope }
 
-export interface ToolSchema { name: string; description: string; parameters: Record<string, unknown> }
+export interface ToolSchema {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+}
 
 export interface LlmCallConfig {
   provider: string
@@ -91,4 +122,7 @@ export interface LlmCallConfig {
 }
 
 /** Marks the config fields the adapter filled in rather than the caller. */
-export interface LlmCallConfigAdapterDefaults { reasoningEffort?: true; maxTokens?: true }
+export interface LlmCallConfigAdapterDefaults {
+  reasoningEffort?: true
+  maxTokens?: true
+}

@@ -23,7 +23,10 @@ describe('BlockAssembler', () => {
       { type: 'block-end', index: 0, block: { type: 'reasoning', text: 'think' } },
       { type: 'block-end', index: 1, block: { type: 'text', text: 'answer' } },
     ])
-    expect(a.blocks()).toEqual([{ type: 'text', text: 'answer' }, { type: 'reasoning', text: 'think' }])
+    expect(a.blocks()).toEqual([
+      { type: 'text', text: 'answer' },
+      { type: 'reasoning', text: 'think' },
+    ])
   })
 
   it('finish defaults to stop; usage keeps the last usage chunk; finish keeps reason and replay state', () => {
@@ -136,10 +139,7 @@ describe('BlockAssembler', () => {
   })
 
   it('drops the replay state when its blocks do not match the emitted blocks', () => {
-    const a = assemble([
-      ...text(0, 'a'),
-      { type: 'finish', reason: { kind: 'stop' }, replayState: { response: 1, blocks: ['m0', 'm1'] } },
-    ])
+    const a = assemble([...text(0, 'a'), { type: 'finish', reason: { kind: 'stop' }, replayState: { response: 1, blocks: ['m0', 'm1'] } }])
     expect(a.replayState).toBeUndefined()
     expect(a.blocks()).toEqual([{ type: 'text', text: 'a' }])
   })

@@ -84,12 +84,24 @@ describe('errorChain', () => {
 
   it('renders a hostile accessor as <unrenderable value>, and never throws', () => {
     const hostile = new Error('outer')
-    Object.defineProperty(hostile, 'cause', { get() { throw new Error('no') } })
+    Object.defineProperty(hostile, 'cause', {
+      get() {
+        throw new Error('no')
+      },
+    })
     expect(errorChain(hostile)).toBe('<unrenderable value>')
     const inner = new Error('inner')
-    Object.defineProperty(inner, 'message', { get() { throw new Error('no') } })
+    Object.defineProperty(inner, 'message', {
+      get() {
+        throw new Error('no')
+      },
+    })
     expect(errorChain(new Error('outer', { cause: inner }))).toBe('outer: <unrenderable value>')
-    const noString = { toString() { throw new Error('no') } }
+    const noString = {
+      toString() {
+        throw new Error('no')
+      },
+    }
     expect(errorChain(noString)).toBe('<unrenderable value>')
     expect(errorChain(Object.create(null))).toBe('<unrenderable value>')
   })
@@ -140,7 +152,11 @@ describe('toFailure', () => {
   it('never throws', () => {
     expect(toFailure(Object.create(null))).toEqual({ message: 'LLM adapter failed', code: 'UNKNOWN' })
     const hostile = new Error('x')
-    Object.defineProperty(hostile, 'message', { get() { throw new Error('no') } })
+    Object.defineProperty(hostile, 'message', {
+      get() {
+        throw new Error('no')
+      },
+    })
     expect(toFailure(hostile)).toEqual({ message: 'LLM adapter failed', code: 'UNKNOWN' })
   })
 })

@@ -1,11 +1,5 @@
 import { Context } from '@deepseek-ai/cordis'
-import Llm, {
-  LlmAdapter,
-  type GenerateOptions,
-  type LlmModelInfo,
-  type ResolvedRetryPolicy,
-  type StreamChunk,
-} from '@loom/llm'
+import Llm, { LlmAdapter, type GenerateOptions, type LlmModelInfo, type ResolvedRetryPolicy, type StreamChunk } from '@loom/llm'
 
 export interface Host {
   root: Context

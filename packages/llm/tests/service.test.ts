@@ -16,7 +16,10 @@ import { collect, FakeAdapter, host, request, textChunks } from './helpers.ts'
 const finishOf = (chunks: StreamChunk[]) => chunks.filter(chunk => chunk.type === 'finish')
 
 async function failureOf(promise: Promise<unknown>): Promise<LlmError> {
-  const error = await promise.then(() => undefined, (e: unknown) => e)
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
   expect(error).toBeInstanceOf(LlmError)
   return error as LlmError
 }
@@ -44,7 +47,10 @@ describe('registerAdapter', () => {
     const h = await host()
     const adapter = new FakeAdapter()
     h.llm.registerAdapter(['zeta', 'alpha'], adapter)
-    expect(h.llm.listProviders()).toEqual([{ id: 'alpha', name: 'alpha' }, { id: 'zeta', name: 'zeta' }])
+    expect(h.llm.listProviders()).toEqual([
+      { id: 'alpha', name: 'alpha' },
+      { id: 'zeta', name: 'zeta' },
+    ])
     expect(h.llm.adapterOf('zeta')).toBe(adapter)
     expect(await collect(h.llm.stream(request('zeta')))).toEqual(textChunks('ok'))
     expect(adapter.requests).toHaveLength(1)
@@ -151,7 +157,9 @@ describe('registerAdapter', () => {
   it('emits llm/adapters-updated on every change', async () => {
     const h = await host()
     let count = 0
-    h.ctx.on('llm/adapters-updated', () => { count++ })
+    h.ctx.on('llm/adapters-updated', () => {
+      count++
+    })
     const handle = h.llm.registerAdapter(['a'], new FakeAdapter())
     expect(count).toBe(1)
     handle.replace(['b'])
@@ -166,11 +174,14 @@ describe('registerAdapter', () => {
 describe('stream', () => {
   it('a throw from the adapter stream() call becomes one terminal finish error', async () => {
     const h = await host()
-    h.llm.registerAdapter(['mock'], new FakeAdapter({
-      chunks: () => {
-        throw new Error('MockAdapter: script exhausted')
-      },
-    }))
+    h.llm.registerAdapter(
+      ['mock'],
+      new FakeAdapter({
+        chunks: () => {
+          throw new Error('MockAdapter: script exhausted')
+        },
+      }),
+    )
     expect(await collect(h.llm.stream(request()))).toEqual([
       { type: 'finish', reason: { kind: 'error', failure: { message: 'MockAdapter: script exhausted', code: 'UNKNOWN' } } },
     ])
@@ -178,13 +189,16 @@ describe('stream', () => {
 
   it('a throw during iteration follows the chunks already yielded with one finish', async () => {
     const h = await host()
-    h.llm.registerAdapter(['mock'], new FakeAdapter({
-      chunks: async function* () {
-        yield { type: 'block-start', index: 0, blockType: 'text' }
-        yield { type: 'text-delta', index: 0, text: 'partial' }
-        throw new LlmError('server overloaded', 'SERVICE_UNAVAILABLE', { status: 503, requestId: 'r-1' })
-      },
-    }))
+    h.llm.registerAdapter(
+      ['mock'],
+      new FakeAdapter({
+        chunks: async function* () {
+          yield { type: 'block-start', index: 0, blockType: 'text' }
+          yield { type: 'text-delta', index: 0, text: 'partial' }
+          throw new LlmError('server overloaded', 'SERVICE_UNAVAILABLE', { status: 503, requestId: 'r-1' })
+        },
+      }),
+    )
     const chunks = await collect(h.llm.stream(request()))
     expect(chunks).toHaveLength(3)
     expect(chunks[2]).toEqual({
@@ -195,12 +209,22 @@ describe('stream', () => {
 
   it('a throw from the iterator factory or a rejected next() becomes a finish', async () => {
     const h = await host()
-    h.llm.registerAdapter(['factory'], new FakeAdapter({
-      chunks: () => ({ [Symbol.asyncIterator]() { throw new Error('factory failed') } }),
-    }))
-    h.llm.registerAdapter(['next'], new FakeAdapter({
-      chunks: () => ({ [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(new Error('next failed')) }) }),
-    }))
+    h.llm.registerAdapter(
+      ['factory'],
+      new FakeAdapter({
+        chunks: () => ({
+          [Symbol.asyncIterator]() {
+            throw new Error('factory failed')
+          },
+        }),
+      }),
+    )
+    h.llm.registerAdapter(
+      ['next'],
+      new FakeAdapter({
+        chunks: () => ({ [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(new Error('next failed')) }) }),
+      }),
+    )
     h.llm.registerAdapter(['not-iterable'], new FakeAdapter({ chunks: () => [] as unknown as AsyncIterable<StreamChunk> }))
     expect(finishOf(await collect(h.llm.stream(request('factory'))))).toEqual([
       { type: 'finish', reason: { kind: 'error', failure: { message: 'factory failed', code: 'UNKNOWN' } } },
@@ -221,11 +245,14 @@ describe('stream', () => {
 
   it('a non-Error throw becomes its String() with code UNKNOWN', async () => {
     const h = await host()
-    h.llm.registerAdapter(['mock'], new FakeAdapter({
-      chunks: () => {
-        throw { code: 500 }
-      },
-    }))
+    h.llm.registerAdapter(
+      ['mock'],
+      new FakeAdapter({
+        chunks: () => {
+          throw { code: 500 }
+        },
+      }),
+    )
     expect(await collect(h.llm.stream(request()))).toEqual([
       { type: 'finish', reason: { kind: 'error', failure: { message: '[object Object]', code: 'UNKNOWN' } } },
     ])
@@ -233,12 +260,15 @@ describe('stream', () => {
 
   it('is aborted when the request signal was aborted, or the code is ABORTED; else error', async () => {
     const h = await host()
-    h.llm.registerAdapter(['mock'], new FakeAdapter({
-      chunks: async function* (req) {
-        req.signal?.throwIfAborted()
-        throw new LlmError('model stream aborted', 'ABORTED')
-      },
-    }))
+    h.llm.registerAdapter(
+      ['mock'],
+      new FakeAdapter({
+        chunks: async function* (req) {
+          req.signal?.throwIfAborted()
+          throw new LlmError('model stream aborted', 'ABORTED')
+        },
+      }),
+    )
     const controller = new AbortController()
     controller.abort()
     const [aborted] = await collect(h.llm.stream(request('mock', { signal: controller.signal })))
@@ -255,17 +285,20 @@ describe('stream', () => {
   it('stops after the first finish chunk and closes the adapter stream', async () => {
     const h = await host()
     let closed = false
-    h.llm.registerAdapter(['mock'], new FakeAdapter({
-      chunks: async function* () {
-        try {
-          yield* textChunks('ok')
-          yield { type: 'text-delta', index: 0, text: 'after finish' }
-          throw new Error('after finish')
-        } finally {
-          closed = true
-        }
-      },
-    }))
+    h.llm.registerAdapter(
+      ['mock'],
+      new FakeAdapter({
+        chunks: async function* () {
+          try {
+            yield* textChunks('ok')
+            yield { type: 'text-delta', index: 0, text: 'after finish' }
+            throw new Error('after finish')
+          } finally {
+            closed = true
+          }
+        },
+      }),
+    )
     expect(await collect(h.llm.stream(request()))).toEqual(textChunks('ok'))
     expect(closed).toBe(true)
   })
@@ -273,15 +306,18 @@ describe('stream', () => {
   it('a consumer that stops early closes the adapter stream', async () => {
     const h = await host()
     let closed = false
-    h.llm.registerAdapter(['mock'], new FakeAdapter({
-      chunks: async function* () {
-        try {
-          yield* textChunks('ok')
-        } finally {
-          closed = true
-        }
-      },
-    }))
+    h.llm.registerAdapter(
+      ['mock'],
+      new FakeAdapter({
+        chunks: async function* () {
+          try {
+            yield* textChunks('ok')
+          } finally {
+            closed = true
+          }
+        },
+      }),
+    )
     for await (const chunk of h.llm.stream(request())) {
       expect(chunk.type).toBe('block-start')
       break
@@ -329,9 +365,11 @@ describe('the llm/stream waterfall', () => {
     const h = await host()
     const adapter = new FakeAdapter()
     h.llm.registerAdapter(['mock'], adapter)
-    h.ctx.on('llm/stream', () => (async function* () {
-      yield* textChunks('from the listener')
-    })())
+    h.ctx.on('llm/stream', () =>
+      (async function* () {
+        yield* textChunks('from the listener')
+      })(),
+    )
     expect(await collect(h.llm.stream(request()))).toEqual(textChunks('from the listener'))
     expect(adapter.requests).toHaveLength(0)
     // A listener may serve a provider no adapter routes.
@@ -352,10 +390,14 @@ describe('the llm/stream waterfall', () => {
       order.push('a')
       return next()
     })
-    h.ctx.on('llm/stream', (_o, next) => {
-      order.push('first')
-      return next()
-    }, { prepend: true })
+    h.ctx.on(
+      'llm/stream',
+      (_o, next) => {
+        order.push('first')
+        return next()
+      },
+      { prepend: true },
+    )
     await collect(h.llm.stream(request()))
     expect(order).toEqual(['first', 'a'])
   })
@@ -398,10 +440,11 @@ describe('the llm/stream waterfall', () => {
 })
 
 describe('replay state', () => {
-  const withReplay = (provider: string) => createAssistantMessage({
-    content: [{ type: 'text', text: 'earlier' }],
-    source: { provider, model: 'old', replayState: { response: { id: 'resp-1' } } },
-  })
+  const withReplay = (provider: string) =>
+    createAssistantMessage({
+      content: [{ type: 'text', text: 'earlier' }],
+      source: { provider, model: 'old', replayState: { response: { id: 'resp-1' } } },
+    })
 
   it('is forwarded when the historical provider is served by the same adapter instance', async () => {
     const h = await host()
@@ -525,7 +568,10 @@ describe('prepareCall', () => {
   })
 
   describe('reasoning effort', () => {
-    const efforts = [{ id: 'high', name: 'High' }, { id: 'max', name: 'Max' }]
+    const efforts = [
+      { id: 'high', name: 'High' },
+      { id: 'max', name: 'Max' },
+    ]
 
     it('rejects an explicit effort when the model advertises no reasoning', async () => {
       const h = await host()
@@ -675,11 +721,14 @@ describe('prepareCall', () => {
 
     it('turns adapter failures into one terminal finish as well', async () => {
       const h = await host()
-      h.llm.registerAdapter(['mock'], new FakeAdapter({
-        chunks: () => {
-          throw new LlmError('slow down', 'RATE_LIMIT', { providerRetryAfterMs: 1000 })
-        },
-      }))
+      h.llm.registerAdapter(
+        ['mock'],
+        new FakeAdapter({
+          chunks: () => {
+            throw new LlmError('slow down', 'RATE_LIMIT', { providerRetryAfterMs: 1000 })
+          },
+        }),
+      )
       const prepared = await h.llm.prepareCall({ provider: 'mock', model: 'm' })
       expect(await collect(prepared.stream({ ...prepared.config, messages: [] }))).toEqual([
         { type: 'finish', reason: { kind: 'error', failure: { message: 'slow down', code: 'RATE_LIMIT', providerRetryAfterMs: 1000 } } },

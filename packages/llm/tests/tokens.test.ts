@@ -30,7 +30,7 @@ describe('token estimate (fixed heuristic)', () => {
   it('prices tool calls by name and arguments, tool results by their nested content', () => {
     expect(estimateBlock({ type: 'tool-call', id: 'c1', name: 'read', arguments: '{"path":"a"}' })).toBe(1 + 3 + 4)
     const result: ContentBlock = { type: 'tool-result', toolCallId: 'c1', content: [text('abcd'), text('abcdefgh')] }
-    expect(estimateBlock(result)).toBe((1 + 4) + (2 + 4) + 4)
+    expect(estimateBlock(result)).toBe(1 + 4 + (2 + 4) + 4)
     expect(estimateMessage({ content: [result] })).toBe(15 + 4)
   })
 

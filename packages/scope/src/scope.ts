@@ -46,10 +46,11 @@ export function createScope(ctx: Context, key: ScopeKey, options: CreateScopeOpt
     rawDispose,
     // A second call of the framework disposer returns at once; when rawDispose ran
     // first, wait for the teardown it started.
-    dispose: () => (disposal ??= (async () => {
-      await rawDispose()
-      while (fiber.inertia) await fiber.inertia
-    })()),
+    dispose: () =>
+      (disposal ??= (async () => {
+        await rawDispose()
+        while (fiber.inertia) await fiber.inertia
+      })()),
   }
 }
 

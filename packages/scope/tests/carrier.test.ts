@@ -1,15 +1,7 @@
 // Scope-filtered dispatch through the carrier built by scopeTarget (spec §1.3 item 6, §1.4 H6; N5–N8, N11).
 import { describe, expect, it } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
-import {
-  bindScopeParent,
-  carrierKeyOf,
-  createScope,
-  isScopeCarrier,
-  scopeTarget,
-  type Scoped,
-  type ScopeKey,
-} from '@loom/scope'
+import { bindScopeParent, carrierKeyOf, createScope, isScopeCarrier, scopeTarget, type Scoped, type ScopeKey } from '@loom/scope'
 
 declare module '@deepseek-ai/cordis' {
   interface Events {
@@ -26,14 +18,19 @@ async function host() {
 
 /** Registers a `scope-test/ping` listener through `ctx` that records `${name}:${label}`. */
 function listen(ctx: Context, name: string, heard: string[], options?: { global?: boolean }) {
-  ctx.on('scope-test/ping', (label) => { heard.push(`${name}:${label}`) }, options)
+  ctx.on(
+    'scope-test/ping',
+    label => {
+      heard.push(`${name}:${label}`)
+    },
+    options,
+  )
 }
 
-const ping = (ctx: Context, key: ScopeKey | undefined, label: string, base: object = {}) =>
-  ctx.emit(scopeTarget(base, key), 'scope-test/ping', label)
+const ping = (ctx: Context, key: ScopeKey | undefined, label: string, base: object = {}) => ctx.emit(scopeTarget(base, key), 'scope-test/ping', label)
 
 describe('scopeTarget routing', () => {
-  it('N5: a dispatch keyed to a scope reaches untagged listeners and that scope\'s listeners; an undefined key reaches only untagged ones', async () => {
+  it("N5: a dispatch keyed to a scope reaches untagged listeners and that scope's listeners; an undefined key reaches only untagged ones", async () => {
     const { ctx } = await host()
     const keyA = { name: 'A' }
     const keyB = { name: 'B' }
@@ -79,7 +76,7 @@ describe('scopeTarget routing', () => {
     expect(heard).toEqual(['extended:own', 'child:own'])
   })
 
-  it('N6: the base object\'s own filter runs first with this === base and can veto every listener', async () => {
+  it("N6: the base object's own filter runs first with this === base and can veto every listener", async () => {
     const { ctx } = await host()
     const key = {}
     const S = createScope(ctx, key)
@@ -133,7 +130,7 @@ describe('scopeTarget routing', () => {
     expect(heard).toEqual(['B-global:foreign', 'B-global:none', 'B-global:vetoed'])
   })
 
-  it('N8: the carrier is opaque: recognisable, keyed, and exposing none of the base object\'s properties', () => {
+  it("N8: the carrier is opaque: recognisable, keyed, and exposing none of the base object's properties", () => {
     const key = { name: 'k' }
     const subject = { value: 1 }
     const carrier = scopeTarget(subject, key)
@@ -160,7 +157,9 @@ describe('scopeTarget routing', () => {
     const S = createScope(ctx, key)
     const carrier = scopeTarget({}, key)
     const thisSeen: unknown[] = []
-    S.ctx.on('scope-test/ping', function () { thisSeen.push(this) })
+    S.ctx.on('scope-test/ping', function () {
+      thisSeen.push(this)
+    })
     S.ctx.on('scope-test/wrap', function (label, next) {
       thisSeen.push(this)
       return [`S:${label}`, ...next()]

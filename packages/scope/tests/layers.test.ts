@@ -1,14 +1,7 @@
 // Storage tables and per-scope layers (spec §1.3 items 7–9, §1.4 H3; N12–N20).
 import { describe, expect, it, vi } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
-import {
-  AnonymousEntries,
-  NamedEntries,
-  ScopedLayers,
-  bindScopeParent,
-  createScope,
-  type ScopeKey,
-} from '@loom/scope'
+import { AnonymousEntries, NamedEntries, ScopedLayers, bindScopeParent, createScope, type ScopeKey } from '@loom/scope'
 
 class DuplicateError extends Error {}
 const named = <V>() => new NamedEntries<V>(name => new DuplicateError(`duplicate ${name}`))
@@ -25,7 +18,7 @@ class Layer {
 
 function layers(onChange: () => void = () => {}) {
   const created: (ScopeKey | undefined)[] = []
-  const store = new ScopedLayers<Layer>((scope) => {
+  const store = new ScopedLayers<Layer>(scope => {
     created.push(scope)
     return new Layer(scope)
   }, onChange)
@@ -70,7 +63,10 @@ describe('NamedEntries', () => {
     expect(table.has('b')).toBe(true)
     expect(table.has('c')).toBe(false)
     expect([...table.keys()]).toEqual(['b', 'a'])
-    expect([...table.entries()]).toEqual([['b', 2], ['a', 1]])
+    expect([...table.entries()]).toEqual([
+      ['b', 2],
+      ['a', 1],
+    ])
     expect([...table.values()]).toEqual([2, 1])
   })
 
@@ -92,7 +88,10 @@ describe('NamedEntries', () => {
     table.insert('a', 3)
     undoA()
     expect(table.get('a')).toBe(3)
-    expect([...table.entries()]).toEqual([['keep', 0], ['a', 3]])
+    expect([...table.entries()]).toEqual([
+      ['keep', 0],
+      ['a', 3],
+    ])
   })
 
   it('N12: a name can be inserted again after its undo ran', () => {
@@ -175,8 +174,14 @@ describe('ScopedLayers', () => {
     expect(store.peek(key)).toBeUndefined()
     store.global.named.insert('a', 1)
     store.global.named.insert('shared', 2)
-    expect([...store.merge(key, l => l.named)]).toEqual([['a', 1], ['shared', 2]])
-    expect([...store.merge(undefined, l => l.named)]).toEqual([['a', 1], ['shared', 2]])
+    expect([...store.merge(key, l => l.named)]).toEqual([
+      ['a', 1],
+      ['shared', 2],
+    ])
+    expect([...store.merge(undefined, l => l.named)]).toEqual([
+      ['a', 1],
+      ['shared', 2],
+    ])
     expect(store.chainLayers(key)).toEqual([])
     expect(store.chainLayers(undefined)).toEqual([])
     expect(created).toEqual([undefined])
@@ -197,12 +202,23 @@ describe('ScopedLayers', () => {
     const layer = store.peek(key)
     expect(layer).toBeInstanceOf(Layer)
     expect(layer!.scope).toBe(key)
-    expect([...store.merge(key, l => l.named)]).toEqual([['a', 1], ['shared', 2], ['c', 3]])
+    expect([...store.merge(key, l => l.named)]).toEqual([
+      ['a', 1],
+      ['shared', 2],
+      ['c', 3],
+    ])
     // The global view never sees the scoped layer.
-    expect([...store.merge(undefined, l => l.named)]).toEqual([['a', 1], ['shared', 1]])
+    expect([...store.merge(undefined, l => l.named)]).toEqual([
+      ['a', 1],
+      ['shared', 1],
+    ])
 
     await disposeShared()
-    expect([...store.merge(key, l => l.named)]).toEqual([['a', 1], ['shared', 1], ['c', 3]])
+    expect([...store.merge(key, l => l.named)]).toEqual([
+      ['a', 1],
+      ['shared', 1],
+      ['c', 3],
+    ])
     await disposeC()
     expect(store.peek(key)).toBe(layer)
     await disposeAnon()
@@ -241,7 +257,7 @@ describe('ScopedLayers', () => {
     expect(store.global.named.get('g')).toBe(2)
   })
 
-  it('the layer is chosen by the registering context\'s tag, including contexts derived from the scope', async () => {
+  it("the layer is chosen by the registering context's tag, including contexts derived from the scope", async () => {
     const { ctx } = await host()
     const { store } = layers()
     const keyA = {}
@@ -277,24 +293,42 @@ describe('ScopedLayers', () => {
     expect(store.chainLayers(child)).toEqual([store.peek(preset), store.peek(child)])
     expect(store.chainLayers(agent)).toEqual([store.peek(preset)])
     expect(created).toEqual([undefined, preset, child])
-    expect([...store.merge(child, l => l.named)]).toEqual([['g', 0], ['x', 3], ['p', 1]])
-    expect([...store.merge(agent, l => l.named)]).toEqual([['g', 0], ['x', 1], ['p', 1]])
-    expect([...store.merge(preset, l => l.named)]).toEqual([['g', 0], ['x', 1], ['p', 1]])
+    expect([...store.merge(child, l => l.named)]).toEqual([
+      ['g', 0],
+      ['x', 3],
+      ['p', 1],
+    ])
+    expect([...store.merge(agent, l => l.named)]).toEqual([
+      ['g', 0],
+      ['x', 1],
+      ['p', 1],
+    ])
+    expect([...store.merge(preset, l => l.named)]).toEqual([
+      ['g', 0],
+      ['x', 1],
+      ['p', 1],
+    ])
   })
 
-  it('N17: the effect runs the action then notifies; disposing twice undoes and notifies once; the label is in the fiber\'s effects', async () => {
+  it("N17: the effect runs the action then notifies; disposing twice undoes and notifies once; the label is in the fiber's effects", async () => {
     const { ctx } = await host()
     const events: string[] = []
-    const { store } = layers(() => { events.push('notify') })
+    const { store } = layers(() => {
+      events.push('notify')
+    })
     const S = createScope(ctx, {})
-    const dispose = store.effect(S.ctx, (l) => {
-      events.push('action')
-      const undo = l.named.insert('a', 1)
-      return () => {
-        events.push('undo')
-        undo()
-      }
-    }, { label: 'store.order' })
+    const dispose = store.effect(
+      S.ctx,
+      l => {
+        events.push('action')
+        const undo = l.named.insert('a', 1)
+        return () => {
+          events.push('undo')
+          undo()
+        }
+      },
+      { label: 'store.order' },
+    )
     expect(events).toEqual(['action', 'notify'])
     expect(labels(S.ctx)).toContain('store.order')
     await dispose()
@@ -345,7 +379,7 @@ describe('ScopedLayers', () => {
     expect(created).toEqual([undefined])
   })
 
-  it('N18: effect returns the framework\'s exact disposer and defers the action to the effect runner', () => {
+  it("N18: effect returns the framework's exact disposer and defers the action to the effect runner", () => {
     const { store } = layers()
     const rawDispose = () => {}
     const fakeEffect = vi.fn((_body: unknown, _label: string) => rawDispose)
@@ -361,10 +395,13 @@ describe('ScopedLayers', () => {
     const { ctx } = await host()
     const boom = new Error('factory failed')
     let fail = true
-    const store = new ScopedLayers<Layer>((scope) => {
-      if (scope !== undefined && fail) throw boom
-      return new Layer(scope)
-    }, () => {})
+    const store = new ScopedLayers<Layer>(
+      scope => {
+        if (scope !== undefined && fail) throw boom
+        return new Layer(scope)
+      },
+      () => {},
+    )
     const key = {}
     const S = createScope(ctx, key)
     const action = vi.fn((l: Layer) => l.named.insert('a', 1))
@@ -384,7 +421,15 @@ describe('ScopedLayers', () => {
     const key = {}
     const S = createScope(ctx, key)
     const boom = new Error('action failed')
-    expect(() => store.effect(S.ctx, () => { throw boom }, { label: 'bad' })).toThrow(boom)
+    expect(() =>
+      store.effect(
+        S.ctx,
+        () => {
+          throw boom
+        },
+        { label: 'bad' },
+      ),
+    ).toThrow(boom)
     expect(store.peek(key)).toBeUndefined()
     expect(onChange).not.toHaveBeenCalled()
     expect(labels(S.ctx)).not.toContain('bad')
@@ -416,13 +461,19 @@ describe('ScopedLayers', () => {
     })
     const key = {}
     const S = createScope(ctx, key)
-    expect(() => store.effect(S.ctx, (l) => {
-      const undo = l.named.insert('a', 1)
-      return () => {
-        events.push('undo')
-        undo()
-      }
-    }, { label: 'rolled.back' })).toThrow(boom)
+    expect(() =>
+      store.effect(
+        S.ctx,
+        l => {
+          const undo = l.named.insert('a', 1)
+          return () => {
+            events.push('undo')
+            undo()
+          }
+        },
+        { label: 'rolled.back' },
+      ),
+    ).toThrow(boom)
     expect(events).toEqual(['notify', 'undo', 'notify'])
     expect(store.peek(key)).toBeUndefined()
     expect(labels(S.ctx)).not.toContain('rolled.back')

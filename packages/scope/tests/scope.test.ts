@@ -1,14 +1,7 @@
 // Scope primitives: tags, parent chains and scope disposal (spec §1.1, §1.3 items 2, 5, 8; N1–N4, N9, N10).
 import { describe, expect, it } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
-import {
-  bindScopeParent,
-  createScope,
-  scopeChainOf,
-  scopeOf,
-  scopeParentOf,
-  withScope,
-} from '@loom/scope'
+import { bindScopeParent, createScope, scopeChainOf, scopeOf, scopeParentOf, withScope } from '@loom/scope'
 
 async function host(name = 'host') {
   const root = new Context()
@@ -48,7 +41,12 @@ describe('createScope and scopeOf', () => {
     const key = { name: 'k' }
     const scope = createScope(ctx, key)
     let seenInApply: unknown = 'not called'
-    const child = await scope.ctx.plugin({ name: 'child', apply(c: Context) { seenInApply = scopeOf(c) } })
+    const child = await scope.ctx.plugin({
+      name: 'child',
+      apply(c: Context) {
+        seenInApply = scopeOf(c)
+      },
+    })
     expect(seenInApply).toBe(key)
     expect(scopeOf(child.ctx)).toBe(key)
     const grandchild = await child.ctx.plugin({ name: 'grandchild', apply() {} })
@@ -62,7 +60,7 @@ describe('createScope and scopeOf', () => {
     expect(scope.ctx.fiber.name).toBe('minter')
   })
 
-  it('N2: a scope is usable synchronously inside the minting plugin\'s apply, and dispose() runs its effects', async () => {
+  it("N2: a scope is usable synchronously inside the minting plugin's apply, and dispose() runs its effects", async () => {
     const root = new Context()
     const events: string[] = []
     let scope!: ReturnType<typeof createScope>
@@ -72,7 +70,9 @@ describe('createScope and scopeOf', () => {
         scope = createScope(ctx, { name: 'k' })
         scope.ctx.effect(() => {
           events.push('registered')
-          return () => { events.push('disposed') }
+          return () => {
+            events.push('disposed')
+          }
         }, 'probe')
       },
     })
@@ -81,11 +81,16 @@ describe('createScope and scopeOf', () => {
     expect(events).toEqual(['registered', 'disposed'])
   })
 
-  it('unloading the minting plugin disposes the scope\'s effects', async () => {
+  it("unloading the minting plugin disposes the scope's effects", async () => {
     const { fiber } = await host()
     const events: string[] = []
     const scope = createScope(fiber.ctx, {})
-    scope.ctx.effect(() => () => { events.push('disposed') }, 'probe')
+    scope.ctx.effect(
+      () => () => {
+        events.push('disposed')
+      },
+      'probe',
+    )
     await fiber.dispose()
     expect(events).toEqual(['disposed'])
   })
@@ -184,12 +189,17 @@ describe('scope disposal', () => {
     const { ctx } = await host()
     const scope = createScope(ctx, {})
     let open!: () => void
-    const gate = new Promise<void>(resolve => { open = resolve })
+    const gate = new Promise<void>(resolve => {
+      open = resolve
+    })
     let finished = false
-    scope.ctx.effect(() => async () => {
-      await gate
-      finished = true
-    }, 'slow teardown')
+    scope.ctx.effect(
+      () => async () => {
+        await gate
+        finished = true
+      },
+      'slow teardown',
+    )
 
     const settled: [string, boolean][] = []
     const raw = scope.rawDispose()
@@ -197,35 +207,50 @@ describe('scope disposal', () => {
     const second = scope.dispose()
     expect(second).toBe(first)
     const all = [
-      Promise.resolve(raw).then(() => { settled.push(['rawDispose', finished]) }),
-      first.then(() => { settled.push(['dispose#1', finished]) }),
-      second.then(() => { settled.push(['dispose#2', finished]) }),
+      Promise.resolve(raw).then(() => {
+        settled.push(['rawDispose', finished])
+      }),
+      first.then(() => {
+        settled.push(['dispose#1', finished])
+      }),
+      second.then(() => {
+        settled.push(['dispose#2', finished])
+      }),
     ]
     await settle()
     expect(settled).toEqual([])
     open()
     await Promise.all(all)
     expect(finished).toBe(true)
-    expect(settled).toEqual(expect.arrayContaining([
-      ['rawDispose', true],
-      ['dispose#1', true],
-      ['dispose#2', true],
-    ]))
+    expect(settled).toEqual(
+      expect.arrayContaining([
+        ['rawDispose', true],
+        ['dispose#1', true],
+        ['dispose#2', true],
+      ]),
+    )
   })
 
   it('N3: dispose() called first also waits for async teardown, and a later dispose() returns the same promise', async () => {
     const { ctx } = await host()
     const scope = createScope(ctx, {})
     let open!: () => void
-    const gate = new Promise<void>(resolve => { open = resolve })
+    const gate = new Promise<void>(resolve => {
+      open = resolve
+    })
     let finished = false
-    scope.ctx.effect(() => async () => {
-      await gate
-      finished = true
-    }, 'slow teardown')
+    scope.ctx.effect(
+      () => async () => {
+        await gate
+        finished = true
+      },
+      'slow teardown',
+    )
     const first = scope.dispose()
     let settledEarly = false
-    void first.then(() => { settledEarly = !finished })
+    void first.then(() => {
+      settledEarly = !finished
+    })
     await settle()
     expect(scope.dispose()).toBe(first)
     open()
@@ -238,11 +263,20 @@ describe('scope disposal', () => {
     const { ctx } = await host()
     const scope = createScope(ctx, {})
     const order: string[] = []
-    scope.ctx.effect(() => () => { order.push('scope') }, 'scoped')
+    scope.ctx.effect(
+      () => () => {
+        order.push('scope')
+      },
+      'scoped',
+    )
     const dispose = ctx.effect(function* () {
-      yield () => { order.push('outer') }
+      yield () => {
+        order.push('outer')
+      }
       yield scope.rawDispose
-      yield () => { order.push('inner') }
+      yield () => {
+        order.push('inner')
+      }
     }, 'composite')
     expect(order).toEqual([])
     await dispose()

@@ -38,7 +38,10 @@ export function normalizeName(name: string): string {
 }
 
 function globToRegExp(glob: string): RegExp {
-  const source = glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')
+  const source = glob
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.')
   return new RegExp(`^${source}$`, 'i')
 }
 
@@ -48,7 +51,7 @@ const compiled = new Map<string, RegExp>()
 function toRegExp(pattern: SecretPattern): RegExp {
   if (typeof pattern !== 'string') return pattern
   let regexp = compiled.get(pattern)
-  if (!regexp) compiled.set(pattern, regexp = globToRegExp(pattern))
+  if (!regexp) compiled.set(pattern, (regexp = globToRegExp(pattern)))
   return regexp
 }
 
@@ -108,10 +111,7 @@ const URL_PASSWORD = /\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@]*:([^\s/@]+)@/gi
  * in any variable (`DATABASE_URL=postgres://app:pw@db/app`). Values shorter
  * than `MIN_SECRET_LENGTH` are left out.
  */
-export function secretValues(
-  env: Readonly<Record<string, string | undefined>>,
-  patterns: readonly SecretPattern[] = DEFAULT_SECRET_PATTERNS,
-): string[] {
+export function secretValues(env: Readonly<Record<string, string | undefined>>, patterns: readonly SecretPattern[] = DEFAULT_SECRET_PATTERNS): string[] {
   const values = new Set<string>()
   const add = (value: string) => {
     if (value.length >= MIN_SECRET_LENGTH) values.add(value)

@@ -18,18 +18,21 @@ const ASSIGN = String.raw`["']?[ \t]*[:=][ \t]*["']?`
  * Credentials recognized by their context, known or not. Each alternative matches
  * only the credential (the context is a lookbehind), so one replacement fits all.
  */
-const CONTEXT_PATTERN = new RegExp([
-  // `Authorization: Bearer <token>`, `Basic <base64>`, `token <token>` (also Proxy-Authorization).
-  String.raw`(?<=\bauthorization${ASSIGN}(?:bearer|basic|token)[ \t]+)${CRED_ANY}`,
-  // `Bearer <token>` anywhere (a JSON header echo, a log line).
-  String.raw`(?<=\bbearer[ \t]+)${CRED}`,
-  // A secret-looking name assigned a credential: `x-api-key: ...`, `OPENAI_API_KEY=...`, `"password": "..."`.
-  String.raw`(?<=(?:api[-_]?key|[-_]key|token|secret|password|passwd|passphrase|credentials?|authorization)${ASSIGN})${CRED}`,
-  // A credential in a URL query: `?api_key=...`, `&access_token=...`.
-  String.raw`(?<=[?&](?:access_token|api_key|apikey|key|token|secret|password)=)[^&#\s"'<>]+`,
-  // The password of a URL with credentials: `postgres://app:<password>@db`.
-  String.raw`(?<=\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@]*:)[^\s/@$<{[][^\s/@]*(?=@)`,
-].join('|'), 'gi')
+const CONTEXT_PATTERN = new RegExp(
+  [
+    // `Authorization: Bearer <token>`, `Basic <base64>`, `token <token>` (also Proxy-Authorization).
+    String.raw`(?<=\bauthorization${ASSIGN}(?:bearer|basic|token)[ \t]+)${CRED_ANY}`,
+    // `Bearer <token>` anywhere (a JSON header echo, a log line).
+    String.raw`(?<=\bbearer[ \t]+)${CRED}`,
+    // A secret-looking name assigned a credential: `x-api-key: ...`, `OPENAI_API_KEY=...`, `"password": "..."`.
+    String.raw`(?<=(?:api[-_]?key|[-_]key|token|secret|password|passwd|passphrase|credentials?|authorization)${ASSIGN})${CRED}`,
+    // A credential in a URL query: `?api_key=...`, `&access_token=...`.
+    String.raw`(?<=[?&](?:access_token|api_key|apikey|key|token|secret|password)=)[^&#\s"'<>]+`,
+    // The password of a URL with credentials: `postgres://app:<password>@db`.
+    String.raw`(?<=\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@]*:)[^\s/@$<{[][^\s/@]*(?=@)`,
+  ].join('|'),
+  'gi',
+)
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
@@ -80,7 +83,7 @@ const redactors = new WeakMap<readonly string[], Redactor>()
 /** `text` with every known secret value, and every credential recognized by its context, replaced by `[REDACTED]`. */
 export function redact(text: string, secrets: readonly string[], options?: RedactOptions): string {
   let redactor = redactors.get(secrets)
-  if (!redactor) redactors.set(secrets, redactor = createRedactor(secrets))
+  if (!redactor) redactors.set(secrets, (redactor = createRedactor(secrets)))
   return redactor(text, options)
 }
 
@@ -96,7 +99,7 @@ export function hostRedactor(options: { env?: NodeJS.ProcessEnv; patterns?: read
   let redactor = hostRedactors.get(key)
   if (!redactor) {
     if (hostRedactors.size >= 16) hostRedactors.clear()
-    hostRedactors.set(key, redactor = createRedactor(secrets, { contextual: options.contextual }))
+    hostRedactors.set(key, (redactor = createRedactor(secrets, { contextual: options.contextual })))
   }
   return redactor
 }
@@ -132,8 +135,7 @@ export function redactDeep<T>(value: T, secrets: readonly string[] = [], options
     ancestors.add(node)
     const copy = Array.isArray(node)
       ? node.map(item => walk(item, hidden))
-      : Object.fromEntries(Object.entries(node).map(([key, item]) =>
-        [key, walk(item, hidden || (keys !== false && isSecretName(key, keys)))]))
+      : Object.fromEntries(Object.entries(node).map(([key, item]) => [key, walk(item, hidden || (keys !== false && isSecretName(key, keys)))]))
     ancestors.delete(node)
     return copy
   }

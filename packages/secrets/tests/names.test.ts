@@ -4,20 +4,60 @@ import { DEFAULT_SECRET_PATTERNS, isSecretName, normalizeName, scrubEnv, secretV
 describe('isSecretName', () => {
   it('knows provider keys, tokens, secrets and passwords', () => {
     for (const name of [
-      'DEEPSEEK_API_KEY', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'NPM_TOKEN',
-      'NODE_AUTH_TOKEN', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'CLIENT_SECRET', 'DB_PASSWORD',
-      'PGPASSWORD', 'SMTP_PASS', 'GPG_PASSPHRASE', 'GOOGLE_APPLICATION_CREDENTIALS', 'STRIPE_SECRET_KEY',
-      'HF_TOKEN', 'OPENAI_APIKEY', 'npm_config__authToken',
+      'DEEPSEEK_API_KEY',
+      'OPENAI_API_KEY',
+      'ANTHROPIC_API_KEY',
+      'GITHUB_TOKEN',
+      'GH_TOKEN',
+      'NPM_TOKEN',
+      'NODE_AUTH_TOKEN',
+      'AWS_SECRET_ACCESS_KEY',
+      'AWS_SESSION_TOKEN',
+      'CLIENT_SECRET',
+      'DB_PASSWORD',
+      'PGPASSWORD',
+      'SMTP_PASS',
+      'GPG_PASSPHRASE',
+      'GOOGLE_APPLICATION_CREDENTIALS',
+      'STRIPE_SECRET_KEY',
+      'HF_TOKEN',
+      'OPENAI_APIKEY',
+      'npm_config__authToken',
       // object keys and headers
-      'apiKey', 'token', 'password', 'secret', 'clientSecret', 'accessToken', 'x-api-key', 'authorization', 'OAuthToken',
-    ]) expect([name, isSecretName(name)]).toEqual([name, true])
+      'apiKey',
+      'token',
+      'password',
+      'secret',
+      'clientSecret',
+      'accessToken',
+      'x-api-key',
+      'authorization',
+      'OAuthToken',
+    ])
+      expect([name, isSecretName(name)]).toEqual([name, true])
   })
 
   it('leaves ordinary names alone', () => {
     for (const name of [
-      'PATH', 'HOME', 'PWD', 'OLDPWD', 'SSH_AUTH_SOCK', 'AWS_ACCESS_KEY_ID', 'DEEPSEEK_BASE_URL', 'OPENAI_MODEL',
-      'TERM', 'KEYBOARD', 'key', 'maxTokens', 'tokens', 'tokenizer', 'TOKEN_URL', 'PASSTHROUGH', 'LOOM_HOME',
-    ]) expect([name, isSecretName(name)]).toEqual([name, false])
+      'PATH',
+      'HOME',
+      'PWD',
+      'OLDPWD',
+      'SSH_AUTH_SOCK',
+      'AWS_ACCESS_KEY_ID',
+      'DEEPSEEK_BASE_URL',
+      'OPENAI_MODEL',
+      'TERM',
+      'KEYBOARD',
+      'key',
+      'maxTokens',
+      'tokens',
+      'tokenizer',
+      'TOKEN_URL',
+      'PASSTHROUGH',
+      'LOOM_HOME',
+    ])
+      expect([name, isSecretName(name)]).toEqual([name, false])
   })
 
   it('takes extra patterns: globs on the whole name, case-insensitive, and RegExps', () => {
@@ -60,21 +100,22 @@ describe('scrubEnv', () => {
 
   it('uses the given patterns instead of the defaults', () => {
     expect(scrubEnv(env, { patterns: ['HOME'] }).removed).toEqual(['HOME'])
-    expect(scrubEnv(env, { patterns: [...DEFAULT_SECRET_PATTERNS, 'HOME'] }).removed)
-      .toEqual(['DEEPSEEK_API_KEY', 'GITHUB_TOKEN', 'HOME', 'MY_PASSWORD'])
+    expect(scrubEnv(env, { patterns: [...DEFAULT_SECRET_PATTERNS, 'HOME'] }).removed).toEqual(['DEEPSEEK_API_KEY', 'GITHUB_TOKEN', 'HOME', 'MY_PASSWORD'])
   })
 })
 
 describe('secretValues', () => {
   it('gives the values of secret variables, longest first, without duplicates or short ones', () => {
-    expect(secretValues({
-      A_TOKEN: 'tok-01234567',
-      B_TOKEN: 'tok-01234567',
-      OPENAI_API_KEY: 'sk-proj-0123456789abcdef',
-      SHORT_SECRET: 'abc1234',
-      EMPTY_TOKEN: '',
-      PATH: '/usr/local/bin:/usr/bin',
-    })).toEqual(['sk-proj-0123456789abcdef', 'tok-01234567'])
+    expect(
+      secretValues({
+        A_TOKEN: 'tok-01234567',
+        B_TOKEN: 'tok-01234567',
+        OPENAI_API_KEY: 'sk-proj-0123456789abcdef',
+        SHORT_SECRET: 'abc1234',
+        EMPTY_TOKEN: '',
+        PATH: '/usr/local/bin:/usr/bin',
+      }),
+    ).toEqual(['sk-proj-0123456789abcdef', 'tok-01234567'])
   })
 
   it('adds each line of a multi-line secret, and the password of any URL with credentials', () => {

@@ -45,11 +45,12 @@ describe('redact', () => {
       'password: string',
       'const token = getToken()',
       'headers: { Authorization: `Bearer ${token}` }',
-      "apiKey: process.env.OPENAI_API_KEY,",
+      'apiKey: process.env.OPENAI_API_KEY,',
       'Bearer authentication is described in RFC 6750',
       'url = `https://user:${pass}@host`',
       'max_tokens: 4096',
-    ]) expect(redact(text, [])).toBe(text)
+    ])
+      expect(redact(text, [])).toBe(text)
   })
 
   it('with headCut, redacts the end of a secret that starts a cut text', () => {

@@ -1,12 +1,11 @@
 import { BlockAssembler, type CallId, type StreamChunk } from '@loom/llm'
 import type { SessionEvent } from './events.ts'
 
-export const TOOL_NOT_STARTED_TEXT =
-  'The tool call was interrupted before Loom recorded it as started. Retry it if it is still needed.'
+export const TOOL_NOT_STARTED_TEXT = 'The tool call was interrupted before Loom recorded it as started. Retry it if it is still needed.'
 export const TOOL_OUTCOME_UNKNOWN_TEXT =
-  'The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. '
-  + 'Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; '
-  + 'if it may have side effects, first verify external state or ask the user. Do not retry blindly.'
+  'The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. ' +
+  'Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; ' +
+  'if it may have side effects, first verify external state or ask the user. Do not retry blindly.'
 
 /** The `error` of the `compaction/end` that crash repair appends for a compaction that never committed its summary. */
 export const COMPACTION_INTERRUPTED_ERROR = 'interrupted: the compaction did not finish before the process stopped (closed by repair)'
@@ -161,16 +160,16 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
           id: `interrupted-tool-result-${callId}-${seq}`,
           role: 'user',
           source: { kind: 'tool', callId },
-          content: [{
-            type: 'tool-result',
-            toolCallId: callId,
-            isError: true,
-            content: [{ type: 'text', text: started ? TOOL_OUTCOME_UNKNOWN_TEXT : TOOL_NOT_STARTED_TEXT }],
-          }],
+          content: [
+            {
+              type: 'tool-result',
+              toolCallId: callId,
+              isError: true,
+              content: [{ type: 'text', text: started ? TOOL_OUTCOME_UNKNOWN_TEXT : TOOL_NOT_STARTED_TEXT }],
+            },
+          ],
         },
-        error: started
-          ? { name: 'ToolOutcomeUnknownError', code: 'TOOL_OUTCOME_UNKNOWN' }
-          : { name: 'ToolNotStartedError', code: 'TOOL_NOT_STARTED' },
+        error: started ? { name: 'ToolOutcomeUnknownError', code: 'TOOL_OUTCOME_UNKNOWN' } : { name: 'ToolNotStartedError', code: 'TOOL_NOT_STARTED' },
       },
       surfaceOp: 'append',
       ...(started && { sourceEventSeqs: [call.callSeq!] }),

@@ -19,12 +19,7 @@ export type { JsonValue } from '@loom/llm'
 /** The on-disk and in-memory format version of a session log. */
 export const SESSION_FORMAT_VERSION = 0
 
-
-export type AgentCancelCause =
-  | { kind: 'user' }
-  | { kind: 'parent' }
-  | { kind: 'hook'; reason: string }
-  | { kind: 'disposed' }
+export type AgentCancelCause = { kind: 'user' } | { kind: 'parent' } | { kind: 'hook'; reason: string } | { kind: 'disposed' }
 
 export type TurnEndReason =
   | { kind: 'completed' }
@@ -49,10 +44,18 @@ export interface RequestHeader {
 export type RequestHeaderReason = 'initial' | 'resume' | 'change'
 
 /** One section or tool of a header: its name, the plugin that owns it, the sha256 (hex) of its rendered text / JSON schema. */
-export interface RequestSourceEntry { name: string; owner: string; sha256: string }
+export interface RequestSourceEntry {
+  name: string
+  owner: string
+  sha256: string
+}
 
 /** A plugin that contributed to a header: its package version when found, and a digest of everything it contributed. */
-export interface RequestSourcePlugin { name: string; version?: string; digest: string }
+export interface RequestSourcePlugin {
+  name: string
+  version?: string
+  digest: string
+}
 
 /** Provenance of a header (metadata: never part of the header comparison). */
 export interface RequestSources {
@@ -61,7 +64,11 @@ export interface RequestSources {
   plugins: RequestSourcePlugin[]
 }
 
-export interface RequestSourceChange { name: string; owner: string; change: 'added' | 'removed' | 'changed' }
+export interface RequestSourceChange {
+  name: string
+  owner: string
+  change: 'added' | 'removed' | 'changed'
+}
 
 /** What a `change` header changed relative to the previous header. */
 export interface RequestHeaderChanges {
@@ -77,7 +84,11 @@ export interface RequestHeaderChanges {
   firstDifference?: number
 }
 
-export interface RequestContext { provider: string; model: string; contextWindow?: number }
+export interface RequestContext {
+  provider: string
+  model: string
+  contextWindow?: number
+}
 
 export interface SessionEventMap {
   'turn/start': { turn: number }
@@ -121,9 +132,23 @@ export type SessionEventType = keyof SessionEventMap
 
 /** The event types this build understands; a stored log with any other type is refused unless marked ignorable. */
 export const KNOWN_SESSION_EVENT_TYPES: ReadonlySet<string> = new Set<SessionEventType>([
-  'turn/start', 'turn/end', 'step/start', 'step/end', 'user/message', 'assistant/chunk', 'assistant/message',
-  'tool/call', 'tool/result', 'request/header', 'request/context', 'request/retry',
-  'compaction/start', 'compaction/summary', 'compaction/end', 'compaction/prune', 'session/end-seed',
+  'turn/start',
+  'turn/end',
+  'step/start',
+  'step/end',
+  'user/message',
+  'assistant/chunk',
+  'assistant/message',
+  'tool/call',
+  'tool/result',
+  'request/header',
+  'request/context',
+  'request/retry',
+  'compaction/start',
+  'compaction/summary',
+  'compaction/end',
+  'compaction/prune',
+  'session/end-seed',
   'agent/inbox/spliced',
 ])
 

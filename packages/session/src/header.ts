@@ -21,24 +21,28 @@ export function canonicalHeader(header: RequestHeader): RequestHeader {
 }
 
 export function callConfigEquals(a: LlmCallConfig, b: LlmCallConfig): boolean {
-  return a.provider === b.provider
-    && a.model === b.model
-    && a.reasoningEffort === b.reasoningEffort
-    && a.temperature === b.temperature
-    && a.maxTokens === b.maxTokens
-    && (a.stop === undefined && b.stop === undefined
-      || a.stop !== undefined && b.stop !== undefined && a.stop.length === b.stop.length && a.stop.every((s, i) => s === b.stop![i]))
+  return (
+    a.provider === b.provider &&
+    a.model === b.model &&
+    a.reasoningEffort === b.reasoningEffort &&
+    a.temperature === b.temperature &&
+    a.maxTokens === b.maxTokens &&
+    ((a.stop === undefined && b.stop === undefined) ||
+      (a.stop !== undefined && b.stop !== undefined && a.stop.length === b.stop.length && a.stop.every((s, i) => s === b.stop![i])))
+  )
 }
 
 export function headerEquals(a: RequestHeader, b: RequestHeader): boolean {
   const toolsA = a.tools ?? []
   const toolsB = b.tools ?? []
-  return callConfigEquals(a.config, b.config)
-    && a.adapterDefaults?.reasoningEffort === b.adapterDefaults?.reasoningEffort
-    && a.adapterDefaults?.maxTokens === b.adapterDefaults?.maxTokens
-    && (a.system ?? '') === (b.system ?? '')
-    && toolsA.length === toolsB.length
-    && toolsA.every((tool, i) => JSON.stringify(tool) === JSON.stringify(toolsB[i]))
+  return (
+    callConfigEquals(a.config, b.config) &&
+    a.adapterDefaults?.reasoningEffort === b.adapterDefaults?.reasoningEffort &&
+    a.adapterDefaults?.maxTokens === b.adapterDefaults?.maxTokens &&
+    (a.system ?? '') === (b.system ?? '') &&
+    toolsA.length === toolsB.length &&
+    toolsA.every((tool, i) => JSON.stringify(tool) === JSON.stringify(toolsB[i]))
+  )
 }
 
 /** The header in force at the end of `events` (the last `request/header`), else `from`. */

@@ -265,8 +265,7 @@ export function requestEconomics(
   const reportedRows = rows.flatMap(row => (row.reported ? [row.reported] : []))
   const reportedSum = (key: 'inputTokens' | 'hitTokens' | 'outputTokens' | 'inputCost' | 'outputCost') =>
     reportedRows.reduce((total, row) => total + row[key], 0)
-  const sum = (key: 'chars' | 'hitTokens' | 'missTokens' | 'outputTokens' | 'inputCost' | 'outputCost') =>
-    rows.reduce((total, row) => total + row[key], 0)
+  const sum = (key: 'chars' | 'hitTokens' | 'missTokens' | 'outputTokens' | 'inputCost' | 'outputCost') => rows.reduce((total, row) => total + row[key], 0)
   const reuses = rows.map(row => row.reuse).filter((r): r is number => r !== null)
   const hitTokens = sum('hitTokens')
   const missTokens = sum('missTokens')

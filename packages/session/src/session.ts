@@ -68,7 +68,7 @@ export class Session {
     this.header = deepFreeze(adopt ? header! : structuredClone(header ?? { version: SESSION_FORMAT_VERSION, id, createdAt: Date.now() }))
     if (this.header.id !== id) throw new Error(`session header id "${this.header.id}" does not match session id "${id}"`)
     // An adopted seed array is the log itself: no copy, and no push per event.
-    this.#log = adopt ? seed as SessionEvent[] : []
+    this.#log = adopt ? (seed as SessionEvent[]) : []
     if (!seed) {
       this.firstLiveSeq = 0
       return

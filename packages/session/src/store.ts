@@ -34,7 +34,10 @@ export interface PrepareOptions {
 export type SessionForkErrorCode = 'SESSION_ALREADY_EXISTS' | 'SESSION_NOT_FOUND' | 'SESSION_NOT_LIVE' | 'INVALID_BOUNDARY' | 'OPEN_TURN'
 
 export class SessionForkError extends Error {
-  constructor(readonly code: SessionForkErrorCode, message: string) {
+  constructor(
+    readonly code: SessionForkErrorCode,
+    message: string,
+  ) {
     super(message)
     this.name = 'SessionForkError'
   }
@@ -73,15 +76,23 @@ export class SessionLeaseError extends Error {
   }
 
   static held(sessionId: SessionId, holder: SessionLeaseHolder): SessionLeaseError {
-    return new SessionLeaseError('SESSION_LEASE_HELD', sessionId, holder,
-      `session ${sessionId} is being written by ${describeHolder(holder)}; wait for it to finish or stop it`)
+    return new SessionLeaseError(
+      'SESSION_LEASE_HELD',
+      sessionId,
+      holder,
+      `session ${sessionId} is being written by ${describeHolder(holder)}; wait for it to finish or stop it`,
+    )
   }
 
   static lost(sessionId: SessionId, holder: SessionLeaseHolder | undefined): SessionLeaseError {
-    return new SessionLeaseError('SESSION_LEASE_LOST', sessionId, holder,
-      `session ${sessionId}: this writer (pid ${process.pid}) lost its write lease`
-      + (holder ? `, now held by ${describeHolder(holder)}` : '')
-      + '; nothing more is written by this process')
+    return new SessionLeaseError(
+      'SESSION_LEASE_LOST',
+      sessionId,
+      holder,
+      `session ${sessionId}: this writer (pid ${process.pid}) lost its write lease` +
+        (holder ? `, now held by ${describeHolder(holder)}` : '') +
+        '; nothing more is written by this process',
+    )
   }
 }
 

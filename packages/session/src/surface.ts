@@ -132,7 +132,11 @@ function withoutResultContent(data: unknown): unknown {
 function canonicalKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(canonicalKeys)
   if (typeof value !== 'object' || value === null) return value
-  return Object.fromEntries(Object.keys(value).sort().map(key => [key, canonicalKeys((value as Record<string, unknown>)[key])]))
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map(key => [key, canonicalKeys((value as Record<string, unknown>)[key])]),
+  )
 }
 
 /** The surface a log ends with, computed offline (same rules and errors as live appends). */

@@ -10,7 +10,13 @@ import { appendOpenTurn, appendToolTurn } from './helpers.ts'
 function commitSummary(session: Session, compactionId: string, start: number, end: number) {
   const shadowedSeqs = session.surface.nodes.filter(seq => seq >= start && seq <= end)
   session.append('compaction/summary', {
-    compactionId, summary: [{ type: 'text', text: 'summary' }], shadowedRange: { start, end }, shadowedSeqs, shadowedTokenCount: 100, provider: 'test', model: 'test-model',
+    compactionId,
+    summary: [{ type: 'text', text: 'summary' }],
+    shadowedRange: { start, end },
+    shadowedSeqs,
+    shadowedTokenCount: 100,
+    provider: 'test',
+    model: 'test-model',
   })
   session.append('user/message', userText('summary'), { surfaceOp: { op: 'replace', start, end }, sourceEventSeqs: shadowedSeqs })
 }

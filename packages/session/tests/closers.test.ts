@@ -50,9 +50,7 @@ describe('interruptedTurnClosers', () => {
     appendOpenTurn(session, 1)
     session.append('step/end', { turn: 1, step: 1 })
     const events = retimed(session)
-    expect(interruptedTurnClosers(events)).toEqual([
-      { type: 'turn/end', seq: 4, time: events[3].time, data: { turn: 1, reason: { kind: 'interrupted' } } },
-    ])
+    expect(interruptedTurnClosers(events)).toEqual([{ type: 'turn/end', seq: 4, time: events[3].time, data: { turn: 1, reason: { kind: 'interrupted' } } }])
   })
 
   it('answers a call that never reached tool/call with a TOOL_NOT_STARTED result (132)', () => {
@@ -105,13 +103,21 @@ describe('interruptedTurnClosers', () => {
     const n = session.seq
     const closers = interruptedTurnClosers(session.events)
     expect(closers.map(e => [e.type, e.seq])).toEqual([
-      ['tool/result', n], ['tool/result', n + 1], ['tool/result', n + 2], ['step/end', n + 3], ['turn/end', n + 4],
+      ['tool/result', n],
+      ['tool/result', n + 1],
+      ['tool/result', n + 2],
+      ['step/end', n + 3],
+      ['turn/end', n + 4],
     ])
     const results = closers.slice(0, 3) as SessionEvent<'tool/result'>[]
     expect(results.map(e => e.data.message.source.callId)).toEqual(['call-a', 'call-b', 'call-c'])
     expect(results.map(e => e.data.error?.code)).toEqual(['TOOL_NOT_STARTED', 'TOOL_OUTCOME_UNKNOWN', 'TOOL_NOT_STARTED'])
     expect(results.map(e => e.sourceEventSeqs)).toEqual([undefined, [callSeqs['call-b']], undefined])
-    expect(results.map(e => e.data.message.id)).toEqual([`interrupted-tool-result-call-a-${n}`, `interrupted-tool-result-call-b-${n + 1}`, `interrupted-tool-result-call-c-${n + 2}`])
+    expect(results.map(e => e.data.message.id)).toEqual([
+      `interrupted-tool-result-call-a-${n}`,
+      `interrupted-tool-result-call-b-${n + 1}`,
+      `interrupted-tool-result-call-c-${n + 2}`,
+    ])
   })
 
   it('does not close calls already resolved by a tool/result', () => {
@@ -163,14 +169,21 @@ describe('a stream the crash cut short', () => {
         turn: 2,
         step: 1,
         interrupted: true,
-        message: { role: 'assistant', source: { kind: 'model', provider: 'deepseek', model: 'deepseek-flash' }, content: [{ type: 'reasoning', text: 'Thinking.' }, { type: 'text', text: 'The answer is ' }] },
+        message: {
+          role: 'assistant',
+          source: { kind: 'model', provider: 'deepseek', model: 'deepseek-flash' },
+          content: [
+            { type: 'reasoning', text: 'Thinking.' },
+            { type: 'text', text: 'The answer is ' },
+          ],
+        },
       },
       surfaceOp: 'append',
       sourceEventSeqs: seqs,
     })
     // The closed log projects the partial answer into the history.
     for (const event of closers) {
-      if (event.surfaceOp) session.append(event.type, event.data as never, { surfaceOp: event.surfaceOp, sourceEventSeqs: [...event.sourceEventSeqs ?? []] })
+      if (event.surfaceOp) session.append(event.type, event.data as never, { surfaceOp: event.surfaceOp, sourceEventSeqs: [...(event.sourceEventSeqs ?? [])] })
       else session.append(event.type, event.data as never)
     }
     expect(session.deriveMessages().at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'reasoning' }, { type: 'text', text: 'The answer is ' }] })

@@ -7,8 +7,7 @@ import { Session } from '../src/session.ts'
 
 const config: LlmCallConfig = { provider: 'p', model: 'm' }
 const tool = (name: string, description = name): ToolSchema => ({ name, description, parameters: { type: 'object' } })
-const h = (over: Partial<RequestHeader> = {}, cfg: Partial<LlmCallConfig> = {}): RequestHeader =>
-  ({ config: { ...config, ...cfg }, ...over })
+const h = (over: Partial<RequestHeader> = {}, cfg: Partial<LlmCallConfig> = {}): RequestHeader => ({ config: { ...config, ...cfg }, ...over })
 
 describe('canonicalHeader (123)', () => {
   it('drops an empty system text and an empty tool list', () => {

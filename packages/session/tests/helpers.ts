@@ -5,14 +5,19 @@ import type { Session } from '../src/session.ts'
 
 export const MODEL = { provider: 'test', model: 'test-model' } as const
 
-export const toolCall = (id: string, name = 'read_file', args = '{"path":"a.txt"}'): ToolCallBlock =>
-  ({ type: 'tool-call', id, name, arguments: args })
+export const toolCall = (id: string, name = 'read_file', args = '{"path":"a.txt"}'): ToolCallBlock => ({ type: 'tool-call', id, name, arguments: args })
 
-export const assistantData = (turn: number, step: number, content: ContentBlock[]): SessionEventMap['assistant/message'] =>
-  ({ turn, step, message: createAssistantMessage({ content, source: MODEL }) })
+export const assistantData = (turn: number, step: number, content: ContentBlock[]): SessionEventMap['assistant/message'] => ({
+  turn,
+  step,
+  message: createAssistantMessage({ content, source: MODEL }),
+})
 
-export const toolResultData = (turn: number, step: number, callId: string, text = `result of ${callId}`): SessionEventMap['tool/result'] =>
-  ({ turn, step, message: createToolResultMessage({ callId, content: [{ type: 'text', text }] }) })
+export const toolResultData = (turn: number, step: number, callId: string, text = `result of ${callId}`): SessionEventMap['tool/result'] => ({
+  turn,
+  step,
+  message: createToolResultMessage({ callId, content: [{ type: 'text', text }] }),
+})
 
 export interface TurnSeqs {
   turnStart: number
@@ -33,10 +38,9 @@ export function appendToolTurn(session: Session, turn: number, callId = `call-${
   const turnStart = session.append('turn/start', { turn }).seq
   const stepStart = session.append('step/start', { turn, step: 1 }).seq
   const user = session.append('user/message', userText(`question ${turn}`), { surfaceOp: 'append' }).seq
-  const assistant = session.append('assistant/message', assistantData(turn, 1, [
-    { type: 'text', text: `answer ${turn}` },
-    toolCall(callId),
-  ]), { surfaceOp: 'append' }).seq
+  const assistant = session.append('assistant/message', assistantData(turn, 1, [{ type: 'text', text: `answer ${turn}` }, toolCall(callId)]), {
+    surfaceOp: 'append',
+  }).seq
   const call = session.append('tool/call', { turn, step: 1, callId, name: 'read_file', arguments: '{"path":"a.txt"}' }).seq
   const result = session.append('tool/result', toolResultData(turn, 1, callId), { surfaceOp: 'append', sourceEventSeqs: [call] }).seq
   const stepEnd = session.append('step/end', { turn, step: 1 }).seq

@@ -21,7 +21,11 @@ describe('SessionLeaseError', () => {
   it('lost: says this writer lost its lease and who holds it now', () => {
     const error = SessionLeaseError.lost('s', { pid: 7, host: 'h', since: today.getTime(), command: 'loom sessions repair' })
     expect(error.code).toBe('SESSION_LEASE_LOST')
-    expect(error.message).toBe(`session s: this writer (pid ${process.pid}) lost its write lease, now held by pid 7 on host h since 12:01:03 (loom sessions repair); nothing more is written by this process`)
-    expect(SessionLeaseError.lost('s', undefined).message).toBe(`session s: this writer (pid ${process.pid}) lost its write lease; nothing more is written by this process`)
+    expect(error.message).toBe(
+      `session s: this writer (pid ${process.pid}) lost its write lease, now held by pid 7 on host h since 12:01:03 (loom sessions repair); nothing more is written by this process`,
+    )
+    expect(SessionLeaseError.lost('s', undefined).message).toBe(
+      `session s: this writer (pid ${process.pid}) lost its write lease; nothing more is written by this process`,
+    )
   })
 })

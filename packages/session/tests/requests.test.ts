@@ -3,14 +3,7 @@ import { userText, type StreamChunk } from '@loom/llm'
 import { describe, expect, it } from 'vitest'
 import type { RequestHeader } from '../src/events.ts'
 import { foldRequestHeader } from '../src/header.ts'
-import {
-  commonPrefixLength,
-  DEFAULT_CACHE_PRICES,
-  prefixReuse,
-  reconstructRequests,
-  requestEconomics,
-  serializeRequest,
-} from '../src/requests.ts'
+import { commonPrefixLength, DEFAULT_CACHE_PRICES, prefixReuse, reconstructRequests, requestEconomics, serializeRequest } from '../src/requests.ts'
 import { Session } from '../src/session.ts'
 import { assistantData, MODEL, toolCall, toolResultData } from './helpers.ts'
 
@@ -33,10 +26,14 @@ function toolStep(session: Session, turn: number, step: number, callId: string) 
   for (const chunk of [
     { type: 'block-end', index: 0, block: toolCall(callId) },
     { type: 'finish', reason: { kind: 'tool-calls' } },
-  ] as StreamChunk[]) session.append('assistant/chunk', { turn, step, chunk })
+  ] as StreamChunk[])
+    session.append('assistant/chunk', { turn, step, chunk })
   session.append('assistant/message', assistantData(turn, step, [toolCall(callId)]), { surfaceOp: 'append' })
   const call = session.append('tool/call', { turn, step, callId, name: 'read_file', arguments: '{"path":"a.txt"}' }).seq
-  const result = session.append('tool/result', toolResultData(turn, step, callId, `contents ${callId} `.repeat(20)), { surfaceOp: 'append', sourceEventSeqs: [call] }).seq
+  const result = session.append('tool/result', toolResultData(turn, step, callId, `contents ${callId} `.repeat(20)), {
+    surfaceOp: 'append',
+    sourceEventSeqs: [call],
+  }).seq
   session.append('step/end', { turn, step })
   return result
 }
@@ -59,7 +56,10 @@ describe('reconstructRequests', () => {
     session.append('turn/end', { turn: 1, reason: { kind: 'completed' } })
 
     const requests = reconstructRequests(session.events)
-    expect(requests.map(r => [r.turn, r.step, r.messages.length])).toEqual([[1, 1, 1], [1, 2, 3]])
+    expect(requests.map(r => [r.turn, r.step, r.messages.length])).toEqual([
+      [1, 1, 1],
+      [1, 2, 3],
+    ])
     for (const request of requests) {
       const prefix = session.events.slice(0, request.seq)
       expect(request.messages).toEqual(Session.create('p', prefix).deriveMessages())
@@ -70,16 +70,23 @@ describe('reconstructRequests', () => {
     expect(requests[1].outputChars).toBe('It says hello.'.length)
   })
 
-  it('splits two attempts whose chunks touch at the failed attempt\'s finish', () => {
+  it("splits two attempts whose chunks touch at the failed attempt's finish", () => {
     const session = Session.create('s')
     session.append('request/header', { header: HEADER, reason: 'initial' })
     session.append('turn/start', { turn: 1 })
     session.append('step/start', { turn: 1, step: 1 })
     session.append('user/message', userText('hi'), { surfaceOp: 'append' })
-    session.append('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'finish', reason: { kind: 'error', failure: { code: 'RATE_LIMITED', message: 'slow down' } } } })
+    session.append('assistant/chunk', {
+      turn: 1,
+      step: 1,
+      chunk: { type: 'finish', reason: { kind: 'error', failure: { code: 'RATE_LIMITED', message: 'slow down' } } },
+    })
     for (const chunk of text('hello')) session.append('assistant/chunk', { turn: 1, step: 1, chunk })
     const requests = reconstructRequests(session.events)
-    expect(requests.map(r => [r.seq, r.endSeq])).toEqual([[4, 4], [5, 8]])
+    expect(requests.map(r => [r.seq, r.endSeq])).toEqual([
+      [4, 4],
+      [5, 8],
+    ])
     expect(serializeRequest(requests[0])).toBe(serializeRequest(requests[1]))
   })
 
@@ -93,8 +100,9 @@ describe('reconstructRequests', () => {
 describe('serializeRequest and prefixReuse', () => {
   it('serializes tools, then system, then one line per message', () => {
     const message = userText('hi')
-    expect(serializeRequest({ messages: [message], header: HEADER }))
-      .toBe(`${JSON.stringify(HEADER.tools)}\n${JSON.stringify(HEADER.system)}\n${JSON.stringify({ role: 'user', content: [{ type: 'text', text: 'hi' }] })}\n`)
+    expect(serializeRequest({ messages: [message], header: HEADER })).toBe(
+      `${JSON.stringify(HEADER.tools)}\n${JSON.stringify(HEADER.system)}\n${JSON.stringify({ role: 'user', content: [{ type: 'text', text: 'hi' }] })}\n`,
+    )
     expect(serializeRequest({ messages: [], system: 'x' })).toBe('[]\n"x"\n')
     expect(commonPrefixLength('abcd', 'abxy')).toBe(2)
   })
@@ -118,7 +126,8 @@ describe('serializeRequest and prefixReuse', () => {
     // A summary replacing the history so far.
     const nodes = session.surface.nodes
     session.append('user/message', userText('Summary: five files were read.'), {
-      surfaceOp: { op: 'replace', start: nodes[0], end: nodes.at(-1)! }, sourceEventSeqs: [...nodes],
+      surfaceOp: { op: 'replace', start: nodes[0], end: nodes.at(-1)! },
+      sourceEventSeqs: [...nodes],
     })
     answerStep(session, 1, 6, 'Done.')
 
@@ -145,7 +154,11 @@ describe('requestEconomics', () => {
     const header = { system: 'S'.repeat(400) }
     const m1 = userText('a'.repeat(100))
     const m2 = userText('b'.repeat(100))
-    const requests = [{ header, messages: [m1] }, { header, messages: [m1, m2] }, { header: { system: 'T'.repeat(400) }, messages: [m1, m2] }]
+    const requests = [
+      { header, messages: [m1] },
+      { header, messages: [m1, m2] },
+      { header: { system: 'T'.repeat(400) }, messages: [m1, m2] },
+    ]
     const prices = { hit: 1, miss: 10, output: 100 }
     const { requests: rows, totals } = requestEconomics(requests, prices)
     const texts = requests.map(serializeRequest)
@@ -157,7 +170,7 @@ describe('requestEconomics', () => {
     expect(totals.requests).toBe(3)
     expect(totals.meanReuse).toBeCloseTo((1 + 4 / texts[1].length) / 2, 12)
     expect(totals.minReuse).toBe(4 / texts[1].length)
-    expect(totals.uncachedInputCost).toBeCloseTo((totals.hitTokens + totals.missTokens) * 10 / 1e6, 12)
+    expect(totals.uncachedInputCost).toBeCloseTo(((totals.hitTokens + totals.missTokens) * 10) / 1e6, 12)
     expect(totals.inputCost).toBeLessThan(totals.uncachedInputCost)
   })
 

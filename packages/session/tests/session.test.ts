@@ -64,14 +64,14 @@ describe('seeds', () => {
 
   it('rejects a seed whose seqs are not contiguous from 0', () => {
     const seed = [raw(0, 'turn/start', { turn: 1 }), raw(2, 'turn/end', { turn: 1, reason: { kind: 'completed' } })]
-    expect(() => Session.create('s', seed))
-      .toThrow(/seed event at index 1 has seq 2 \(expected 1\); seed must be contiguous from 0/)
+    expect(() => Session.create('s', seed)).toThrow(/seed event at index 1 has seq 2 \(expected 1\); seed must be contiguous from 0/)
     expect(() => Session.create('s', [raw(1, 'turn/start', { turn: 1 })])).toThrow(/index 0 has seq 1 \(expected 0\)/)
   })
 
   it('rejects seed events with unknown envelope keys', () => {
-    expect(() => Session.create('s', [raw(0, 'turn/start', { turn: 1 }, { extra: 1, other: 2 })]))
-      .toThrow(/seed event at index 0 has unknown envelope keys extra, other/)
+    expect(() => Session.create('s', [raw(0, 'turn/start', { turn: 1 }, { extra: 1, other: 2 })])).toThrow(
+      /seed event at index 0 has unknown envelope keys extra, other/,
+    )
   })
 
   it.each([
@@ -102,12 +102,27 @@ describe('seeds', () => {
     ['assistant/message', 'a non-object data', 'hi', /data is not an object/],
     ['assistant/message', 'the user role', { turn: 1, step: 1, message: { ...assistant, role: 'user' } }, /message role must be "assistant"/],
     ['assistant/message', 'a user source', { turn: 1, step: 1, message: { ...assistant, source: { kind: 'user' } } }, /source must be \{kind: "model"\}/],
-    ['assistant/message', 'a source without model', { turn: 1, step: 1, message: { ...assistant, source: { kind: 'model', provider: 'p' } } }, /with a provider and a model/],
+    [
+      'assistant/message',
+      'a source without model',
+      { turn: 1, step: 1, message: { ...assistant, source: { kind: 'model', provider: 'p' } } },
+      /with a provider and a model/,
+    ],
     ['tool/result', 'a user source', { turn: 1, step: 1, message: { ...result, source: { kind: 'user' } } }, /source must be \{kind: "tool", callId\}/],
     ['tool/result', 'two blocks', { turn: 1, step: 1, message: { ...result, content: [block, block] } }, /exactly one tool-result block/],
     ['tool/result', 'a text block', { turn: 1, step: 1, message: { ...result, content: [{ type: 'text', text: 'x' }] } }, /exactly one tool-result block/],
-    ['tool/result', 'a mismatched toolCallId', { turn: 1, step: 1, message: { ...result, content: [{ ...block, toolCallId: 'other' }] } }, /toolCallId must equal source.callId/],
-    ['tool/result', 'non-array block content', { turn: 1, step: 1, message: { ...result, content: [{ ...block, content: 'x' }] } }, /block content must be an array/],
+    [
+      'tool/result',
+      'a mismatched toolCallId',
+      { turn: 1, step: 1, message: { ...result, content: [{ ...block, toolCallId: 'other' }] } },
+      /toolCallId must equal source.callId/,
+    ],
+    [
+      'tool/result',
+      'non-array block content',
+      { turn: 1, step: 1, message: { ...result, content: [{ ...block, content: 'x' }] } },
+      /block content must be an array/,
+    ],
   ])('rejects a seed %s with %s', (type, _, data, error) => {
     const seed = [raw(0, type, data, { surfaceOp: 'append' })]
     expect(() => Session.create('s', seed)).toThrow(new RegExp(`seed event at index 0 \\("${type}"\\) .*${error.source}`))
@@ -116,23 +131,35 @@ describe('seeds', () => {
   it.each([
     ['without provider', { header: { config: { model: 'm' } }, reason: 'initial' }, /needs a non-empty provider and model/],
     ['with an empty model', { header: { config: { provider: 'p', model: '' } }, reason: 'initial' }, /needs a non-empty provider and model/],
-    ['with an empty reasoningEffort', { header: { config: { ...MODEL, reasoningEffort: '' } }, reason: 'initial' }, /reasoningEffort must be a non-empty string/],
-    ['with an adapter default for an unset field', { header: { config: MODEL, adapterDefaults: { maxTokens: true } }, reason: 'initial' }, /adapterDefaults.maxTokens is invalid/],
-    ['with an unknown adapter default', { header: { config: { ...MODEL, temperature: 1 }, adapterDefaults: { temperature: true } }, reason: 'initial' }, /adapterDefaults.temperature is invalid/],
+    [
+      'with an empty reasoningEffort',
+      { header: { config: { ...MODEL, reasoningEffort: '' } }, reason: 'initial' },
+      /reasoningEffort must be a non-empty string/,
+    ],
+    [
+      'with an adapter default for an unset field',
+      { header: { config: MODEL, adapterDefaults: { maxTokens: true } }, reason: 'initial' },
+      /adapterDefaults.maxTokens is invalid/,
+    ],
+    [
+      'with an unknown adapter default',
+      { header: { config: { ...MODEL, temperature: 1 }, adapterDefaults: { temperature: true } }, reason: 'initial' },
+      /adapterDefaults.temperature is invalid/,
+    ],
   ])('rejects a seed request/header %s', (_, data, error) => {
     expect(() => Session.create('s', [raw(0, 'request/header', data)])).toThrow(error)
   })
 
   it('rejects a live request/header without a provider', () => {
     const session = Session.create('s')
-    expect(() => session.append('request/header', { header: { config: { model: 'm' } } as RequestHeader, reason: 'initial' }))
-      .toThrow(/session event "request\/header" header config needs a non-empty provider and model/)
+    expect(() => session.append('request/header', { header: { config: { model: 'm' } } as RequestHeader, reason: 'initial' })).toThrow(
+      /session event "request\/header" header config needs a non-empty provider and model/,
+    )
     expect(session.events).toEqual([])
   })
 
   it('rejects a seed with non-JSON data, naming the event type', () => {
-    expect(() => Session.create('s', [raw(0, 'turn/start', { turn: 1n })]))
-      .toThrow(/session event "turn\/start" carries non-JSON-serializable data/)
+    expect(() => Session.create('s', [raw(0, 'turn/start', { turn: 1n })])).toThrow(/session event "turn\/start" carries non-JSON-serializable data/)
   })
 
   it('validates the surface of seed events', () => {
@@ -154,10 +181,7 @@ describe('seeds', () => {
   })
 
   it('adopts restored events and header in place, freezing them', () => {
-    const events = [
-      raw(0, 'turn/start', { turn: 1 }),
-      raw(1, 'user/message', JSON.parse(JSON.stringify(userText('hi'))), { surfaceOp: 'append' }),
-    ]
+    const events = [raw(0, 'turn/start', { turn: 1 }), raw(1, 'user/message', JSON.parse(JSON.stringify(userText('hi'))), { surfaceOp: 'append' })]
     const meta = { version: 0 as const, id: 'r', createdAt: 5, cwd: '/w' }
     const session = Session.fromRestore('r', events, meta)
     expect(session.events[0]).toBe(events[0])
@@ -199,8 +223,7 @@ describe('seeds', () => {
   })
 
   it('still validates restored events', () => {
-    expect(() => Session.fromRestore('r', [raw(1, 'turn/start', { turn: 1 })], { version: 0, id: 'r', createdAt: 1 }))
-      .toThrow(/seed must be contiguous from 0/)
+    expect(() => Session.fromRestore('r', [raw(1, 'turn/start', { turn: 1 })], { version: 0, id: 'r', createdAt: 1 })).toThrow(/seed must be contiguous from 0/)
   })
 })
 
@@ -267,7 +290,9 @@ describe('append', () => {
   describe('JSON guard (119)', () => {
     const cycle: Record<string, unknown> = {}
     cycle.self = cycle
-    class Box { value = 1 }
+    class Box {
+      value = 1
+    }
     const decorated = Object.assign([1, 2], { extra: true })
     it.each([
       ['a bigint', 1n],
@@ -289,8 +314,7 @@ describe('append', () => {
     ])('rejects %s and keeps the log empty', (_, value) => {
       const session = Session.create('s')
       const data = { ...userText('hi'), extra: value } as UserMessage
-      expect(() => session.append('user/message', data, { surfaceOp: 'append' }))
-        .toThrow(/session event "user\/message" carries non-JSON-serializable data/)
+      expect(() => session.append('user/message', data, { surfaceOp: 'append' })).toThrow(/session event "user\/message" carries non-JSON-serializable data/)
       expect(session.events).toEqual([])
       expect(session.seq).toBe(0)
       expect(session.surface.nodes).toEqual([])
@@ -299,14 +323,16 @@ describe('append', () => {
 
   it('names the offending path in the JSON error', () => {
     const session = Session.create('s')
-    expect(() => session.append('user/message', { ...userText('hi'), extra: { list: [1, 2n] } } as UserMessage, { surfaceOp: 'append' }))
-      .toThrow(/a value of type bigint at \/extra\/list\/1/)
+    expect(() => session.append('user/message', { ...userText('hi'), extra: { list: [1, 2n] } } as UserMessage, { surfaceOp: 'append' })).toThrow(
+      /a value of type bigint at \/extra\/list\/1/,
+    )
   })
 
   it('rejects non-JSON surface metadata, naming the event type', () => {
     const session = Session.create('s')
-    expect(() => session.append('user/message', userText('hi'), { surfaceOp: 'append', sourceEventSeqs: [NaN] }))
-      .toThrow(/session event "user\/message" carries non-JSON-serializable surface metadata/)
+    expect(() => session.append('user/message', userText('hi'), { surfaceOp: 'append', sourceEventSeqs: [NaN] })).toThrow(
+      /session event "user\/message" carries non-JSON-serializable surface metadata/,
+    )
     expect(session.events).toEqual([])
   })
 
@@ -326,8 +352,7 @@ describe('append', () => {
     const append = session.append as (type: string, data: unknown) => unknown
     expect(() => append.call(session, 'request/header-delta', { delta: {} })).toThrow(/unsupported legacy request\/header-delta format/)
     expect(session.events).toEqual([])
-    expect(() => Session.create('t', [raw(0, 'request/header-delta', { delta: {} })]))
-      .toThrow(/unsupported legacy request\/header-delta format/)
+    expect(() => Session.create('t', [raw(0, 'request/header-delta', { delta: {} })])).toThrow(/unsupported legacy request\/header-delta format/)
   })
 
   it('rejects a request/header with reason "fallback" on append and in a seed (124)', () => {

@@ -63,8 +63,7 @@ describe('create', () => {
 
   it('throws on a relative cwd', async () => {
     const { sessions } = await host()
-    expect(() => sessions.create('s', { meta: { cwd: 'work/dir' } }))
-      .toThrow(/^session header cwd must be an absolute path, got "work\/dir"$/)
+    expect(() => sessions.create('s', { meta: { cwd: 'work/dir' } })).toThrow(/^session header cwd must be an absolute path, got "work\/dir"$/)
     expect(sessions.get('s')).toBeUndefined()
   })
 
@@ -99,7 +98,9 @@ describe('publication', () => {
   it('emits session/created once per session', async () => {
     const { ctx, sessions } = await host()
     const created: Session[] = []
-    ctx.on('session/created', session => { created.push(session) })
+    ctx.on('session/created', session => {
+      created.push(session)
+    })
     const session = sessions.create('s')
     expect(created).toEqual([session])
     sessions.announce(session)
@@ -110,8 +111,12 @@ describe('publication', () => {
     const { ctx, sessions } = await host()
     const created: Session[] = []
     const disposed: Session[] = []
-    ctx.on('session/created', session => { created.push(session) })
-    ctx.on('session/disposed', session => { disposed.push(session) })
+    ctx.on('session/created', session => {
+      created.push(session)
+    })
+    ctx.on('session/disposed', session => {
+      disposed.push(session)
+    })
     const session = sessions.prepare('p')
     expect(sessions.get('p')).toBeUndefined()
     const detach = sessions.enter(session)
@@ -128,9 +133,13 @@ describe('publication', () => {
   it('rolls the session back when a session/created listener throws', async () => {
     const { ctx, sessions } = await host()
     const disposed: Session[] = []
-    ctx.on('session/disposed', session => { disposed.push(session) })
+    ctx.on('session/disposed', session => {
+      disposed.push(session)
+    })
     const veto = new Error('vetoed')
-    const off = ctx.on('session/created', () => { throw veto })
+    const off = ctx.on('session/created', () => {
+      throw veto
+    })
     expect(caught(() => sessions.create('v'))).toBe(veto)
     expect(sessions.get('v')).toBeUndefined()
     expect(sessions.list()).toEqual([])
@@ -143,7 +152,9 @@ describe('publication', () => {
   it('emits session/event for each committed append with the stored event', async () => {
     const { ctx, sessions } = await host()
     const heard: [Session, SessionEvent][] = []
-    ctx.on('session/event', (session, event) => { heard.push([session, event]) })
+    ctx.on('session/event', (session, event) => {
+      heard.push([session, event])
+    })
     const session = sessions.create('s')
     const a = session.append('turn/start', { turn: 1 })
     const b = session.append('turn/end', { turn: 1, reason: { kind: 'completed' } })
@@ -156,7 +167,9 @@ describe('publication', () => {
   it('does not publish a rejected append', async () => {
     const { ctx, sessions } = await host()
     const heard: SessionEvent[] = []
-    ctx.on('session/event', (_, event) => { heard.push(event) })
+    ctx.on('session/event', (_, event) => {
+      heard.push(event)
+    })
     const session = sessions.create('s')
     expect(() => session.append('turn/start', { turn: 1n as unknown as number })).toThrow(/non-JSON/)
     expect(heard).toEqual([])
@@ -165,7 +178,9 @@ describe('publication', () => {
   it('does not publish the end-seed marker of a seeded session', async () => {
     const { ctx, sessions } = await host()
     const heard: SessionEvent[] = []
-    ctx.on('session/event', (_, event) => { heard.push(event) })
+    ctx.on('session/event', (_, event) => {
+      heard.push(event)
+    })
     const session = sessions.create('s', { seed: [] })
     expect(session.events).toHaveLength(1)
     expect(heard).toEqual([])
@@ -175,8 +190,12 @@ describe('publication', () => {
     const { ctx, sessions, errors } = await host()
     const failure = new Error('observer broke')
     const later: number[] = []
-    ctx.on('session/event', () => { throw failure })
-    ctx.on('session/event', (_, event) => { later.push(event.seq) })
+    ctx.on('session/event', () => {
+      throw failure
+    })
+    ctx.on('session/event', (_, event) => {
+      later.push(event.seq)
+    })
     const session = sessions.create('s')
     const event = session.append('turn/start', { turn: 1 })
     expect(session.events).toEqual([event])
@@ -187,7 +206,9 @@ describe('publication', () => {
   it('contains and logs a session/event listener that rejects, keeping the append', async () => {
     const { ctx, sessions, errors } = await host()
     const failure = new Error('async observer broke')
-    ctx.on('session/event', async () => { throw failure })
+    ctx.on('session/event', async () => {
+      throw failure
+    })
     const session = sessions.create('s')
     const event = session.append('turn/start', { turn: 1 })
     expect(session.events).toEqual([event])
@@ -199,8 +220,12 @@ describe('publication', () => {
     const { root, ctx, sessions } = await host()
     const disposed: Session[] = []
     const heard: SessionEvent[] = []
-    ctx.on('session/disposed', session => { disposed.push(session) })
-    ctx.on('session/event', (_, event) => { heard.push(event) })
+    ctx.on('session/disposed', session => {
+      disposed.push(session)
+    })
+    ctx.on('session/event', (_, event) => {
+      heard.push(event)
+    })
     const owner = await root.plugin({ name: 'owner', inject: ['sessions'], apply() {} })
     const owned = owner.ctx.sessions.create('owned')
     const kept = sessions.create('kept')
@@ -224,7 +249,9 @@ describe('flush', () => {
   it('returns true once a listener made the session durable', async () => {
     const { ctx, sessions } = await host()
     const flushed: Session[] = []
-    ctx.on('session/flush', async session => { flushed.push(session) })
+    ctx.on('session/flush', async session => {
+      flushed.push(session)
+    })
     const session = sessions.create('s')
     await expect(sessions.flush(session)).resolves.toBe(true)
     expect(flushed).toEqual([session])
@@ -235,7 +262,9 @@ describe('flush', () => {
     const first = new Error('first')
     const second = new Error('second')
     let slowDone = false
-    ctx.on('session/flush', async () => { throw first })
+    ctx.on('session/flush', async () => {
+      throw first
+    })
     ctx.on('session/flush', async () => {
       await new Promise(resolve => setTimeout(resolve, 5))
       slowDone = true
@@ -284,7 +313,9 @@ describe('fork (125)', () => {
   it('publishes the child as a live session', async () => {
     const { ctx, sessions, parent, turn1 } = await parentWithTurns()
     const created: Session[] = []
-    ctx.on('session/created', session => { created.push(session) })
+    ctx.on('session/created', session => {
+      created.push(session)
+    })
     const child = sessions.fork('parent', turn1.turnEnd)
     expect(child.id).toBe('session-1')
     expect(sessions.get(child.id)).toBe(child)
@@ -336,9 +367,9 @@ describe('fork (125)', () => {
     forkError(() => sessions.fork(Session.create('other'), undefined, 'c'), 'SESSION_NOT_LIVE')
   })
 
-  it.each([[-1], [1.5], [NaN], ['events.length']])('refuses the boundary %s with INVALID_BOUNDARY', async (boundary) => {
+  it.each([[-1], [1.5], [NaN], ['events.length']])('refuses the boundary %s with INVALID_BOUNDARY', async boundary => {
     const { sessions, parent } = await parentWithTurns()
-    const b = boundary === 'events.length' ? parent.events.length : boundary as number
+    const b = boundary === 'events.length' ? parent.events.length : (boundary as number)
     forkError(() => sessions.fork(parent, b, 'c'), 'INVALID_BOUNDARY')
     expect(sessions.get('c')).toBeUndefined()
   })

@@ -24,16 +24,17 @@ function fixture() {
 }
 
 const summary = (text = 'summary'): UserMessage => userText(text)
-const replace = (start: number, end: number, sourceEventSeqs?: number[]): SurfaceIntent =>
-  ({ surfaceOp: { op: 'replace', start, end }, ...(sourceEventSeqs && { sourceEventSeqs }) })
+const replace = (start: number, end: number, sourceEventSeqs?: number[]): SurfaceIntent => ({
+  surfaceOp: { op: 'replace', start, end },
+  ...(sourceEventSeqs && { sourceEventSeqs }),
+})
 
 /** Appends with arbitrary (possibly ill-typed) arguments. */
 const rawAppend = (session: Session, type: string, data: unknown, intent?: unknown) =>
   (session.append as (...args: unknown[]) => SessionEvent)(type, data, ...(intent === undefined ? [] : [intent]))
 
 /** A copy of the data of the tool/result at seq 5, to be edited into a rewrite. */
-const resultData = (session: Session) =>
-  structuredClone(session.events[5].data) as SessionEventMap['tool/result'] & Record<string, unknown>
+const resultData = (session: Session) => structuredClone(session.events[5].data) as SessionEventMap['tool/result'] & Record<string, unknown>
 
 function snapshot(session: Session) {
   return { events: session.events, surface: session.surface, messages: session.deriveMessages(), seq: session.seq }
@@ -47,16 +48,18 @@ describe('surface markers', () => {
 
   it('rejects surfaceOp on an event that is not surface-eligible', () => {
     const session = Session.create('s')
-    expect(() => rawAppend(session, 'turn/start', { turn: 1 }, { surfaceOp: 'append' }))
-      .toThrow(/^session event "turn\/start" is not surface-eligible and cannot carry surfaceOp$/)
+    expect(() => rawAppend(session, 'turn/start', { turn: 1 }, { surfaceOp: 'append' })).toThrow(
+      /^session event "turn\/start" is not surface-eligible and cannot carry surfaceOp$/,
+    )
     expect(session.events).toEqual([])
   })
 
   it('rejects sourceEventSeqs on an event that is not surface-eligible', () => {
     const session = Session.create('s')
     session.append('turn/start', { turn: 1 })
-    expect(() => rawAppend(session, 'step/start', { turn: 1, step: 1 }, { sourceEventSeqs: [0] }))
-      .toThrow(/^session event "step\/start" is not surface-eligible and cannot carry sourceEventSeqs$/)
+    expect(() => rawAppend(session, 'step/start', { turn: 1, step: 1 }, { sourceEventSeqs: [0] })).toThrow(
+      /^session event "step\/start" is not surface-eligible and cannot carry sourceEventSeqs$/,
+    )
     expect(session.events).toHaveLength(1)
   })
 
@@ -81,30 +84,34 @@ describe('surface markers', () => {
 
   it('rejects sourceEventSeqs that reference the event itself or later', () => {
     const session = fixture()
-    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [1, 7] }))
-      .toThrow(/^sourceEventSeqs must reference earlier events: 7 >= current seq 7$/)
-    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [9] }))
-      .toThrow(/9 >= current seq 7/)
+    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [1, 7] })).toThrow(
+      /^sourceEventSeqs must reference earlier events: 7 >= current seq 7$/,
+    )
+    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [9] })).toThrow(/9 >= current seq 7/)
   })
 
   it('rejects duplicate sourceEventSeqs', () => {
     const session = fixture()
-    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [1, 1] }))
-      .toThrow(/^sourceEventSeqs must not contain duplicates$/)
+    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [1, 1] })).toThrow(
+      /^sourceEventSeqs must not contain duplicates$/,
+    )
   })
 
-  it.each([[-1], [1.5], ['1']])('rejects the source seq %j', (source) => {
+  it.each([[-1], [1.5], ['1']])('rejects the source seq %j', source => {
     const session = fixture()
-    expect(() => rawAppend(session, 'user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [source] }))
-      .toThrow(/session event "user\/message" carries invalid sourceEventSeqs/)
+    expect(() => rawAppend(session, 'user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [source] })).toThrow(
+      /session event "user\/message" carries invalid sourceEventSeqs/,
+    )
   })
 
   it('rejects empty sourceEventSeqs except on assistant/message', () => {
     const session = fixture()
-    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [] }))
-      .toThrow(/^sourceEventSeqs must not be empty except on assistant\/message$/)
-    expect(() => session.append('tool/result', toolResultData(1, 2, 'c2'), { surfaceOp: 'append', sourceEventSeqs: [] }))
-      .toThrow(/must not be empty except on assistant\/message/)
+    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [] })).toThrow(
+      /^sourceEventSeqs must not be empty except on assistant\/message$/,
+    )
+    expect(() => session.append('tool/result', toolResultData(1, 2, 'c2'), { surfaceOp: 'append', sourceEventSeqs: [] })).toThrow(
+      /must not be empty except on assistant\/message/,
+    )
     const event = session.append('assistant/message', assistantData(1, 2, []), { surfaceOp: 'append', sourceEventSeqs: [] })
     expect(event.sourceEventSeqs).toEqual([])
     expect(session.surface.nodes).toEqual([1, 3, 5, 7])
@@ -136,18 +143,20 @@ describe('replace (121)', () => {
 
   it('names every shadowed node missing from sourceEventSeqs', () => {
     const session = fixture()
-    expect(() => session.append('user/message', summary(), replace(3, 5, [3])))
-      .toThrow(/^surface replace: sourceEventSeqs must include every shadowed surface node; missing 5$/)
-    expect(() => session.append('user/message', summary(), replace(1, 5, [3])))
-      .toThrow(/^surface replace: sourceEventSeqs must include every shadowed surface node; missing 1, 5$/)
-    expect(() => session.append('user/message', summary(), replace(1, 1)))
-      .toThrow(/; missing 1$/)
+    expect(() => session.append('user/message', summary(), replace(3, 5, [3]))).toThrow(
+      /^surface replace: sourceEventSeqs must include every shadowed surface node; missing 5$/,
+    )
+    expect(() => session.append('user/message', summary(), replace(1, 5, [3]))).toThrow(
+      /^surface replace: sourceEventSeqs must include every shadowed surface node; missing 1, 5$/,
+    )
+    expect(() => session.append('user/message', summary(), replace(1, 1))).toThrow(/; missing 1$/)
   })
 
   it('rejects a start that comes after the end in surface position', () => {
     const session = fixture()
-    expect(() => session.append('user/message', summary(), replace(5, 3, [3, 5])))
-      .toThrow(/^surface replace: start seq 5 \(index 2\) is after end seq 3 \(index 1\)$/)
+    expect(() => session.append('user/message', summary(), replace(5, 3, [3, 5]))).toThrow(
+      /^surface replace: start seq 5 \(index 2\) is after end seq 3 \(index 1\)$/,
+    )
   })
 
   it('orders by surface position, not by seq', () => {
@@ -160,13 +169,10 @@ describe('replace (121)', () => {
 
   it('rejects a start or end that is not a current node', () => {
     const session = fixture()
-    expect(() => session.append('user/message', summary(), replace(2, 5, [2, 5])))
-      .toThrow(/^surface replace: start seq 2 not found in surface$/)
-    expect(() => session.append('user/message', summary(), replace(3, 6, [3, 6])))
-      .toThrow(/^surface replace: end seq 6 not found in surface$/)
+    expect(() => session.append('user/message', summary(), replace(2, 5, [2, 5]))).toThrow(/^surface replace: start seq 2 not found in surface$/)
+    expect(() => session.append('user/message', summary(), replace(3, 6, [3, 6]))).toThrow(/^surface replace: end seq 6 not found in surface$/)
     session.append('user/message', summary(), replace(3, 5, [3, 5]))
-    expect(() => session.append('user/message', summary(), replace(3, 3, [3])))
-      .toThrow(/start seq 3 not found in surface/)
+    expect(() => session.append('user/message', summary(), replace(3, 3, [3]))).toThrow(/start seq 3 not found in surface/)
   })
 
   it('accepts extra sources beyond the shadowed nodes', () => {
@@ -221,34 +227,75 @@ describe('tool/result rewrites (122)', () => {
 
   it('rejects a rewrite spanning two nodes', () => {
     const session = fixture()
-    expect(() => session.append('tool/result', resultData(session), replace(3, 5, [3, 5])))
-      .toThrow(/^tool\/result surface replacement must rewrite exactly one current node$/)
+    expect(() => session.append('tool/result', resultData(session), replace(3, 5, [3, 5]))).toThrow(
+      /^tool\/result surface replacement must rewrite exactly one current node$/,
+    )
   })
 
   it('rejects a rewrite targeting a node that is not a tool/result', () => {
     const session = fixture()
-    expect(() => session.append('tool/result', resultData(session), replace(3, 3, [3])))
-      .toThrow(/^tool\/result surface replacement must target a current tool\/result$/)
-    expect(() => session.append('tool/result', resultData(session), replace(1, 1, [1])))
-      .toThrow(/must target a current tool\/result/)
+    expect(() => session.append('tool/result', resultData(session), replace(3, 3, [3]))).toThrow(
+      /^tool\/result surface replacement must target a current tool\/result$/,
+    )
+    expect(() => session.append('tool/result', resultData(session), replace(1, 1, [1]))).toThrow(/must target a current tool\/result/)
   })
 
   type Data = ReturnType<typeof resultData>
   it.each<[string, (data: Data) => void]>([
-    ['meta', data => { data.meta = { pruned: true } }],
-    ['error', data => { data.error = { name: 'E', code: 'E' } }],
-    ['turn', data => { data.turn = 2 }],
-    ['step', data => { data.step = 2 }],
-    ['the message id', data => { (data.message as { id: string }).id = 'other-id' }],
-    ['isError', data => { data.message.content[0].isError = true }],
-    ['the call id', data => { (data.message.source as { callId: string }).callId = 'c9'; data.message.content[0].toolCallId = 'c9' }],
-    ['an extra field', data => { data.extra = 1 }],
+    [
+      'meta',
+      data => {
+        data.meta = { pruned: true }
+      },
+    ],
+    [
+      'error',
+      data => {
+        data.error = { name: 'E', code: 'E' }
+      },
+    ],
+    [
+      'turn',
+      data => {
+        data.turn = 2
+      },
+    ],
+    [
+      'step',
+      data => {
+        data.step = 2
+      },
+    ],
+    [
+      'the message id',
+      data => {
+        ;(data.message as { id: string }).id = 'other-id'
+      },
+    ],
+    [
+      'isError',
+      data => {
+        data.message.content[0].isError = true
+      },
+    ],
+    [
+      'the call id',
+      data => {
+        ;(data.message.source as { callId: string }).callId = 'c9'
+        data.message.content[0].toolCallId = 'c9'
+      },
+    ],
+    [
+      'an extra field',
+      data => {
+        data.extra = 1
+      },
+    ],
   ])('rejects a rewrite that changes %s', (_, edit) => {
     const session = fixture()
     const data = resultData(session)
     edit(data)
-    expect(() => session.append('tool/result', data, replace(5, 5, [5])))
-      .toThrow(/^tool\/result surface replacement may change only content$/)
+    expect(() => session.append('tool/result', data, replace(5, 5, [5]))).toThrow(/^tool\/result surface replacement may change only content$/)
     expect(session.surface.nodes).toEqual([1, 3, 5])
   })
 })
@@ -280,8 +327,9 @@ describe('foldSurface', () => {
   it('raises the errors a live append raises', () => {
     const events = fixture().events
     const bad = { type: 'user/message', seq: 7, time: 1, data: summary(), surfaceOp: { op: 'replace', start: 3, end: 5 }, sourceEventSeqs: [3] }
-    expect(() => foldSurface([...events, bad as SessionEvent]))
-      .toThrow(/^surface replace: sourceEventSeqs must include every shadowed surface node; missing 5$/)
+    expect(() => foldSurface([...events, bad as SessionEvent])).toThrow(
+      /^surface replace: sourceEventSeqs must include every shadowed surface node; missing 5$/,
+    )
     const swapped = { ...bad, surfaceOp: { op: 'replace', start: 5, end: 3 }, sourceEventSeqs: [3, 5] }
     expect(() => foldSurface([...events, swapped as SessionEvent])).toThrow(/start seq 5 \(index 2\) is after end seq 3 \(index 1\)/)
   })

@@ -5,7 +5,11 @@ import { SessionWriteBehind } from '../src/write-behind.ts'
 
 const ev = (seq: number): SessionEvent => ({ type: 'turn/start', seq, time: 0, data: { turn: 1 } })
 
-interface PendingWrite { seqs: number[]; resolve: () => void; reject: (error: unknown) => void }
+interface PendingWrite {
+  seqs: number[]
+  resolve: () => void
+  reject: (error: unknown) => void
+}
 
 /**
  * A write-behind over a recording `write`. By default writes succeed at once; `hold()` makes the next
@@ -18,12 +22,19 @@ function harness(maxDelayMs?: number) {
   const plan: Array<'hold' | { fail: unknown }> = []
   const reported: unknown[] = []
   const write = vi.fn((batch: readonly SessionEvent[]): Promise<void> => {
-    const seqs = batch.map((e) => e.seq)
+    const seqs = batch.map(e => e.seq)
     attempts.push(seqs)
     const step = plan.shift()
     if (step === 'hold') {
       return new Promise<void>((resolve, reject) => {
-        held.push({ seqs, resolve: () => { written.push(seqs); resolve() }, reject })
+        held.push({
+          seqs,
+          resolve: () => {
+            written.push(seqs)
+            resolve()
+          },
+          reject,
+        })
       })
     }
     if (step) return Promise.reject(step.fail)
@@ -33,12 +44,23 @@ function harness(maxDelayMs?: number) {
   const wb = new SessionWriteBehind({
     ...(maxDelayMs === undefined ? {} : { maxDelayMs }),
     write,
-    reportBackgroundFailure: (error) => { reported.push(error) },
+    reportBackgroundFailure: error => {
+      reported.push(error)
+    },
   })
   return {
-    wb, write, written, attempts, held, reported,
-    hold: () => { plan.push('hold') },
-    failNext: (error: unknown) => { plan.push({ fail: error }) },
+    wb,
+    write,
+    written,
+    attempts,
+    held,
+    reported,
+    hold: () => {
+      plan.push('hold')
+    },
+    failNext: (error: unknown) => {
+      plan.push({ fail: error })
+    },
   }
 }
 
@@ -139,7 +161,7 @@ describe('SessionWriteBehind failures', () => {
     h.wb.enqueue(ev(0))
     h.wb.enqueue(ev(1))
     await at(200)
-    expect(h.held.map((w) => w.seqs)).toEqual([[0, 1]])
+    expect(h.held.map(w => w.seqs)).toEqual([[0, 1]])
     h.wb.enqueue(ev(2))
     h.wb.enqueue(ev(3))
     await at(250)
@@ -166,7 +188,7 @@ describe('SessionWriteBehind failures', () => {
     h.wb.enqueue(ev(1))
     await at(400)
     expect(h.attempts).toEqual([[0], [0, 1]])
-    expect(h.reported.map((e) => (e as Error).message)).toEqual(['first', 'second'])
+    expect(h.reported.map(e => (e as Error).message)).toEqual(['first', 'second'])
     await at(2000)
     expect(h.write).toHaveBeenCalledTimes(2)
     await h.wb.flush()
@@ -178,13 +200,15 @@ describe('SessionWriteBehind failures', () => {
     let calls = 0
     const batches: number[][] = []
     const wb = new SessionWriteBehind({
-      write: (batch) => {
+      write: batch => {
         calls++
         if (calls === 1) throw new Error('sync')
-        batches.push(batch.map((e) => e.seq))
+        batches.push(batch.map(e => e.seq))
         return Promise.resolve()
       },
-      reportBackgroundFailure: (error) => { reported.push(error) },
+      reportBackgroundFailure: error => {
+        reported.push(error)
+      },
     })
     wb.enqueue(ev(0))
     await at(200)
@@ -208,9 +232,11 @@ describe('SessionWriteBehind flush', () => {
     h.wb.enqueue(ev(0))
     await at(50)
     let resolved = false
-    const flushed = h.wb.flush().then(() => { resolved = true })
+    const flushed = h.wb.flush().then(() => {
+      resolved = true
+    })
     await at(60)
-    expect(h.held.map((w) => w.seqs)).toEqual([[0]])
+    expect(h.held.map(w => w.seqs)).toEqual([[0]])
     h.wb.enqueue(ev(1))
     h.wb.enqueue(ev(2))
     h.held[0]!.resolve()
@@ -323,10 +349,12 @@ describe('SessionWriteBehind deadline during an active write', () => {
 })
 
 describe('SessionWriteBehind enqueue and close', () => {
-  it('enqueue stores a copy: mutating the caller\'s event afterwards does not change what is written', async () => {
+  it("enqueue stores a copy: mutating the caller's event afterwards does not change what is written", async () => {
     const batches: SessionEvent[][] = []
     const wb = new SessionWriteBehind({
-      write: async (batch) => { batches.push([...batch]) },
+      write: async batch => {
+        batches.push([...batch])
+      },
       reportBackgroundFailure: () => {},
     })
     const event = { type: 'turn/start' as const, seq: 0, time: 0, data: { turn: 1 } }

@@ -34,8 +34,9 @@ export async function deployment(size: Size, modules: PromptModules = LOCAL): Pr
   const { Context, SystemPrompt, createScope, renderPrompt, renderContextSnapshot } = modules
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: 'You work in {{cwd}} with {{model}}.' })
-  const plugins = await Promise.all(Array.from({ length: size.providers }, (_, p) =>
-    root.plugin({ name: `plugin-${p}`, inject: ['systemPrompt'], apply() {} })))
+  const plugins = await Promise.all(
+    Array.from({ length: size.providers }, (_, p) => root.plugin({ name: `plugin-${p}`, inject: ['systemPrompt'], apply() {} })),
+  )
   const ctxOf = (i: number) => plugins[i % plugins.length].ctx
 
   // Two built-ins are part of the count.

@@ -14,7 +14,10 @@ const PACKAGE = '@loom/system-prompt'
 
 export class InvariantError extends Error {
   readonly code = 'INVARIANT'
-  constructor(readonly packageName: string, detail: string) {
+  constructor(
+    readonly packageName: string,
+    detail: string,
+  ) {
     super(`invariant violated by "${packageName}": ${detail}`)
     this.name = 'InvariantError'
   }
@@ -51,9 +54,13 @@ export function checkAssembly(assembly: PromptAssembly): void {
 export function apply(ctx: Context) {
   // Global and prepended: the outermost listener of every scope sees the value
   // every other listener produced.
-  ctx.on('system-prompt/assemble', async (_assembly, _context, next) => {
-    const result = await next()
-    checkAssembly(result)
-    return result
-  }, { global: true, prepend: true })
+  ctx.on(
+    'system-prompt/assemble',
+    async (_assembly, _context, next) => {
+      const result = await next()
+      checkAssembly(result)
+      return result
+    },
+    { global: true, prepend: true },
+  )
 }

@@ -2,8 +2,7 @@ import { createHash } from 'node:crypto'
 import type { ContextSnapshotSection, PromptAssembly } from './types.ts'
 
 export const VARIABLE_NAME = /^[a-z][a-z0-9_]*$/
-export const CONTEXT_SNAPSHOT_HEADER =
-  'Current runtime context. This snapshot supersedes earlier runtime-context snapshots.'
+export const CONTEXT_SNAPSHOT_HEADER = 'Current runtime context. This snapshot supersedes earlier runtime-context snapshots.'
 
 type Kind = 'section' | 'context'
 
@@ -57,7 +56,12 @@ function compile(text: string): Template {
     if (!group) {
       if (text.indexOf('}}', at + 2) !== -1) {
         const snippet = text.slice(at, at + 16)
-        return { literals, names, malformed: (kind, owner) => `malformed prompt variable reference at "${snippet}…" in ${kind} "${owner}" (references are complete simple {{name}} groups)` }
+        return {
+          literals,
+          names,
+          malformed: (kind, owner) =>
+            `malformed prompt variable reference at "${snippet}…" in ${kind} "${owner}" (references are complete simple {{name}} groups)`,
+        }
       }
       literal += text.slice(from, at + 2)
       from = at + 2
@@ -65,7 +69,11 @@ function compile(text: string): Template {
     }
     const name = group[1]
     if (!VARIABLE_NAME.test(name)) {
-      return { literals, names, malformed: (kind, owner) => `malformed prompt variable reference "{{${name}}}" in ${kind} "${owner}" (variable names match ${VARIABLE_NAME})` }
+      return {
+        literals,
+        names,
+        malformed: (kind, owner) => `malformed prompt variable reference "{{${name}}}" in ${kind} "${owner}" (variable names match ${VARIABLE_NAME})`,
+      }
     }
     literals.push(literal + text.slice(from, at))
     names.push(name)
@@ -108,7 +116,11 @@ function cached<T>(cache: Map<string, T>, text: string, derive: (text: string) =
 /** A section's or context's text as the model reads it, and its sha256 (hex, computed when first asked for). */
 export class RenderedText {
   #sha256: string | undefined
-  constructor(readonly name: string, readonly owner: string, readonly text: string) {}
+  constructor(
+    readonly name: string,
+    readonly owner: string,
+    readonly text: string,
+  ) {}
 
   get sha256(): string {
     return (this.#sha256 ??= createHash('sha256').update(this.text, 'utf8').digest('hex'))
@@ -152,8 +164,7 @@ class Rendering implements RenderedAssembly {
 
   private render(kind: Kind) {
     const { variables } = this.assembly
-    return (item: Item) =>
-      new RenderedText(item.name, item.owner, item.literal ? item.text : interpolate(item.text, variables, kind, item.name))
+    return (item: Item) => new RenderedText(item.name, item.owner, item.literal ? item.text : interpolate(item.text, variables, kind, item.name))
   }
 }
 
@@ -166,18 +177,23 @@ const renderings = new WeakMap<PromptAssembly, Rendering>()
  */
 export function renderAssembly(assembly: PromptAssembly): RenderedAssembly {
   let rendering = renderings.get(assembly)
-  if (!rendering?.fresh()) renderings.set(assembly, rendering = new Rendering(assembly))
+  if (!rendering?.fresh()) renderings.set(assembly, (rendering = new Rendering(assembly)))
   return rendering
 }
 
 /** The system text: sections in order, exactly-empty results dropped, joined by a blank line. */
 export function renderPrompt(assembly: PromptAssembly): string {
-  return renderAssembly(assembly).sections.map(section => section.text).filter(text => text !== '').join('\n\n')
+  return renderAssembly(assembly)
+    .sections.map(section => section.text)
+    .filter(text => text !== '')
+    .join('\n\n')
 }
 
 /** The runtime contexts whose rendered text is non-empty. */
 export function renderContextSections(assembly: PromptAssembly): ContextSnapshotSection[] {
-  return renderAssembly(assembly).contexts.filter(context => context.text !== '').map(({ name, text }) => ({ name, text }))
+  return renderAssembly(assembly)
+    .contexts.filter(context => context.text !== '')
+    .map(({ name, text }) => ({ name, text }))
 }
 
 /** The body of the runtime-context snapshot message, or `''` when nothing is active. */

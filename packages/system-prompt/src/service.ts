@@ -1,12 +1,6 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import {
-  AnonymousEntries,
-  NamedEntries,
-  ScopedLayers,
-  scopeTarget,
-  type Scoped,
-} from '@loom/scope'
+import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped } from '@loom/scope'
 import { applyBudget, checkBudget } from './budget.ts'
 import { cloneParameters } from './clone.ts'
 import { referencedVariables, VARIABLE_NAME } from './render.ts'
@@ -70,16 +64,15 @@ class PromptLayer {
   readonly suppressors = new AnonymousEntries<true>()
 
   isEmpty() {
-    return this.sections.isEmpty() && this.contexts.isEmpty() && this.variables.isEmpty()
-      && this.toolProviders.isEmpty() && this.suppressors.isEmpty()
+    return this.sections.isEmpty() && this.contexts.isEmpty() && this.variables.isEmpty() && this.toolProviders.isEmpty() && this.suppressors.isEmpty()
   }
 
   private duplicate(kind: string, name: string) {
     const where = this.scoped
       ? 'in this scope'
       : kind === 'variable'
-        ? '(for a per-agent value, register through that agent\'s `agent.ctx` instead)'
-        : '(for a per-agent override, register through that agent\'s `agent.ctx` instead)'
+        ? "(for a per-agent value, register through that agent's `agent.ctx` instead)"
+        : "(for a per-agent override, register through that agent's `agent.ctx` instead)"
     return new Error(`prompt ${kind} "${name}" is already registered ${where}`)
   }
 }
@@ -137,7 +130,10 @@ export class SystemPrompt extends Service {
       toolOrder: config.toolOrder,
     }
     if (this.config.toolOrder) validateToolOrder(this.config.toolOrder)
-    this.layers = new ScopedLayers(scope => new PromptLayer(scope !== undefined), () => ctx.emit('system-prompt/change'))
+    this.layers = new ScopedLayers(
+      scope => new PromptLayer(scope !== undefined),
+      () => ctx.emit('system-prompt/change'),
+    )
 
     // Built-ins belong to the service's own lifetime.
     if (this.config.includeHarnessIdentity) {
@@ -155,7 +151,9 @@ export class SystemPrompt extends Service {
   section(section: PromptSection): () => void {
     assertFiniteOrder('section', section)
     if (section.stability === 'step') {
-      throw new TypeError(`prompt section "${section.name}" cannot be step-stable: a fact that changes between steps belongs in a runtime context (ctx.systemPrompt.context)`)
+      throw new TypeError(
+        `prompt section "${section.name}" cannot be step-stable: a fact that changes between steps belongs in a runtime context (ctx.systemPrompt.context)`,
+      )
     }
     const entry = { value: section, owner: this.caller }
     return this.layers.effect(this.ctx, layer => layer.sections.insert(section.name, entry), { label: 'systemPrompt.section' })
@@ -236,44 +234,40 @@ export class SystemPrompt extends Service {
     if (complete.length > 1) {
       throw new Error(`multiple complete prompt sections are active: ${complete.map(entry => JSON.stringify(entry.value.name)).join(', ')}`)
     }
-    const sections = registered.map(({ value, owner }): AssembledSection => ({
-      name: value.name,
-      text: resolveText(value.text, context),
-      order: value.order,
-      stability: value.stability ?? 'static',
-      owner,
-      ...(value.literal === true && { literal: true as const }),
-    }))
+    const sections = registered.map(
+      ({ value, owner }): AssembledSection => ({
+        name: value.name,
+        text: resolveText(value.text, context),
+        order: value.order,
+        stability: value.stability ?? 'static',
+        owner,
+        ...(value.literal === true && { literal: true as const }),
+      }),
+    )
     const completeCopy = complete.length ? { ...sections[registered.indexOf(complete[0])] } : undefined
 
     let contexts: AssembledContext[] = []
     if (!suppressed) {
       const active = [...contextEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
       warnTies('context', active, warn)
-      contexts = active.map(({ value, owner }): AssembledContext => ({
-        name: value.name,
-        text: value.budget ? applyBudget(resolveText(value.text, context), value.name, value.budget.maxChars) : resolveText(value.text, context),
-        order: value.order,
-        stability: value.stability ?? 'step',
-        owner,
-        ...(value.literal === true && { literal: true as const }),
-      }))
+      contexts = active.map(
+        ({ value, owner }): AssembledContext => ({
+          name: value.name,
+          text: value.budget ? applyBudget(resolveText(value.text, context), value.name, value.budget.maxChars) : resolveText(value.text, context),
+          order: value.order,
+          stability: value.stability ?? 'step',
+          owner,
+          ...(value.literal === true && { literal: true as const }),
+        }),
+      )
     }
 
     const tools = orderTools(collected, knownNames, config.toolOrder)
     warnDuplicateTools(tools, warn)
 
     const assembly: PromptAssembly = { sections, contexts, tools, variables, variableInfo }
-    const result = await this.ctx.waterfall(
-      scopeTarget(this, scope),
-      'system-prompt/assemble',
-      assembly,
-      context,
-      async () => assembly,
-    )
-    const final = completeCopy || suppressed
-      ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) }
-      : result
+    const result = await this.ctx.waterfall(scopeTarget(this, scope), 'system-prompt/assemble', assembly, context, async () => assembly)
+    const final = completeCopy || suppressed ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) } : result
     assertStableSections(final)
     return final
   }
@@ -290,7 +284,9 @@ function warnTies(kind: 'section' | 'context', sorted: readonly Entry<{ name: st
   for (let i = 1; i < sorted.length; i++) {
     const [a, b] = [sorted[i - 1], sorted[i]]
     if (a.value.order !== b.value.order) continue
-    warn(`prompt ${kind}s "${a.value.name}" (plugin "${a.owner}") and "${b.value.name}" (plugin "${b.owner}") share order ${a.value.order}; they are ordered by name. Give them distinct orders to state the intent.`)
+    warn(
+      `prompt ${kind}s "${a.value.name}" (plugin "${a.owner}") and "${b.value.name}" (plugin "${b.owner}") share order ${a.value.order}; they are ordered by name. Give them distinct orders to state the intent.`,
+    )
   }
 }
 
@@ -314,7 +310,9 @@ function assertStableSections(assembly: PromptAssembly) {
     for (const name of referencedVariables(section.text)) {
       const info: VariableInfo | undefined = assembly.variableInfo?.[name]
       if (info?.stability !== 'step') continue
-      throw new Error(`prompt section "${section.name}" (plugin "${section.owner}") references step-stable variable "{{${name}}}" (plugin "${info.owner}"); a value that changes between steps would break the cached system prefix, so use it in a runtime context (ctx.systemPrompt.context) instead`)
+      throw new Error(
+        `prompt section "${section.name}" (plugin "${section.owner}") references step-stable variable "{{${name}}}" (plugin "${info.owner}"); a value that changes between steps would break the cached system prefix, so use it in a runtime context (ctx.systemPrompt.context) instead`,
+      )
     }
   }
 }

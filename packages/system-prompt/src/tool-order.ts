@@ -26,11 +26,7 @@ export function compareCodeUnits(a: string, b: string): number {
  * listed names in list order (every schema of that name), the rest where the rest
  * entry stands. A listed name no visible provider knows is an error.
  */
-export function orderTools(
-  tools: readonly AssembledTool[],
-  knownNames: ReadonlySet<string>,
-  toolOrder: readonly string[] | undefined,
-): AssembledTool[] {
+export function orderTools(tools: readonly AssembledTool[], knownNames: ReadonlySet<string>, toolOrder: readonly string[] | undefined): AssembledTool[] {
   if (tools.some(tool => tool.name === TOOL_ORDER_REST)) {
     throw new Error(`tool provider returned reserved tool name "${TOOL_ORDER_REST}" (reserved for toolOrder's rest entry)`)
   }
@@ -44,9 +40,5 @@ export function orderTools(
     throw new Error(`toolOrder lists unregistered tool${unknown.length > 1 ? 's' : ''} ${listed}; known tools: ${known}`)
   }
   const listed = new Set(toolOrder)
-  return toolOrder.flatMap(entry =>
-    entry === TOOL_ORDER_REST
-      ? sorted.filter(tool => !listed.has(tool.name))
-      : sorted.filter(tool => tool.name === entry),
-  )
+  return toolOrder.flatMap(entry => (entry === TOOL_ORDER_REST ? sorted.filter(tool => !listed.has(tool.name)) : sorted.filter(tool => tool.name === entry)))
 }

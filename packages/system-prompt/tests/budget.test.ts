@@ -3,8 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { renderContextSnapshot } from '@loom/system-prompt'
 import { root } from './helpers.ts'
 
-const notice = (name: string, omitted: number, max: number) =>
-  `[… ${omitted} characters of "${name}" omitted: over its budget of ${max} characters]`
+const notice = (name: string, omitted: number, max: number) => `[… ${omitted} characters of "${name}" omitted: over its budget of ${max} characters]`
 
 const LINES = Array.from({ length: 20 }, (_, i) => `line ${String(i + 1).padStart(2, '0')}: ${'x'.repeat(30)}`)
 const TEXT = LINES.join('\n') // 20 lines of 39 characters
@@ -69,7 +68,9 @@ describe('context budgets', () => {
   it('refuses a budget that is not a positive integer, naming the context', async () => {
     const h = await root()
     for (const maxChars of [0, -1, 1.5, Number.NaN, Infinity]) {
-      expect(() => h.sp.context({ name: 'bad', order: 1, text: 'x', budget: { maxChars } })).toThrow(new TypeError('prompt context "bad" budget.maxChars must be a positive integer'))
+      expect(() => h.sp.context({ name: 'bad', order: 1, text: 'x', budget: { maxChars } })).toThrow(
+        new TypeError('prompt context "bad" budget.maxChars must be a positive integer'),
+      )
     }
     expect((await h.asm()).contexts).toEqual([])
   })

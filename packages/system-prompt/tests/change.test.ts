@@ -163,7 +163,9 @@ describe('K. the change event', () => {
   it('K4: change listeners run after the mutation, on registration and on disposal', async () => {
     const h = await root({})
     const seen: Array<Promise<PromptAssembly>> = []
-    h.ctx.on('system-prompt/change', () => { seen.push(h.sp.assemble()) })
+    h.ctx.on('system-prompt/change', () => {
+      seen.push(h.sp.assemble())
+    })
     const d = h.sp.section({ name: 'new', order: 1, text: 'n' })
     const dv = h.sp.variable('v', () => 'v')
     d()
@@ -180,7 +182,9 @@ describe('K. the change event', () => {
     const h = await root({})
     const s = h.mint()
     const seen: Array<Promise<PromptAssembly>> = []
-    h.ctx.on('system-prompt/change', () => { seen.push(h.asm(s.key)) })
+    h.ctx.on('system-prompt/change', () => {
+      seen.push(h.asm(s.key))
+    })
     s.sp.tools(() => ({ schemas: [schema('bash')] }))
     const [a] = await Promise.all(seen)
     expect(toolNames(a)).toEqual(['bash'])
@@ -214,7 +218,9 @@ describe('L. signal and AssembleContext passthrough', () => {
     const h = await root({ persona: 'p' })
     const s = h.mint()
     const received: Record<string, unknown[]> = {}
-    const spy = (kind: string) => (context: AssembleContext) => { (received[kind] ??= []).push(context) }
+    const spy = (kind: string) => (context: AssembleContext) => {
+      ;(received[kind] ??= []).push(context)
+    }
     h.sp.section({ name: 'global-section', order: 1, text: c => (spy('global-section')(c), 'g') })
     s.sp.section({ name: 'scoped-section', order: 2, text: c => (spy('scoped-section')(c), 's') })
     h.sp.context({ name: 'global-context', order: 1, text: c => (spy('global-context')(c), 'g') })
@@ -232,8 +238,16 @@ describe('L. signal and AssembleContext passthrough', () => {
     await h.sp.assemble(context)
 
     const kinds = [
-      'global-section', 'scoped-section', 'global-context', 'scoped-context', 'global-variable',
-      'scoped-variable', 'global-tools', 'scoped-tools', 'global-listener', 'scoped-listener',
+      'global-section',
+      'scoped-section',
+      'global-context',
+      'scoped-context',
+      'global-variable',
+      'scoped-variable',
+      'global-tools',
+      'scoped-tools',
+      'global-listener',
+      'scoped-listener',
     ]
     expect(Object.keys(received).sort()).toEqual([...kinds].sort())
     for (const kind of kinds) {

@@ -3,8 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { renderPrompt, type AssembledSection } from '@loom/system-prompt'
 import { names, root, schema, toolNames } from './helpers.ts'
 
-const listenerSection = (name: string, text = name): AssembledSection =>
-  ({ name, text, order: 1000, stability: 'static', owner: 'listener' })
+const listenerSection = (name: string, text = name): AssembledSection => ({ name, text, order: 1000, stability: 'static', owner: 'listener' })
 
 describe('H. complete sections', () => {
   it('H1 restores the complete section as the sole section from a pre-waterfall copy', async () => {
@@ -12,13 +11,17 @@ describe('H. complete sections', () => {
     h.sp.section({ name: 'complete', order: 10, text: 'Exact prompt.', complete: true })
     h.sp.section({ name: 'extra', order: 20, text: 'Extra.' })
     let seen: string[] = []
-    h.ctx.on('system-prompt/assemble', async (assembly, _context, next) => {
-      seen = names(assembly)
-      const target = assembly.sections.find(s => s.name === 'complete')!
-      target.text = 'mutated'
-      assembly.sections.push(listenerSection('late'))
-      return next()
-    }, { prepend: true })
+    h.ctx.on(
+      'system-prompt/assemble',
+      async (assembly, _context, next) => {
+        seen = names(assembly)
+        const target = assembly.sections.find(s => s.name === 'complete')!
+        target.text = 'mutated'
+        assembly.sections.push(listenerSection('late'))
+        return next()
+      },
+      { prepend: true },
+    )
 
     const a = await h.asm()
     expect(a.sections).toEqual([{ name: 'complete', text: 'Exact prompt.', order: 10, stability: 'static', owner: 'host' }])
@@ -28,8 +31,24 @@ describe('H. complete sections', () => {
   it('H2 two effective complete sections reject, named in sorted order, before any section text runs', async () => {
     const h = await root()
     let textCalls = 0
-    h.sp.section({ name: 'second', order: 20, text: () => { textCalls++; return 'second' }, complete: true })
-    h.sp.section({ name: 'first', order: 10, text: () => { textCalls++; return 'first' }, complete: true })
+    h.sp.section({
+      name: 'second',
+      order: 20,
+      text: () => {
+        textCalls++
+        return 'second'
+      },
+      complete: true,
+    })
+    h.sp.section({
+      name: 'first',
+      order: 10,
+      text: () => {
+        textCalls++
+        return 'first'
+      },
+      complete: true,
+    })
 
     await expect(h.asm()).rejects.toThrow('multiple complete prompt sections are active: "first", "second"')
     expect(textCalls).toBe(0)
@@ -117,10 +136,14 @@ describe('H. complete sections', () => {
     h.sp.section({ name: 'global:extra', order: 100, text: 'global extra' })
     const s = h.mint()
     s.sp.section({ name: 'deployment:persona', order: 0, text: 'Only this.', complete: true })
-    s.ctx.on('system-prompt/assemble', async (assembly, _context, next) => {
-      assembly.sections.push(listenerSection('late:extra'))
-      return next()
-    }, { prepend: true })
+    s.ctx.on(
+      'system-prompt/assemble',
+      async (assembly, _context, next) => {
+        assembly.sections.push(listenerSection('late:extra'))
+        return next()
+      },
+      { prepend: true },
+    )
 
     const a = await h.asm(s.key)
     expect(a.sections).toEqual([{ name: 'deployment:persona', text: 'Only this.', order: 0, stability: 'static', owner: 'host' }])

@@ -4,8 +4,10 @@ import { describe, expect, it } from 'vitest'
 import SystemPrompt, { renderPrompt, TOOL_ORDER_REST as REST, type AssembledContext } from '@loom/system-prompt'
 import { BUILT_INS, IDENTITY, names, root, schema, texts } from './helpers.ts'
 
-const PERSONA_DUPLICATE = 'prompt section "deployment:persona" is already registered (for a per-agent override, register through that agent\'s `agent.ctx` instead)'
-const IDENTITY_DUPLICATE = 'prompt section "harness:identity" is already registered (for a per-agent override, register through that agent\'s `agent.ctx` instead)'
+const PERSONA_DUPLICATE =
+  'prompt section "deployment:persona" is already registered (for a per-agent override, register through that agent\'s `agent.ctx` instead)'
+const IDENTITY_DUPLICATE =
+  'prompt section "harness:identity" is already registered (for a per-agent override, register through that agent\'s `agent.ctx` instead)'
 
 describe('A. config and built-ins', () => {
   it('A1: by default only the identity and an empty persona are registered, and the empty persona is not rendered', async () => {
@@ -135,20 +137,14 @@ describe('A. config and built-ins', () => {
 
   it('A7: a toolOrder without the rest entry rejects at load', async () => {
     for (const toolOrder of [[], ['bash', 'todo_write']]) {
-      await expect(new Context().plugin(SystemPrompt, { toolOrder })).rejects.toThrow(
-        `toolOrder must contain the "${REST}" rest entry`,
-      )
+      await expect(new Context().plugin(SystemPrompt, { toolOrder })).rejects.toThrow(`toolOrder must contain the "${REST}" rest entry`)
     }
   })
 
   it('A7: a toolOrder listing a name twice rejects at load, checked before the rest entry', async () => {
     await expect(new Context().plugin(SystemPrompt, { toolOrder: ['bash', 'bash', REST] })).rejects.toThrow('more than once')
-    await expect(new Context().plugin(SystemPrompt, { toolOrder: [REST, 'bash', REST] })).rejects.toThrow(
-      `toolOrder lists "${REST}" more than once`,
-    )
-    await expect(new Context().plugin(SystemPrompt, { toolOrder: ['bash', 'bash'] })).rejects.toThrow(
-      'toolOrder lists "bash" more than once',
-    )
+    await expect(new Context().plugin(SystemPrompt, { toolOrder: [REST, 'bash', REST] })).rejects.toThrow(`toolOrder lists "${REST}" more than once`)
+    await expect(new Context().plugin(SystemPrompt, { toolOrder: ['bash', 'bash'] })).rejects.toThrow('toolOrder lists "bash" more than once')
   })
 
   it('A7: a failed load provides no service', async () => {
@@ -192,8 +188,6 @@ describe('A. config and built-ins', () => {
     const h = await root({ persona: 'You run on {{model}} in {{cwd}}.' })
     const a = await h.asm()
     expect(texts(a)).toEqual([IDENTITY, 'You run on {{model}} in {{cwd}}.'])
-    expect(() => renderPrompt(a)).toThrow(
-      'unknown prompt variable "{{model}}" in section "deployment:persona"; registered variables: (none)',
-    )
+    expect(() => renderPrompt(a)).toThrow('unknown prompt variable "{{model}}" in section "deployment:persona"; registered variables: (none)')
   })
 })

@@ -30,7 +30,11 @@ describe('C. contexts and runtime-context suppression', () => {
   })
 
   it('C1: contexts with equal order sort by name whatever the registration order', async () => {
-    for (const registration of [['b', 'A', 'a'], ['a', 'b', 'A'], ['A', 'a', 'b']]) {
+    for (const registration of [
+      ['b', 'A', 'a'],
+      ['a', 'b', 'A'],
+      ['A', 'a', 'b'],
+    ]) {
       const h = await root({})
       for (const name of registration) h.sp.context({ name, order: 3, text: name })
       h.sp.context({ name: 'first', order: 1, text: 'first' })
@@ -58,14 +62,16 @@ describe('C. contexts and runtime-context suppression', () => {
     expect(() => h.sp.context({ name: 'policy', order: 2, text: 'second' })).toThrow(GLOBAL_DUP('policy'))
     for (const order of [NaN, Infinity, -Infinity]) {
       let thrown: unknown
-      try { h.sp.context({ name: 'bad', order, text: 'x' }) } catch (error) { thrown = error }
+      try {
+        h.sp.context({ name: 'bad', order, text: 'x' })
+      } catch (error) {
+        thrown = error
+      }
       expect(thrown).toBeInstanceOf(TypeError)
       expect((thrown as Error).message).toBe('prompt context "bad" order must be a finite number')
     }
     // Finiteness before the duplicate check.
-    expect(() => h.sp.context({ name: 'policy', order: NaN, text: 'x' })).toThrow(
-      new TypeError('prompt context "policy" order must be a finite number'),
-    )
+    expect(() => h.sp.context({ name: 'policy', order: NaN, text: 'x' })).toThrow(new TypeError('prompt context "policy" order must be a finite number'))
     expect((await h.asm()).contexts).toMatchObject([{ name: 'policy', text: 'first' }])
     expect((await h.asm()).contexts).toHaveLength(1)
   })

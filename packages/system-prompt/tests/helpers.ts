@@ -63,6 +63,8 @@ export const schema = (name: string, description = name) => ({ name, description
 /** Counts `system-prompt/change` events heard through the host. */
 export function changeCounter(ctx: Context) {
   const counter = { count: 0 }
-  ctx.on('system-prompt/change', () => { counter.count++ })
+  ctx.on('system-prompt/change', () => {
+    counter.count++
+  })
   return counter
 }

@@ -19,7 +19,10 @@ describe('(a) canonical order ties', () => {
       }
     }
     const results = []
-    for (const order of [['a', 'b'], ['b', 'a']] as const) {
+    for (const order of [
+      ['a', 'b'],
+      ['b', 'a'],
+    ] as const) {
       const h = await root()
       await load(h, [...order])
       for (let i = 0; i < 5; i++) {
@@ -105,8 +108,7 @@ describe('(c) ownership', () => {
     })
     expect(owners(a.contexts)).toEqual({ 'g:context': 'global-plugin', 's:context': 'scoped-plugin' })
     expect(owners(a.tools)).toEqual({ g_tool: 'global-plugin', s_tool: 'scoped-plugin' })
-    expect(Object.fromEntries(Object.entries(a.variableInfo).map(([k, v]) => [k, v.owner])))
-      .toEqual({ g_var: 'global-plugin', s_var: 'scoped-plugin' })
+    expect(Object.fromEntries(Object.entries(a.variableInfo).map(([k, v]) => [k, v.owner]))).toEqual({ g_var: 'global-plugin', s_var: 'scoped-plugin' })
   })
 })
 
@@ -122,9 +124,15 @@ describe('(d) stability classes', () => {
 
     const a = await h.asm()
     expect(Object.fromEntries(a.sections.map(s => [s.name, s.stability]))).toEqual({
-      'harness:identity': 'static', 'deployment:persona': 'static', s: 'static', declared: 'session',
+      'harness:identity': 'static',
+      'deployment:persona': 'static',
+      s: 'static',
+      declared: 'session',
     })
-    expect(a.contexts.map(c => [c.name, c.stability])).toEqual([['c', 'step'], ['declared-context', 'session']])
+    expect(a.contexts.map(c => [c.name, c.stability])).toEqual([
+      ['c', 'step'],
+      ['declared-context', 'session'],
+    ])
     expect(a.variableInfo).toEqual({ v: { owner: 'host', stability: 'session' }, w: { owner: 'host', stability: 'step' } })
   })
 
@@ -146,7 +154,10 @@ describe('(d) stability classes', () => {
     const clock = await h.plugin('clock')
     clock.systemPrompt.variable('now', () => '12:00', { stability: 'step' })
 
-    const error = await h.asm().then(() => undefined, (e: unknown) => e as Error)
+    const error = await h.asm().then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    )
     expect(error).toBeInstanceOf(Error)
     for (const part of ['{{now}}', '"deployment:persona"', '@loom/system-prompt', '"clock"']) expect(error!.message).toContain(part)
   })
@@ -158,7 +169,10 @@ describe('(d) stability classes', () => {
     const writer = await h.plugin('writer')
     writer.systemPrompt.section({ name: 'status', order: 10, text: () => 'Status at {{now}}', stability: 'session' })
 
-    const error = await h.asm().then(() => undefined, (e: unknown) => e as Error)
+    const error = await h.asm().then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    )
     expect(error).toBeInstanceOf(Error)
     for (const part of ['{{now}}', '"status"', '"writer"', '"clock"']) expect(error!.message).toContain(part)
   })
@@ -184,7 +198,10 @@ describe('(d) stability classes', () => {
       return result
     })
 
-    const error = await h.asm().then(() => undefined, (e: unknown) => e as Error)
+    const error = await h.asm().then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    )
     expect(error).toBeInstanceOf(Error)
     for (const part of ['{{now}}', '"late:time"', '"sneaky"', '"clock"']) expect(error!.message).toContain(part)
   })
@@ -215,6 +232,9 @@ describe('(f) tool owners from a provider that serves several plugins', () => {
   it('a schema that names its owner is attributed to it; others to the provider', async () => {
     const h = await root()
     h.sp.tools(() => ({ schemas: [{ ...schema('a'), owner: 'plugin-a' }, schema('b')] }))
-    expect((await h.asm()).tools.map(t => [t.name, t.owner])).toEqual([['a', 'plugin-a'], ['b', 'host']])
+    expect((await h.asm()).tools.map(t => [t.name, t.owner])).toEqual([
+      ['a', 'plugin-a'],
+      ['b', 'host'],
+    ])
   })
 })

@@ -27,26 +27,121 @@ function dispatch(h: Host, value: PromptAssembly) {
   return h.ctx.waterfall(scopeTarget(h.sp, undefined), 'system-prompt/assemble', value, {}, async () => value)
 }
 
-const listenerSection = (name: string): AssembledSection =>
-  ({ name, text: name, order: 1000, stability: 'static', owner: 'listener' })
+const listenerSection = (name: string): AssembledSection => ({ name, text: name, order: 1000, stability: 'static', owner: 'listener' })
 
 type Mutation = (a: PromptAssembly) => void
 const cases: [string, Mutation, string][] = [
-  ['empty section name', a => { a.sections[0].name = '' }, 'assembled section names must be non-empty'],
-  ['duplicate section name', a => { a.sections = [{ ...a.sections[0], name: 'x' }, { ...a.sections[0], name: 'x' }] }, 'assembled section name "x" is duplicated'],
-  ['non-string section text', a => { (a.sections[0] as { text: unknown }).text = 1 }, 'assembled section "identity" text must be a string'],
-  ['section without owner', a => { (a.sections[0] as { owner: unknown }).owner = undefined }, 'assembled section "identity" names no owner plugin'],
-  ['section with empty owner', a => { a.sections[0].owner = '' }, 'assembled section "identity" names no owner plugin'],
-  ['empty context name', a => { a.contexts[0].name = '' }, 'assembled context names must be non-empty'],
-  ['duplicate context name', a => { a.contexts = [{ ...a.contexts[0], name: 'x' }, { ...a.contexts[0], name: 'x' }] }, 'assembled context name "x" is duplicated'],
-  ['non-string context text', a => { (a.contexts[0] as { text: unknown }).text = 1 }, 'assembled context "policy" text must be a string'],
-  ['context without owner', a => { (a.contexts[0] as { owner: unknown }).owner = undefined }, 'assembled context "policy" names no owner plugin'],
-  ['context with empty owner', a => { a.contexts[0].owner = '' }, 'assembled context "policy" names no owner plugin'],
-  ['empty tool name', a => { a.tools[0].name = '' }, 'assembled tool names must be non-empty'],
-  ['tool without owner', a => { (a.tools[0] as { owner: unknown }).owner = undefined }, 'assembled tool "echo" names no owner plugin'],
-  ['tool with empty owner', a => { a.tools[0].owner = '' }, 'assembled tool "echo" names no owner plugin'],
-  ['invalid variable name', a => { a.variables.Bad = 'x' }, 'assembled variable name "Bad" is invalid'],
-  ['non-string variable value', a => { (a.variables as Record<string, unknown>).cwd = 1 }, 'assembled variable "cwd" must be a string or undefined'],
+  [
+    'empty section name',
+    a => {
+      a.sections[0].name = ''
+    },
+    'assembled section names must be non-empty',
+  ],
+  [
+    'duplicate section name',
+    a => {
+      a.sections = [
+        { ...a.sections[0], name: 'x' },
+        { ...a.sections[0], name: 'x' },
+      ]
+    },
+    'assembled section name "x" is duplicated',
+  ],
+  [
+    'non-string section text',
+    a => {
+      ;(a.sections[0] as { text: unknown }).text = 1
+    },
+    'assembled section "identity" text must be a string',
+  ],
+  [
+    'section without owner',
+    a => {
+      ;(a.sections[0] as { owner: unknown }).owner = undefined
+    },
+    'assembled section "identity" names no owner plugin',
+  ],
+  [
+    'section with empty owner',
+    a => {
+      a.sections[0].owner = ''
+    },
+    'assembled section "identity" names no owner plugin',
+  ],
+  [
+    'empty context name',
+    a => {
+      a.contexts[0].name = ''
+    },
+    'assembled context names must be non-empty',
+  ],
+  [
+    'duplicate context name',
+    a => {
+      a.contexts = [
+        { ...a.contexts[0], name: 'x' },
+        { ...a.contexts[0], name: 'x' },
+      ]
+    },
+    'assembled context name "x" is duplicated',
+  ],
+  [
+    'non-string context text',
+    a => {
+      ;(a.contexts[0] as { text: unknown }).text = 1
+    },
+    'assembled context "policy" text must be a string',
+  ],
+  [
+    'context without owner',
+    a => {
+      ;(a.contexts[0] as { owner: unknown }).owner = undefined
+    },
+    'assembled context "policy" names no owner plugin',
+  ],
+  [
+    'context with empty owner',
+    a => {
+      a.contexts[0].owner = ''
+    },
+    'assembled context "policy" names no owner plugin',
+  ],
+  [
+    'empty tool name',
+    a => {
+      a.tools[0].name = ''
+    },
+    'assembled tool names must be non-empty',
+  ],
+  [
+    'tool without owner',
+    a => {
+      ;(a.tools[0] as { owner: unknown }).owner = undefined
+    },
+    'assembled tool "echo" names no owner plugin',
+  ],
+  [
+    'tool with empty owner',
+    a => {
+      a.tools[0].owner = ''
+    },
+    'assembled tool "echo" names no owner plugin',
+  ],
+  [
+    'invalid variable name',
+    a => {
+      a.variables.Bad = 'x'
+    },
+    'assembled variable name "Bad" is invalid',
+  ],
+  [
+    'non-string variable value',
+    a => {
+      ;(a.variables as Record<string, unknown>).cwd = 1
+    },
+    'assembled variable "cwd" must be a string or undefined',
+  ],
 ]
 
 describe('M. invariant companion', () => {
@@ -66,7 +161,10 @@ describe('M. invariant companion', () => {
     const h = await guarded()
     const bad = valid()
     mutate(bad)
-    const error = await dispatch(h, bad).then(() => undefined, (e: unknown) => e)
+    const error = await dispatch(h, bad).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(error).toBeInstanceOf(InvariantError)
     expect(error).toMatchObject({ code: 'INVARIANT', packageName: '@loom/system-prompt', message: PREFIX + detail })
   })

@@ -3,8 +3,7 @@ import { describe, expect, it } from 'vitest'
 import type { AssembleContext, AssembledSection, PromptAssembly } from '@loom/system-prompt'
 import { IDENTITY, names, root, schema, type Host } from './helpers.ts'
 
-const section = (name: string, text = name): AssembledSection =>
-  ({ name, text, order: 1000, stability: 'static', owner: 'listener' })
+const section = (name: string, text = name): AssembledSection => ({ name, text, order: 1000, stability: 'static', owner: 'listener' })
 
 /** Calls `assemble` and reports whether the call itself threw synchronously. */
 function assembleAsync(h: Host): { threw: boolean; result?: Promise<PromptAssembly> } {
@@ -23,18 +22,52 @@ describe('G. the assemble() pipeline, waterfall and identity', () => {
       log.push('listener')
       return next()
     })
-    h.sp.context({ name: 'c2', order: 2, text: () => { log.push('context:2'); return 'c2' } })
-    h.sp.context({ name: 'c1', order: 1, text: () => { log.push('context:1'); return 'c1' } })
-    h.sp.section({ name: 's2', order: 20, text: () => { log.push('section:20'); return 's2' } })
-    h.sp.section({ name: 's1', order: 10, text: () => { log.push('section:10'); return 's1' } })
-    h.sp.tools(() => { log.push('tool'); return { schemas: [schema('t')] } })
-    h.sp.variable('v', () => { log.push('variable'); return 'v' })
+    h.sp.context({
+      name: 'c2',
+      order: 2,
+      text: () => {
+        log.push('context:2')
+        return 'c2'
+      },
+    })
+    h.sp.context({
+      name: 'c1',
+      order: 1,
+      text: () => {
+        log.push('context:1')
+        return 'c1'
+      },
+    })
+    h.sp.section({
+      name: 's2',
+      order: 20,
+      text: () => {
+        log.push('section:20')
+        return 's2'
+      },
+    })
+    h.sp.section({
+      name: 's1',
+      order: 10,
+      text: () => {
+        log.push('section:10')
+        return 's1'
+      },
+    })
+    h.sp.tools(() => {
+      log.push('tool')
+      return { schemas: [schema('t')] }
+    })
+    h.sp.variable('v', () => {
+      log.push('variable')
+      return 'v'
+    })
 
     await h.asm()
     expect(log).toEqual(['variable', 'tool', 'section:10', 'section:20', 'context:1', 'context:2', 'listener'])
   })
 
-  it('G2 listeners compose in registration order and receive the caller\'s context object', async () => {
+  it("G2 listeners compose in registration order and receive the caller's context object", async () => {
     const h = await root()
     h.sp.section({ name: 'base', order: 10, text: 'base' })
     let contextOfA: AssembleContext | undefined
@@ -59,10 +92,30 @@ describe('G. the assemble() pipeline, waterfall and identity', () => {
   it('G3 a later prepended listener runs outermost', async () => {
     const h = await root()
     const log: string[] = []
-    h.ctx.on('system-prompt/assemble', async (_a, _c, next) => { log.push('first'); return next() })
-    h.ctx.on('system-prompt/assemble', async (_a, _c, next) => { log.push('second'); return next() })
-    h.ctx.on('system-prompt/assemble', async (_a, _c, next) => { log.push('prepended'); return next() }, { prepend: true })
-    h.ctx.on('system-prompt/assemble', async (_a, _c, next) => { log.push('prepended-later'); return next() }, { prepend: true })
+    h.ctx.on('system-prompt/assemble', async (_a, _c, next) => {
+      log.push('first')
+      return next()
+    })
+    h.ctx.on('system-prompt/assemble', async (_a, _c, next) => {
+      log.push('second')
+      return next()
+    })
+    h.ctx.on(
+      'system-prompt/assemble',
+      async (_a, _c, next) => {
+        log.push('prepended')
+        return next()
+      },
+      { prepend: true },
+    )
+    h.ctx.on(
+      'system-prompt/assemble',
+      async (_a, _c, next) => {
+        log.push('prepended-later')
+        return next()
+      },
+      { prepend: true },
+    )
 
     await h.asm()
     expect(log).toEqual(['prepended-later', 'prepended', 'first', 'second'])
@@ -73,14 +126,17 @@ describe('G. the assemble() pipeline, waterfall and identity', () => {
     h.sp.section({ name: 'real', order: 10, text: 'real' })
     let innerRan = false
     h.ctx.on('system-prompt/assemble', async () => ({ sections: [], contexts: [], tools: [], variables: {}, variableInfo: {} }))
-    h.ctx.on('system-prompt/assemble', async (_a, _c, next) => { innerRan = true; return next() })
+    h.ctx.on('system-prompt/assemble', async (_a, _c, next) => {
+      innerRan = true
+      return next()
+    })
 
     const a = await h.asm()
     expect(a.sections).toEqual([])
     expect(innerRan).toBe(false)
   })
 
-  it('G5 returns the waterfall\'s own object when nothing is enforced, a shallow copy otherwise', async () => {
+  it("G5 returns the waterfall's own object when nothing is enforced, a shallow copy otherwise", async () => {
     const custom = (): PromptAssembly => ({
       sections: [section('custom')],
       contexts: [{ name: 'ctx', text: 'x', order: 1, stability: 'step', owner: 'listener' }],
@@ -129,25 +185,53 @@ describe('G. the assemble() pipeline, waterfall and identity', () => {
 
   it('G7 every assembly failure is a rejection, never a synchronous throw', async () => {
     const cases: Record<string, (h: Host) => void> = {
-      'throwing listener': h => { h.ctx.on('system-prompt/assemble', async () => { throw new Error('listener boom') }) },
-      'throwing section text': h => { h.sp.section({ name: 's', order: 1, text: () => { throw new Error('text boom') } }) },
-      'throwing variable provider': h => { h.sp.variable('v', () => { throw new Error('variable boom') }) },
+      'throwing listener': h => {
+        h.ctx.on('system-prompt/assemble', async () => {
+          throw new Error('listener boom')
+        })
+      },
+      'throwing section text': h => {
+        h.sp.section({
+          name: 's',
+          order: 1,
+          text: () => {
+            throw new Error('text boom')
+          },
+        })
+      },
+      'throwing variable provider': h => {
+        h.sp.variable('v', () => {
+          throw new Error('variable boom')
+        })
+      },
       'multiple complete sections': h => {
         h.sp.section({ name: 'a', order: 1, text: 'a', complete: true })
         h.sp.section({ name: 'b', order: 2, text: 'b', complete: true })
       },
-      'reserved tool name': h => { h.sp.tools(() => ({ schemas: [schema('<unlisted-tools>')] })) },
+      'reserved tool name': h => {
+        h.sp.tools(() => ({ schemas: [schema('<unlisted-tools>')] }))
+      },
     }
     const outcomes: Record<string, string> = {}
     for (const [label, arrange] of Object.entries(cases)) {
       const h = await root()
       arrange(h)
       const call = assembleAsync(h)
-      outcomes[label] = call.threw ? 'sync throw' : await call.result!.then(() => 'resolved', () => 'rejected')
+      outcomes[label] = call.threw
+        ? 'sync throw'
+        : await call.result!.then(
+            () => 'resolved',
+            () => 'rejected',
+          )
     }
     const ordered = await root({ toolOrder: ['ghost', '<unlisted-tools>'] })
     const call = assembleAsync(ordered)
-    outcomes['toolOrder names an unknown tool'] = call.threw ? 'sync throw' : await call.result!.then(() => 'resolved', () => 'rejected')
+    outcomes['toolOrder names an unknown tool'] = call.threw
+      ? 'sync throw'
+      : await call.result!.then(
+          () => 'resolved',
+          () => 'rejected',
+        )
 
     expect(outcomes).toEqual({
       'throwing listener': 'rejected',
@@ -162,7 +246,10 @@ describe('G. the assemble() pipeline, waterfall and identity', () => {
   it('G8 a bare assemble() passes a fresh empty context on every call', async () => {
     const h = await root()
     const seen: AssembleContext[] = []
-    h.ctx.on('system-prompt/assemble', async (_a, context, next) => { seen.push(context); return next() })
+    h.ctx.on('system-prompt/assemble', async (_a, context, next) => {
+      seen.push(context)
+      return next()
+    })
 
     await h.sp.assemble()
     await h.sp.assemble()
@@ -184,7 +271,10 @@ describe('G. the assemble() pipeline, waterfall and identity', () => {
       const inner = await passOn(replacement)
       return { ...inner, sections: [...inner.sections, section('outer:after')] }
     })
-    h.ctx.on('system-prompt/assemble', async (assembly, _context, next) => { innerArg = assembly; return next() })
+    h.ctx.on('system-prompt/assemble', async (assembly, _context, next) => {
+      innerArg = assembly
+      return next()
+    })
 
     const result = await h.asm()
     expect(innerArg).toBe(outerArg)
@@ -202,7 +292,10 @@ describe('G. the assemble() pipeline, waterfall and identity', () => {
       assembly.variables.extra = 'x'
       return next()
     })
-    m.ctx.on('system-prompt/assemble', async (assembly, _context, next) => { seenInside = names(assembly); return next() })
+    m.ctx.on('system-prompt/assemble', async (assembly, _context, next) => {
+      seenInside = names(assembly)
+      return next()
+    })
 
     const final = await m.asm()
     expect(seenInside).toContain('outer:before')

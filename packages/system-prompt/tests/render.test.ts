@@ -17,10 +17,8 @@ const PATTERN = '/^[a-z][a-z0-9_]*$/'
 
 type Vars = PromptAssembly['variables']
 
-const section = (name: string, text: string): AssembledSection =>
-  ({ name, text, order: 0, stability: 'static', owner: 'test' })
-const context = (name: string, text: string): AssembledContext =>
-  ({ name, text, order: 0, stability: 'step', owner: 'test' })
+const section = (name: string, text: string): AssembledSection => ({ name, text, order: 0, stability: 'static', owner: 'test' })
+const context = (name: string, text: string): AssembledContext => ({ name, text, order: 0, stability: 'step', owner: 'test' })
 
 function assembly(parts: { sections?: AssembledSection[]; contexts?: AssembledContext[]; variables?: Vars } = {}): PromptAssembly {
   return { sections: parts.sections ?? [], contexts: parts.contexts ?? [], tools: [], variables: parts.variables ?? {}, variableInfo: {} }
@@ -29,8 +27,7 @@ function assembly(parts: { sections?: AssembledSection[]; contexts?: AssembledCo
 /** Renders one section named `s` with the given text and variables. */
 const one = (text: string, variables: Vars = {}) => renderPrompt(assembly({ sections: [section('s', text)], variables }))
 /** Renders sections from texts, named s1, s2, ... */
-const many = (texts: string[], variables: Vars = {}) =>
-  renderPrompt(assembly({ sections: texts.map((t, i) => section(`s${i + 1}`, t)), variables }))
+const many = (texts: string[], variables: Vars = {}) => renderPrompt(assembly({ sections: texts.map((t, i) => section(`s${i + 1}`, t)), variables }))
 
 const malformedAt = (fragment: string, owner = 's', kind = 'section') =>
   `malformed prompt variable reference at "${fragment}…" in ${kind} "${owner}" (references are complete simple {{name}} groups)`
@@ -86,22 +83,25 @@ describe('strict interpolation', () => {
   })
 
   it('an unknown name throws with the registered names', () => {
-    expect(() => renderPrompt(assembly({ sections: [section('persona', 'on {{modle}}')], variables: { model: 'm' } })))
-      .toThrow(new Error('unknown prompt variable "{{modle}}" in section "persona"; registered variables: model'))
-    expect(() => renderPrompt(assembly({ sections: [section('persona', 'on {{modle}}')] })))
-      .toThrow(new Error('unknown prompt variable "{{modle}}" in section "persona"; registered variables: (none)'))
+    expect(() => renderPrompt(assembly({ sections: [section('persona', 'on {{modle}}')], variables: { model: 'm' } }))).toThrow(
+      new Error('unknown prompt variable "{{modle}}" in section "persona"; registered variables: model'),
+    )
+    expect(() => renderPrompt(assembly({ sections: [section('persona', 'on {{modle}}')] }))).toThrow(
+      new Error('unknown prompt variable "{{modle}}" in section "persona"; registered variables: (none)'),
+    )
   })
 
   it('the registered-variables list is in insertion order and includes undefined-valued names', () => {
-    expect(() => one('{{x}} {{y}}', { zed: '1', x: 'X' }))
-      .toThrow(new Error('unknown prompt variable "{{y}}" in section "s"; registered variables: zed, x'))
-    expect(() => one('{{y}}', { zed: '1', u: undefined, a: 'A' }))
-      .toThrow(new Error('unknown prompt variable "{{y}}" in section "s"; registered variables: zed, u, a'))
+    expect(() => one('{{x}} {{y}}', { zed: '1', x: 'X' })).toThrow(new Error('unknown prompt variable "{{y}}" in section "s"; registered variables: zed, x'))
+    expect(() => one('{{y}}', { zed: '1', u: undefined, a: 'A' })).toThrow(
+      new Error('unknown prompt variable "{{y}}" in section "s"; registered variables: zed, u, a'),
+    )
   })
 
   it('a registered name whose value is undefined throws the no-value error', () => {
-    expect(() => renderPrompt(assembly({ sections: [section('persona', 'in {{cwd}}')], variables: { cwd: undefined } })))
-      .toThrow(new Error('prompt variable "{{cwd}}" has no value for this assembly (section "persona")'))
+    expect(() => renderPrompt(assembly({ sections: [section('persona', 'in {{cwd}}')], variables: { cwd: undefined } }))).toThrow(
+      new Error('prompt variable "{{cwd}}" has no value for this assembly (section "persona")'),
+    )
   })
 
   it.each([' model ', '', 'Model', 'a-b', 'toString', '1a', '_a'])(
@@ -122,18 +122,22 @@ describe('strict interpolation', () => {
   })
 
   it('prototype names are unknown unless they are own properties', () => {
-    expect(() => one('on {{constructor}}', { model: 'm' }))
-      .toThrow(new Error('unknown prompt variable "{{constructor}}" in section "s"; registered variables: model'))
-    expect(() => one('{{valueof}}', Object.create({ valueof: 'inherited' }) as Vars))
-      .toThrow(new Error('unknown prompt variable "{{valueof}}" in section "s"; registered variables: (none)'))
+    expect(() => one('on {{constructor}}', { model: 'm' })).toThrow(
+      new Error('unknown prompt variable "{{constructor}}" in section "s"; registered variables: model'),
+    )
+    expect(() => one('{{valueof}}', Object.create({ valueof: 'inherited' }) as Vars)).toThrow(
+      new Error('unknown prompt variable "{{valueof}}" in section "s"; registered variables: (none)'),
+    )
   })
 
   it('the first error wins: sections in array order, then left to right', () => {
-    expect(() => many(['ok', '{{unknown}}', '{{ bad }}'], {}))
-      .toThrow(new Error('unknown prompt variable "{{unknown}}" in section "s2"; registered variables: (none)'))
+    expect(() => many(['ok', '{{unknown}}', '{{ bad }}'], {})).toThrow(
+      new Error('unknown prompt variable "{{unknown}}" in section "s2"; registered variables: (none)'),
+    )
     expect(() => many(['{{ bad }} {{unknown}}'], {})).toThrow(new Error(malformedName(' bad ', 's1')))
-    expect(() => many(['{{none}} {{ bad }}'], { none: undefined }))
-      .toThrow(new Error('prompt variable "{{none}}" has no value for this assembly (section "s1")'))
+    expect(() => many(['{{none}} {{ bad }}'], { none: undefined })).toThrow(
+      new Error('prompt variable "{{none}}" has no value for this assembly (section "s1")'),
+    )
   })
 
   it('a text rendered again gives the same result or the same error (templates are kept per text)', () => {
@@ -146,8 +150,9 @@ describe('strict interpolation', () => {
     for (let i = 0; i < 2; i++) {
       expect(() => one(broken, {})).toThrow(new Error('unknown prompt variable "{{model}}" in section "s"; registered variables: (none)'))
       expect(() => one(broken, { model: 'm' })).toThrow(new Error(malformedName(' bad ')))
-      expect(() => renderContextSnapshot(assembly({ contexts: [context('c', broken)], variables: { model: 'm' } })))
-        .toThrow(new Error(malformedName(' bad ', 'c', 'context')))
+      expect(() => renderContextSnapshot(assembly({ contexts: [context('c', broken)], variables: { model: 'm' } }))).toThrow(
+        new Error(malformedName(' bad ', 'c', 'context')),
+      )
     }
     const lone = '{{model}} then a lone {{ stays'
     expect(one(lone, { model: 'm' })).toBe('m then a lone {{ stays')
@@ -179,14 +184,14 @@ describe('renderPrompt on assemblies', () => {
 
 describe('context snapshots', () => {
   it('errors in a context are attributed to the context', () => {
-    expect(() => renderContextSnapshot(assembly({ contexts: [context('policy', 'Mode: {{missing}}.')] })))
-      .toThrow(new Error('unknown prompt variable "{{missing}}" in context "policy"; registered variables: (none)'))
-    expect(() => renderContextSections(assembly({ contexts: [context('policy', '{{ x }}')] })))
-      .toThrow(new Error(malformedName(' x ', 'policy', 'context')))
-    expect(() => renderContextSnapshot(assembly({ contexts: [context('policy', '{{{x}}}')] })))
-      .toThrow(new Error(malformedAt('{{{x}}}', 'policy', 'context')))
-    expect(() => renderContextSnapshot(assembly({ contexts: [context('policy', '{{x}}')], variables: { x: undefined } })))
-      .toThrow(new Error('prompt variable "{{x}}" has no value for this assembly (context "policy")'))
+    expect(() => renderContextSnapshot(assembly({ contexts: [context('policy', 'Mode: {{missing}}.')] }))).toThrow(
+      new Error('unknown prompt variable "{{missing}}" in context "policy"; registered variables: (none)'),
+    )
+    expect(() => renderContextSections(assembly({ contexts: [context('policy', '{{ x }}')] }))).toThrow(new Error(malformedName(' x ', 'policy', 'context')))
+    expect(() => renderContextSnapshot(assembly({ contexts: [context('policy', '{{{x}}}')] }))).toThrow(new Error(malformedAt('{{{x}}}', 'policy', 'context')))
+    expect(() => renderContextSnapshot(assembly({ contexts: [context('policy', '{{x}}')], variables: { x: undefined } }))).toThrow(
+      new Error('prompt variable "{{x}}" has no value for this assembly (context "policy")'),
+    )
   })
 
   it('the snapshot is the header, a blank line, then the non-empty bodies joined by blank lines', () => {
@@ -199,13 +204,11 @@ describe('context snapshots', () => {
 
   it('the snapshot is empty when no context has text', () => {
     expect(renderContextSnapshot(assembly())).toBe('')
-    expect(renderContextSnapshot(assembly({ contexts: [context('a', ''), context('b', '{{e}}')], variables: { e: '' } })))
-      .toBe('')
+    expect(renderContextSnapshot(assembly({ contexts: [context('a', ''), context('b', '{{e}}')], variables: { e: '' } }))).toBe('')
   })
 
   it('the snapshot ignores sections', () => {
-    expect(renderContextSnapshot(assembly({ sections: [section('s', '{{missing}}')], contexts: [context('c', 'C')] })))
-      .toBe(`${HEADER}\n\nC`)
+    expect(renderContextSnapshot(assembly({ sections: [section('s', '{{missing}}')], contexts: [context('c', 'C')] }))).toBe(`${HEADER}\n\nC`)
   })
 
   it('renderContextSections returns one {name, text} per context with non-empty interpolated text', () => {
@@ -214,14 +217,23 @@ describe('context snapshots', () => {
       variables: { v: 'V' },
     })
     const copy = structuredClone(a)
-    expect(renderContextSections(a)).toEqual([{ name: 'a', text: 'x' }, { name: 'b', text: 'V' }, { name: 'ws', text: ' ' }])
+    expect(renderContextSections(a)).toEqual([
+      { name: 'a', text: 'x' },
+      { name: 'b', text: 'V' },
+      { name: 'ws', text: ' ' },
+    ])
     expect(a).toEqual(copy)
   })
 
   it('joinContextSections adds the header only to a non-empty body', () => {
     expect(joinContextSections([])).toBe('')
     expect(joinContextSections([{ name: 'a', text: 'x' }])).toBe(`${HEADER}\n\nx`)
-    expect(joinContextSections([{ name: 'a', text: 'x' }, { name: 'b', text: 'y' }])).toBe(`${HEADER}\n\nx\n\ny`)
+    expect(
+      joinContextSections([
+        { name: 'a', text: 'x' },
+        { name: 'b', text: 'y' },
+      ]),
+    ).toBe(`${HEADER}\n\nx\n\ny`)
   })
 
   it('renders the contexts of a real assembly in order', async () => {

@@ -7,7 +7,7 @@ import { changeCounter, contrib, IDENTITY, names, root, schema, toolNames } from
 const persona = (a: PromptAssembly) => a.sections.find(s => s.name === 'deployment:persona')?.text
 
 describe('F. scope and layer visibility and lifecycle', () => {
-  it('F1 registers into the caller\'s scope while the view follows context.scope only', async () => {
+  it("F1 registers into the caller's scope while the view follows context.scope only", async () => {
     const h = await root()
     const s = h.mint()
     s.sp.section({ name: 'child:extra', order: 50, text: 'Extra guidance.' })
@@ -51,9 +51,23 @@ describe('F. scope and layer visibility and lifecycle', () => {
     const h = await root()
     let globalCalls = 0
     let scopedCalls = 0
-    h.sp.section({ name: 'shared', order: 1, text: () => { globalCalls++; return 'global text' } })
+    h.sp.section({
+      name: 'shared',
+      order: 1,
+      text: () => {
+        globalCalls++
+        return 'global text'
+      },
+    })
     const s = h.mint()
-    s.sp.section({ name: 'shared', order: 1, text: () => { scopedCalls++; return 'scoped text' } })
+    s.sp.section({
+      name: 'shared',
+      order: 1,
+      text: () => {
+        scopedCalls++
+        return 'scoped text'
+      },
+    })
 
     const a = await h.asm(s.key)
     expect(a.sections.find(x => x.name === 'shared')?.text).toBe('scoped text')
@@ -157,7 +171,7 @@ describe('F. scope and layer visibility and lifecycle', () => {
     expect(toolNames(await h.asm())).toEqual(['g'])
   })
 
-  it('F11 rebinding a scope\'s parent changes the very next assembly', async () => {
+  it("F11 rebinding a scope's parent changes the very next assembly", async () => {
     const h = await root({ persona: 'G' })
     const p1 = h.mint()
     const p2 = h.mint()
@@ -171,7 +185,7 @@ describe('F. scope and layer visibility and lifecycle', () => {
     expect(persona(await h.asm(aKey))).toBe('two')
   })
 
-  it('F12 a scoped listener shapes only its own scope\'s assemblies', async () => {
+  it("F12 a scoped listener shapes only its own scope's assemblies", async () => {
     const h = await root()
     const s = h.mint()
     const seen: AssembleContext[] = []
@@ -196,10 +210,14 @@ describe('F. scope and layer visibility and lifecycle', () => {
     const other = h.mint()
     let log: string[] = []
     const listen = (label: string, ctx: typeof h.ctx, options?: { global: boolean }) =>
-      ctx.on('system-prompt/assemble', async (_assembly, _context, next) => {
-        log.push(label)
-        return next()
-      }, options)
+      ctx.on(
+        'system-prompt/assemble',
+        async (_assembly, _context, next) => {
+          log.push(label)
+          return next()
+        },
+        options,
+      )
     listen('untagged', h.ctx)
     listen('P', p.ctx)
     listen('A', a.ctx)

@@ -56,7 +56,11 @@ describe('B. sections', () => {
 
   it('B3: equal orders sort by name (code units) whatever the registration order', async () => {
     const ordered = ['A', 'B', 'Z', 'a', 'b']
-    for (const registration of [['A', 'B', 'Z', 'a', 'b'], ['b', 'a', 'Z', 'B', 'A'], ['a', 'Z', 'b', 'A', 'B']]) {
+    for (const registration of [
+      ['A', 'B', 'Z', 'a', 'b'],
+      ['b', 'a', 'Z', 'B', 'A'],
+      ['a', 'Z', 'b', 'A', 'B'],
+    ]) {
       const h = await root({})
       for (const name of registration) h.sp.section({ name, order: 5, text: name })
       expect(contrib(await h.asm()).map(s => s.name)).toEqual(ordered)
@@ -150,7 +154,11 @@ describe('B. sections', () => {
     const h = await root({})
     h.sp.section({ name: 'dup', order: 0, text: 'g' })
     let global: unknown
-    try { h.sp.section({ name: 'dup', order: 0, text: 'g2' }) } catch (error) { global = error }
+    try {
+      h.sp.section({ name: 'dup', order: 0, text: 'g2' })
+    } catch (error) {
+      global = error
+    }
     expect(global).toBeInstanceOf(Error)
     expect((global as Error).message).toBe(GLOBAL_DUP('dup'))
     expect((global as Error).message).toMatch(/agent\.ctx/)
@@ -158,7 +166,11 @@ describe('B. sections', () => {
     const s = h.mint()
     s.sp.section({ name: 'dup', order: 0, text: 's' })
     let scoped: unknown
-    try { s.sp.section({ name: 'dup', order: 0, text: 's2' }) } catch (error) { scoped = error }
+    try {
+      s.sp.section({ name: 'dup', order: 0, text: 's2' })
+    } catch (error) {
+      scoped = error
+    }
     expect((scoped as Error).message).toBe(SCOPED_DUP('dup'))
     expect((scoped as Error).message).not.toMatch(/agent\.ctx/)
     expect(contrib(await h.asm(s.key)).map(x => x.text)).toEqual(['s'])
@@ -181,7 +193,11 @@ describe('B. sections', () => {
     const changes = changeCounter(h.ctx)
     for (const order of [NaN, Infinity, -Infinity]) {
       let thrown: unknown
-      try { h.sp.section({ name: 'bad-order', order, text: 'x' }) } catch (error) { thrown = error }
+      try {
+        h.sp.section({ name: 'bad-order', order, text: 'x' })
+      } catch (error) {
+        thrown = error
+      }
       expect(thrown).toBeInstanceOf(TypeError)
       expect((thrown as Error).message).toBe(NOT_FINITE('bad-order'))
     }
@@ -195,7 +211,11 @@ describe('B. sections', () => {
     const h = await root({})
     h.sp.section({ name: 'dup', order: 0, text: 'first' })
     let thrown: unknown
-    try { h.sp.section({ name: 'dup', order: NaN, text: 'x' }) } catch (error) { thrown = error }
+    try {
+      h.sp.section({ name: 'dup', order: NaN, text: 'x' })
+    } catch (error) {
+      thrown = error
+    }
     expect(thrown).toBeInstanceOf(TypeError)
     expect((thrown as Error).message).toBe(NOT_FINITE('dup'))
     const s = h.mint()

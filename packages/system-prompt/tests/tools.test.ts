@@ -38,8 +38,14 @@ describe('canonical order without toolOrder', () => {
   })
 
   it.each([
-    [['b', 'B', 'a', '_x', 'Z', 'a10', 'a9', 'Ä'], ['B', 'Z', '_x', 'a', 'a10', 'a9', 'b', 'Ä']],
-    [['\uFF61', '\u{1F600}'], ['\u{1F600}', '\uFF61']],
+    [
+      ['b', 'B', 'a', '_x', 'Z', 'a10', 'a9', 'Ä'],
+      ['B', 'Z', '_x', 'a', 'a10', 'a9', 'b', 'Ä'],
+    ],
+    [
+      ['\uFF61', '\u{1F600}'],
+      ['\u{1F600}', '\uFF61'],
+    ],
   ])('compares names by UTF-16 code units, not locale or numerically: %j', async (input, expected) => {
     const h = await root()
     provide(h, input)
@@ -72,7 +78,10 @@ describe('canonical order without toolOrder', () => {
   })
 
   it('tools sharing a name from different plugins are ordered by owner whichever registers first', async () => {
-    for (const registration of [['plugin-a', 'plugin-b'], ['plugin-b', 'plugin-a']]) {
+    for (const registration of [
+      ['plugin-a', 'plugin-b'],
+      ['plugin-b', 'plugin-a'],
+    ]) {
       const h = await root()
       const a = await h.plugin('plugin-a')
       const b = await h.plugin('plugin-b')
@@ -103,9 +112,7 @@ describe('assembled tool objects', () => {
 
     ;(a.tools[0].parameters.properties as Record<string, unknown>).leak = { type: 'string' }
     a.tools[0].description = 'mutated'
-    expect((await h.asm()).tools).toEqual([
-      { name: 't', description: 'tool', parameters: { type: 'object', properties: {} }, owner: 'host' },
-    ])
+    expect((await h.asm()).tools).toEqual([{ name: 't', description: 'tool', parameters: { type: 'object', properties: {} }, owner: 'host' }])
 
     const before = await h.asm()
     P.properties.later = { type: 'number' }
@@ -145,7 +152,10 @@ describe('assembled tool objects', () => {
     const p = await h.plugin('tool-plugin')
     p.systemPrompt.tools(() => ({ schemas: [schema('a')] }))
     h.sp.tools(() => ({ schemas: [schema('b')] }))
-    expect((await h.asm()).tools.map(t => [t.name, t.owner])).toEqual([['a', 'tool-plugin'], ['b', 'host']])
+    expect((await h.asm()).tools.map(t => [t.name, t.owner])).toEqual([
+      ['a', 'tool-plugin'],
+      ['b', 'host'],
+    ])
   })
 
   it('parameters of any depth are copied; a cycle rejects the assembly with DataCloneError', async () => {
@@ -166,8 +176,7 @@ describe('assembled tool objects', () => {
 
   it('non-cloneable parameters reject the assembly with DataCloneError', async () => {
     const h = await root()
-    expect(() => h.sp.tools(() => ({ schemas: [{ name: 't', description: 'd', parameters: { fn: () => 1 } }] })))
-      .not.toThrow()
+    expect(() => h.sp.tools(() => ({ schemas: [{ name: 't', description: 'd', parameters: { fn: () => 1 } }] }))).not.toThrow()
     await expect(h.asm()).rejects.toHaveProperty('name', 'DataCloneError')
   })
 })
@@ -190,7 +199,10 @@ describe('provider calls', () => {
   it('each visible provider is called once per assembly, global first, then farthest layer first', async () => {
     const h = await root()
     const calls: string[] = []
-    const logging = (label: string) => () => { calls.push(label); return { schemas: [] } }
+    const logging = (label: string) => () => {
+      calls.push(label)
+      return { schemas: [] }
+    }
     const p = h.mint({ agentPreset: 'p' })
     const a = h.mint({ agent: 'a' }, { parent: p.key })
     a.sp.tools(logging('a'))
@@ -207,7 +219,10 @@ describe('provider calls', () => {
   it('providers receive the assemble context', async () => {
     const h = await root()
     const seen: unknown[] = []
-    h.sp.tools(c => { seen.push(c); return { schemas: [] } })
+    h.sp.tools(c => {
+      seen.push(c)
+      return { schemas: [] }
+    })
     const context = { marker: 1 }
     await h.sp.assemble(context)
     expect(seen).toEqual([context])
@@ -248,8 +263,7 @@ describe('toolOrder', () => {
 
   it.each([
     [['basj', REST], [['read', 'bash']], 'toolOrder lists unregistered tool "basj"; known tools: bash, read'],
-    [['todo_write', 'ghost', REST, 'wraith'], [['bash', 'todo_write']],
-      'toolOrder lists unregistered tools "ghost", "wraith"; known tools: bash, todo_write'],
+    [['todo_write', 'ghost', REST, 'wraith'], [['bash', 'todo_write']], 'toolOrder lists unregistered tools "ghost", "wraith"; known tools: bash, todo_write'],
     [['ghost', REST], [], 'toolOrder lists unregistered tool "ghost"; known tools: (none)'],
     [['ghost', REST], [['b', 'B', '_x']], 'toolOrder lists unregistered tool "ghost"; known tools: B, _x, b'],
   ])('toolOrder %j with providers %j rejects with the unknown-name message', async (toolOrder, lists, message) => {
@@ -275,9 +289,7 @@ describe('toolOrder', () => {
     const s = h.mint()
     s.sp.tools(() => ({ schemas: [schema('scoped_tool')] }))
     expect(toolNames(await h.asm(s.key))).toEqual(['scoped_tool'])
-    await expect(h.asm()).rejects.toThrow(
-      new Error('toolOrder lists unregistered tool "scoped_tool"; known tools: (none)'),
-    )
+    await expect(h.asm()).rejects.toThrow(new Error('toolOrder lists unregistered tool "scoped_tool"; known tools: (none)'))
   })
 })
 
@@ -305,12 +317,20 @@ describe('the reserved rest name', () => {
 it.each([
   ['a reserved name', {}, () => ({ schemas: [schema(REST)] })],
   ['an unknown toolOrder name', { toolOrder: ['ghost', REST] }, () => ({ schemas: [schema('a')] })],
-  ['a throwing provider', {}, (): never => { throw new Error('provider exploded') }],
+  [
+    'a throwing provider',
+    {},
+    (): never => {
+      throw new Error('provider exploded')
+    },
+  ],
 ])('tool errors (%s) surface as rejections, never as synchronous throws', async (_label, config, provider) => {
   const h = await root(config)
   expect(() => h.sp.tools(provider)).not.toThrow()
   let pending: Promise<PromptAssembly> | undefined
-  expect(() => { pending = h.sp.assemble() }).not.toThrow()
+  expect(() => {
+    pending = h.sp.assemble()
+  }).not.toThrow()
   expect(pending).toBeInstanceOf(Promise)
   await expect(pending).rejects.toThrow()
 })

@@ -7,20 +7,15 @@ const GLOBAL_DUPLICATE = (name: string) =>
   `prompt variable "${name}" is already registered (for a per-agent value, register through that agent's \`agent.ctx\` instead)`
 
 describe('variable names', () => {
-  it.each(['Not Valid', 'Model', '1a', '_a', 'a-b', ''])(
-    'rejects the name %j synchronously with the pattern message, leaking nothing',
-    async name => {
-      const h = await root()
-      const changes = changeCounter(h.ctx)
-      expect(() => h.sp.variable(name, () => 'v')).toThrow(
-        new Error(`invalid prompt variable name "${name}" (must match /^[a-z][a-z0-9_]*$/)`),
-      )
-      expect(changes.count).toBe(0)
-      const a = await h.asm()
-      expect(Object.hasOwn(a.variables, name)).toBe(false)
-      expect(a.variables).toEqual({})
-    },
-  )
+  it.each(['Not Valid', 'Model', '1a', '_a', 'a-b', ''])('rejects the name %j synchronously with the pattern message, leaking nothing', async name => {
+    const h = await root()
+    const changes = changeCounter(h.ctx)
+    expect(() => h.sp.variable(name, () => 'v')).toThrow(new Error(`invalid prompt variable name "${name}" (must match /^[a-z][a-z0-9_]*$/)`))
+    expect(changes.count).toBe(0)
+    const a = await h.asm()
+    expect(Object.hasOwn(a.variables, name)).toBe(false)
+    expect(a.variables).toEqual({})
+  })
 
   it.each(['a', 'tool_1', 'constructor'])('accepts the name %j', async name => {
     const h = await root()
@@ -55,9 +50,7 @@ describe('duplicates', () => {
     const s = h.mint()
     s.sp.variable('model', () => 'm1')
     const changes = changeCounter(h.ctx)
-    expect(() => s.sp.variable('model', () => 'm2')).toThrow(
-      new Error('prompt variable "model" is already registered in this scope'),
-    )
+    expect(() => s.sp.variable('model', () => 'm2')).toThrow(new Error('prompt variable "model" is already registered in this scope'))
     expect(changes.count).toBe(0)
     expect((await h.asm(s.key)).variables).toEqual({ model: 'm1' })
   })
@@ -111,7 +104,10 @@ describe('values', () => {
   it('every provider runs on every assembly, referenced or not', async () => {
     const h = await root()
     let count = 0
-    h.sp.variable('unused', () => { count++; return 'x' })
+    h.sp.variable('unused', () => {
+      count++
+      return 'x'
+    })
     await h.asm()
     await h.asm()
     expect(count).toBe(2)
@@ -119,9 +115,13 @@ describe('values', () => {
 
   it('a variable provider that throws rejects assemble()', async () => {
     const h = await root()
-    h.sp.variable('boom', () => { throw new Error('variable exploded') })
+    h.sp.variable('boom', () => {
+      throw new Error('variable exploded')
+    })
     let pending: Promise<unknown> | undefined
-    expect(() => { pending = h.sp.assemble() }).not.toThrow()
+    expect(() => {
+      pending = h.sp.assemble()
+    }).not.toThrow()
     await expect(pending).rejects.toThrow('variable exploded')
   })
 
@@ -154,8 +154,14 @@ describe('scoped variables', () => {
   it('shadowed providers still run, global first; variables are keyed in name order, not load order', async () => {
     const h = await root({ persona: 'Mode: {{mode}}.' })
     const calls: string[] = []
-    const global = vi.fn(() => { calls.push('global'); return 'normal' })
-    const scoped = vi.fn(() => { calls.push('scoped'); return 'strict' })
+    const global = vi.fn(() => {
+      calls.push('global')
+      return 'normal'
+    })
+    const scoped = vi.fn(() => {
+      calls.push('scoped')
+      return 'strict'
+    })
     h.sp.variable('zed', () => 'z')
     h.sp.variable('mode', global)
     const s = h.mint()
@@ -208,7 +214,10 @@ describe('generation semantics', () => {
     const dispose = s.sp.variable('mode', () => {
       calls.push('first')
       dispose()
-      s.sp.variable('mode', () => { calls.push('replacement'); return 'replacement' })
+      s.sp.variable('mode', () => {
+        calls.push('replacement')
+        return 'replacement'
+      })
       return 'first'
     })
     expect(renderPrompt(await h.asm(s.key))).toContain('Mode: first.')
@@ -245,9 +254,7 @@ describe('rendering with variables', () => {
     const h = await root()
     h.sp.section({ name: 's', order: 1, text: '{{constructor}}' })
     const before = await h.asm()
-    expect(() => renderPrompt(before)).toThrow(
-      new Error('unknown prompt variable "{{constructor}}" in section "s"; registered variables: (none)'),
-    )
+    expect(() => renderPrompt(before)).toThrow(new Error('unknown prompt variable "{{constructor}}" in section "s"; registered variables: (none)'))
     h.sp.variable('constructor', () => 'own-value')
     expect(renderPrompt(await h.asm())).toBe(`${IDENTITY}\n\nown-value`)
   })

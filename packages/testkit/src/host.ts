@@ -186,8 +186,12 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   const defaultCwd = options.cwd ?? process.cwd()
 
   const created: Created[] = []
-  ctx.on('agent/created', ({ agent }) => { created.push({ kind: 'agent', id: agent.id, value: agent }) })
-  ctx.on('session/created', session => { created.push({ kind: 'session', id: session.id, value: session }) })
+  ctx.on('agent/created', ({ agent }) => {
+    created.push({ kind: 'agent', id: agent.id, value: agent })
+  })
+  ctx.on('session/created', session => {
+    created.push({ kind: 'session', id: session.id, value: session })
+  })
 
   const adapters: ScriptedAdapter[] = []
   let adapter!: ScriptedAdapter
@@ -197,7 +201,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     registration?.()
     registration = ctx.llm.registerAdapter([SCRIPTED_PROVIDER], next)
     adapters.push(next)
-    return adapter = next
+    return (adapter = next)
   }
   scriptedModel(options.script)
 
@@ -297,9 +301,11 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     if (fiber.state === PENDING) {
       const missing = Object.keys(fiber.inject).filter(service => root.get(service) === undefined)
       await settleDispose(fiber)
-      throw new Error(missing.length
-        ? `plugin "${record.name}" did not start: it waits for services that no loaded plugin provides: ${missing.join(', ')} (mount the plugins that provide them first)`
-        : `plugin "${record.name}" did not start`)
+      throw new Error(
+        missing.length
+          ? `plugin "${record.name}" did not start: it waits for services that no loaded plugin provides: ${missing.join(', ')} (mount the plugins that provide them first)`
+          : `plugin "${record.name}" did not start`,
+      )
     }
 
     // What appeared while the plugin loaded is its, whatever context it used.
@@ -316,12 +322,13 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       name: record.name,
       config: fiber.config,
       delta: deltaOptions => delta(record, deltaOptions),
-      dispose: () => disposal ??= (async () => {
-        refreshClaims(record)
-        await attributeTimers(record, () => settleDispose(fiber))
-        record.createdTo = created.length
-        live.delete(record)
-      })(),
+      dispose: () =>
+        (disposal ??= (async () => {
+          refreshClaims(record)
+          await attributeTimers(record, () => settleDispose(fiber))
+          record.createdTo = created.length
+          live.delete(record)
+        })()),
     }
     records.set(mounted, record)
     return mounted
@@ -342,19 +349,20 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       return !others.some(other => other.claims.has(key))
     }
     return probe(deltaOptions.cwd ?? defaultCwd, assembly => {
-      const entry = (kind: 'section' | 'context') => (item: PromptAssembly['sections'][number]): PromptDeltaEntry => ({
-        name: item.name,
-        order: item.order,
-        stability: item.stability,
-        text: item.text,
-        rendered: item.literal ? item.text : interpolate(item.text, assembly.variables, kind, item.name),
-        ...(item.literal && { literal: true as const }),
-      })
+      const entry =
+        (kind: 'section' | 'context') =>
+        (item: PromptAssembly['sections'][number]): PromptDeltaEntry => ({
+          name: item.name,
+          order: item.order,
+          stability: item.stability,
+          text: item.text,
+          rendered: item.literal ? item.text : interpolate(item.text, assembly.variables, kind, item.name),
+          ...(item.literal && { literal: true as const }),
+        })
       return {
         sections: assembly.sections.filter(s => mine(`section:${s.name}`, s.owner)).map(entry('section')),
         contexts: assembly.contexts.filter(c => mine(`context:${c.name}`, c.owner)).map(entry('context')),
-        tools: assembly.tools.filter(t => mine(`tool:${t.name}`, t.owner))
-          .map(({ name, description, parameters }) => ({ name, description, parameters })),
+        tools: assembly.tools.filter(t => mine(`tool:${t.name}`, t.owner)).map(({ name, description, parameters }) => ({ name, description, parameters })),
         variables: Object.keys(assembly.variables)
           .filter(name => mine(`variable:${name}`, assembly.variableInfo[name]?.owner))
           .map(name => ({ name, value: assembly.variables[name], stability: assembly.variableInfo[name]?.stability ?? 'session' })),
@@ -367,7 +375,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     if (!record) throw new Error('assertZeroResidue() takes what host.mount() returned on this host')
     const { fiber, name } = record
     const findings: string[] = []
-    const add = (finding: string) => { if (!findings.includes(finding)) findings.push(finding) }
+    const add = (finding: string) => {
+      if (!findings.includes(finding)) findings.push(finding)
+    }
 
     // The fiber and the registry.
     if (fiber.uid !== null) add('the plugin is still loaded (call mounted.dispose() first)')
@@ -463,7 +473,8 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     const timers = liveTimers(record)
     const kinds = new Map<string, number>()
     for (const timer of timers) kinds.set(describeTimer(timer), (kinds.get(describeTimer(timer)) ?? 0) + 1)
-    for (const [kind, count] of kinds) add(count === 1 ? `a timer it created is still scheduled: ${kind}` : `${count} timers it created are still scheduled: ${kind}`)
+    for (const [kind, count] of kinds)
+      add(count === 1 ? `a timer it created is still scheduled: ${kind}` : `${count} timers it created are still scheduled: ${kind}`)
     const extra = activeTimeouts() - record.timeoutsBefore - timers.filter(timer => timer.hasRef()).length
     if (extra > 0) add(`${extra} more active timer handle(s) (Timeout) than before the plugin was mounted`)
     return findings
@@ -472,7 +483,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   const host: Host = {
     root,
     ctx,
-    get adapter() { return adapter },
+    get adapter() {
+      return adapter
+    },
     logs,
     cwd: defaultCwd,
     mount,
@@ -488,14 +501,16 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       const agent = agentFor(callOptions.cwd)
       // Timers the body starts are attributed to the plugin that registered the tool.
       const owner = [...live].find(record => record.fiber.uid !== null && heldTools(record.fiber).has(name))
-      return attributeTimers(owner ?? { timers: [] }, () => ctx.tools.execute({
-        callId: `testkit-call-${++counter}`,
-        name,
-        arguments: args,
-        agent,
-        scope: agent,
-        signal: callOptions.signal ?? new AbortController().signal,
-      }))
+      return attributeTimers(owner ?? { timers: [] }, () =>
+        ctx.tools.execute({
+          callId: `testkit-call-${++counter}`,
+          name,
+          arguments: args,
+          agent,
+          scope: agent,
+          signal: callOptions.signal ?? new AbortController().signal,
+        }),
+      )
     },
     scriptedModel,
     async run(prompt, runOptions = {}) {

@@ -50,5 +50,5 @@ export function activeTimeouts(): number {
 
 export function describeTimer(timer: TimeoutHandle): string {
   const kind = typeof timer._repeat === 'number' ? `setInterval every ${timer._repeat} ms` : `setTimeout of ${timer._idleTimeout ?? '?'} ms`
-  return `${kind}${timer.hasRef() ? '' : ' (unref\'d)'}`
+  return `${kind}${timer.hasRef() ? '' : " (unref'd)"}`
 }

@@ -21,20 +21,22 @@ export const Greeter = {
     ctx.systemPrompt.section({ name: 'greeter:rules', order: 200, text: `${config.greeting}! You work in {{cwd}}.` })
     ctx.systemPrompt.context({ name: 'greeter:mood', order: 30, text: () => 'Mood: {{greeter_mood}}' })
     ctx.systemPrompt.variable('greeter_mood', () => config.mood, { stability: 'step' })
-    ctx.tools.register(defineTool<{ who: string }>({
-      name: 'greet',
-      description: 'Greets someone.',
-      parameters: {
-        type: 'object',
-        properties: { who: { type: 'string', description: 'Who to greet.' } },
-        required: ['who'],
-        additionalProperties: false,
-      },
-      execute(args, exec) {
-        const cwd = (exec.agent as { session?: { header?: { cwd?: string } } } | undefined)?.session?.header?.cwd
-        return `${config.greeting}, ${args.who} (from ${cwd})`
-      },
-    }))
+    ctx.tools.register(
+      defineTool<{ who: string }>({
+        name: 'greet',
+        description: 'Greets someone.',
+        parameters: {
+          type: 'object',
+          properties: { who: { type: 'string', description: 'Who to greet.' } },
+          required: ['who'],
+          additionalProperties: false,
+        },
+        execute(args, exec) {
+          const cwd = (exec.agent as { session?: { header?: { cwd?: string } } } | undefined)?.session?.header?.cwd
+          return `${config.greeting}, ${args.who} (from ${cwd})`
+        },
+      }),
+    )
     ctx.on('tools/result', () => {})
   },
 }
@@ -45,7 +47,9 @@ export function victim() {
   const plugin = {
     name: 'victim',
     inject: ['systemPrompt', 'tools'],
-    apply(ctx: Context) { box.ctx = ctx },
+    apply(ctx: Context) {
+      box.ctx = ctx
+    },
   }
   return { plugin, box }
 }
@@ -67,12 +71,14 @@ export function leaky(victimCtx: () => Context) {
       handles.push(setTimeout(() => {}, 60_000).unref())
       const other = victimCtx()
       other.systemPrompt.section({ name: 'leaky:note', order: 250, text: 'Left behind.' })
-      other.tools.register(defineTool({
-        name: 'sneaky',
-        description: 'Registered through another plugin.',
-        parameters: { type: 'object', properties: {} },
-        execute: () => 'ok',
-      }))
+      other.tools.register(
+        defineTool({
+          name: 'sneaky',
+          description: 'Registered through another plugin.',
+          parameters: { type: 'object', properties: {} },
+          execute: () => 'ok',
+        }),
+      )
       ctx.root.agents.create('orphan', { provider: 'scripted', model: 'scripted', cwd: '/srv/project' })
     },
   }

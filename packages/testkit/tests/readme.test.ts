@@ -10,11 +10,15 @@ it('adds one section and one tool', async () => {
   host = await createHost()
   const mounted = await host.mount(hello, { greeting: 'Hi' })
   const delta = await mounted.delta({ cwd: '/srv/project' })
-  expect(delta.sections).toEqual([{
-    name: 'tool:hello', order: 200, stability: 'static',
-    text: 'Use `hello` to greet people in {{cwd}}.',
-    rendered: 'Use `hello` to greet people in /srv/project.',
-  }])
+  expect(delta.sections).toEqual([
+    {
+      name: 'tool:hello',
+      order: 200,
+      stability: 'static',
+      text: 'Use `hello` to greet people in {{cwd}}.',
+      rendered: 'Use `hello` to greet people in /srv/project.',
+    },
+  ])
   expect(delta.tools.map(tool => tool.name)).toEqual(['hello'])
   expect(delta.contexts).toEqual([])
   expect(delta.variables).toEqual([])

@@ -39,19 +39,19 @@ describe('mount and delta', () => {
     expect(delta.sections).toEqual([
       { name: 'greeter:rules', order: 200, stability: 'static', text: 'Ahoy! You work in {{cwd}}.', rendered: 'Ahoy! You work in /srv/other.' },
     ])
-    expect(delta.contexts).toEqual([
-      { name: 'greeter:mood', order: 30, stability: 'step', text: 'Mood: {{greeter_mood}}', rendered: 'Mood: calm' },
-    ])
-    expect(delta.tools).toEqual([{
-      name: 'greet',
-      description: 'Greets someone.',
-      parameters: {
-        type: 'object',
-        properties: { who: { type: 'string', description: 'Who to greet.' } },
-        required: ['who'],
-        additionalProperties: false,
+    expect(delta.contexts).toEqual([{ name: 'greeter:mood', order: 30, stability: 'step', text: 'Mood: {{greeter_mood}}', rendered: 'Mood: calm' }])
+    expect(delta.tools).toEqual([
+      {
+        name: 'greet',
+        description: 'Greets someone.',
+        parameters: {
+          type: 'object',
+          properties: { who: { type: 'string', description: 'Who to greet.' } },
+          required: ['who'],
+          additionalProperties: false,
+        },
       },
-    }])
+    ])
     expect(delta.variables).toEqual([{ name: 'greeter_mood', value: 'calm', stability: 'step' }])
 
     // The host's cwd by default.
@@ -61,7 +61,12 @@ describe('mount and delta', () => {
   it('keeps two plugins apart', async () => {
     const host = await start()
     const { plugin } = victim()
-    const other = await host.mount({ ...plugin, apply: (ctx: any) => { ctx.systemPrompt.section({ name: 'victim:rules', order: 210, text: 'Other.' }) } })
+    const other = await host.mount({
+      ...plugin,
+      apply: (ctx: any) => {
+        ctx.systemPrompt.section({ name: 'victim:rules', order: 210, text: 'Other.' })
+      },
+    })
     const greeter = await host.mount(Greeter)
     expect((await greeter.delta()).sections.map(s => s.name)).toEqual(['greeter:rules'])
     expect(await other.delta()).toEqual({
@@ -117,10 +122,15 @@ describe('mount and delta', () => {
 
   it('rejects a throwing apply and a missing service', async () => {
     const host = await start()
-    await expect(host.mount({ name: 'broken', apply() { throw new Error('boom') } }))
-      .rejects.toThrow('plugin "broken" failed to start: boom')
-    await expect(host.mount({ name: 'needy', inject: ['nowhere'], apply() {} }))
-      .rejects.toThrow(/plugin "needy" did not start: .*nowhere/)
+    await expect(
+      host.mount({
+        name: 'broken',
+        apply() {
+          throw new Error('boom')
+        },
+      }),
+    ).rejects.toThrow('plugin "broken" failed to start: boom')
+    await expect(host.mount({ name: 'needy', inject: ['nowhere'], apply() {} })).rejects.toThrow(/plugin "needy" did not start: .*nowhere/)
   })
 })
 
@@ -155,7 +165,7 @@ describe('zero residue', () => {
       expect(found).toContain('prompt section "leaky:note" is still registered (owner "victim")')
       expect(found).toContain('tool "sneaky" is still registered (through plugin "victim")')
       expect(found).toContain('a timer it created is still scheduled: setInterval every 60000 ms')
-      expect(found).toContain('setTimeout of 60000 ms (unref\'d)')
+      expect(found).toContain("setTimeout of 60000 ms (unref'd)")
       expect(found).toContain('agent "orphan" (created while the plugin was mounted) is still alive')
       expect(found).not.toContain('agent/created') // its own listener went away with it
     } finally {
@@ -179,16 +189,20 @@ describe('zero residue', () => {
         name: 'ticker',
         inject: ['tools'],
         apply(ctx: any) {
-          ctx.tools.register(defineTool({
-            name: 'tick',
-            description: 'Starts a timer it never stops.',
-            parameters: { type: 'object', properties: {} },
-            execute() {
-              handles.push(setInterval(() => {}, 1_000))
-              return 'ticking'
-            },
-          }))
-          ctx.on('agent/created', () => { handles.push(setTimeout(() => {}, 60_000)) })
+          ctx.tools.register(
+            defineTool({
+              name: 'tick',
+              description: 'Starts a timer it never stops.',
+              parameters: { type: 'object', properties: {} },
+              execute() {
+                handles.push(setInterval(() => {}, 1_000))
+                return 'ticking'
+              },
+            }),
+          )
+          ctx.on('agent/created', () => {
+            handles.push(setTimeout(() => {}, 60_000))
+          })
         },
       })
       await host.callTool('tick')
@@ -208,7 +222,9 @@ describe('zero residue', () => {
     const agent = host.agent()
     const mounted = await host.mount({
       name: 'scoper',
-      apply() { (agent.ctx as any).systemPrompt.section({ name: 'scoper:note', order: 230, text: 'Per agent.' }) },
+      apply() {
+        ;(agent.ctx as any).systemPrompt.section({ name: 'scoper:note', order: 230, text: 'Per agent.' })
+      },
     })
     await mounted.dispose()
     await expect(host.assertZeroResidue(mounted)).rejects.toThrow(`prompt section "scoper:note" in the scope of agent "${agent.id}"`)
@@ -289,6 +305,8 @@ it('renders literal entries verbatim in the delta', async () => {
   }
   const mounted = await host.mount(literalPlugin)
   const delta = await mounted.delta()
-  expect(delta.sections).toEqual([{ name: 'file', order: 200, stability: 'static', text: 'uses ${{ secrets.X }}', rendered: 'uses ${{ secrets.X }}', literal: true }])
+  expect(delta.sections).toEqual([
+    { name: 'file', order: 200, stability: 'static', text: 'uses ${{ secrets.X }}', rendered: 'uses ${{ secrets.X }}', literal: true },
+  ])
   await host.dispose()
 })

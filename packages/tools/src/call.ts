@@ -69,7 +69,10 @@ export class ToolCallRun {
   private concluded = false
   private open = true
 
-  constructor(private readonly host: CallHost, private readonly input: ToolCallInput) {
+  constructor(
+    private readonly host: CallHost,
+    private readonly input: ToolCallInput,
+  ) {
     const parsed = parseArguments(input.arguments)
     let args: unknown
     if (!parsed.ok) {
@@ -81,7 +84,10 @@ export class ToolCallRun {
         args = snapshot.value
       } else {
         args = parsed.value
-        this.early = errorResult(`tool execution arguments must be losslessly JSON-serializable (found ${snapshot.problem})`, { name: 'ToolArgsError', code: 'INVALID_ARGS' })
+        this.early = errorResult(`tool execution arguments must be losslessly JSON-serializable (found ${snapshot.problem})`, {
+          name: 'ToolArgsError',
+          code: 'INVALID_ARGS',
+        })
       }
     }
     this.exec = Object.freeze({
@@ -113,7 +119,8 @@ export class ToolCallRun {
   }
 
   async dispatch(): Promise<void> {
-    if (!this.needsDispatch) throw new Error(`tool call "${this.input.callId}" cannot be dispatched (phase ${this.phase}${this.early ? ', already settled' : ''})`)
+    if (!this.needsDispatch)
+      throw new Error(`tool call "${this.input.callId}" cannot be dispatched (phase ${this.phase}${this.early ? ', already settled' : ''})`)
     this.phase = 'dispatching'
     try {
       const result = await this.host.execute(this.exec, () => this.invoke())
@@ -172,7 +179,9 @@ export class ToolCallRun {
   private denialOf(decision: unknown): string | undefined {
     const name = this.input.name
     const bad = (detail: string): never => {
-      throw new TypeError(`a tools/pre-execute listener returned ${detail} for tool "${name}"; expected { kind: 'allow' }, { kind: 'deny', reason } or { kind: 'ask', reason? }`)
+      throw new TypeError(
+        `a tools/pre-execute listener returned ${detail} for tool "${name}"; expected { kind: 'allow' }, { kind: 'deny', reason } or { kind: 'ask', reason? }`,
+      )
     }
     if (!isPlainObject(decision)) return bad(describe(decision))
     switch (decision.kind) {
@@ -242,7 +251,10 @@ export class ToolCallRun {
     try {
       const body = new Promise<unknown>(resolve => resolve(tool.execute(exec.arguments, exec)))
       // Settles either way, so a body that loses the race never leaves an unhandled rejection.
-      const settled = body.then(value => ({ value }), (error: unknown) => ({ error }))
+      const settled = body.then(
+        value => ({ value }),
+        (error: unknown) => ({ error }),
+      )
       const outcome = await Promise.race([settled, interrupted])
       // A body still running after an abort or timeout can no longer add to this call.
       if (typeof outcome === 'string') this.open = false
@@ -258,7 +270,8 @@ export class ToolCallRun {
     let meta: unknown
     let concludes = false
     if (isPlainObject(output)) {
-      if (!('content' in output)) throw new TypeError(`expected a string, content blocks or { content, meta?, concludesTurn? }, got an object without "content"`)
+      if (!('content' in output))
+        throw new TypeError(`expected a string, content blocks or { content, meta?, concludesTurn? }, got an object without "content"`)
       content = output.content
       meta = output.meta
       if (output.concludesTurn !== undefined && typeof output.concludesTurn !== 'boolean') throw new TypeError('concludesTurn must be a boolean')
@@ -291,7 +304,9 @@ export class ToolCallRun {
   private review(result: ToolExecutionResult, decision: unknown): ToolExecutionResult {
     const name = this.input.name
     const bad = (detail: string): never => {
-      throw new TypeError(`a tools/post-execute listener returned ${detail} for tool "${name}"; expected { kind: 'accept', content?, additionalContexts? } or { kind: 'block', feedback, additionalContexts? }`)
+      throw new TypeError(
+        `a tools/post-execute listener returned ${detail} for tool "${name}"; expected { kind: 'accept', content?, additionalContexts? } or { kind: 'block', feedback, additionalContexts? }`,
+      )
     }
     if (!isPlainObject(decision)) return bad(describe(decision))
     let contexts: UserMessage[] = []

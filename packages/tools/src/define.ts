@@ -39,8 +39,8 @@ let draft7: Ajv | undefined
 let draft2020: Ajv2020 | undefined
 
 function validatorFor(schema: Record<string, unknown>): Ajv | Ajv2020 {
-  if (typeof schema.$schema === 'string' && schema.$schema.includes('2020-12')) return draft2020 ??= new Ajv2020(options)
-  return draft7 ??= new Ajv(options)
+  if (typeof schema.$schema === 'string' && schema.$schema.includes('2020-12')) return (draft2020 ??= new Ajv2020(options))
+  return (draft7 ??= new Ajv(options))
 }
 
 const compiled = new WeakMap<object, CompiledTool>()
@@ -95,7 +95,8 @@ function compile(def: ToolDefinition): CompiledTool {
     fail(`timeoutMs must be a positive number of milliseconds up to ${MAX_TIMEOUT_MS}, got ${String(timeoutMs)}`)
   }
   if (!isPlainObject(parameters)) fail('parameters must be a JSON schema object')
-  if (parameters.type !== 'object') fail(`parameters must be an object schema ({ type: 'object', ... }), got type ${JSON.stringify(parameters.type) ?? 'undefined'}`)
+  if (parameters.type !== 'object')
+    fail(`parameters must be an object schema ({ type: 'object', ... }), got type ${JSON.stringify(parameters.type) ?? 'undefined'}`)
   const snapshot = snapshotJson(parameters)
   if (!snapshot.ok) fail(`parameters must be plain JSON (found ${snapshot.problem})`)
   const schema = (snapshot as { value: Record<string, unknown> }).value
@@ -119,7 +120,7 @@ function compile(def: ToolDefinition): CompiledTool {
     timeoutMs,
     isConcurrencySafe,
     execute: (args: unknown, exec: ToolRunContext) => execute.call(def, args, exec),
-    classify: (args: unknown) => typeof isConcurrencySafe === 'function' ? isConcurrencySafe.call(def, args) : isConcurrencySafe,
+    classify: (args: unknown) => (typeof isConcurrencySafe === 'function' ? isConcurrencySafe.call(def, args) : isConcurrencySafe),
   })
 }
 

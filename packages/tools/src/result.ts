@@ -73,7 +73,7 @@ export function normalizeResult(value: unknown): ToolExecutionResult {
 
 /** Joins the text of content blocks, for the error message of a blocked call. */
 export function textOf(content: readonly ContentBlock[]): string {
-  return content.flatMap(block => block.type === 'text' ? [block.text] : []).join('\n')
+  return content.flatMap(block => (block.type === 'text' ? [block.text] : [])).join('\n')
 }
 
 export function describe(value: unknown): string {

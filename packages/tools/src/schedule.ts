@@ -124,8 +124,11 @@ async function runGroup<C extends ToolCallRequest>(tools: ToolRuntime, options: 
       }
       if (slot.run.needsDispatch) {
         inFlight++
-        slot.run.dispatch()
-          .then(() => { slot.settled = true }, fail)
+        slot.run
+          .dispatch()
+          .then(() => {
+            slot.settled = true
+          }, fail)
           .finally(() => {
             inFlight--
             wake?.()
@@ -141,7 +144,9 @@ async function runGroup<C extends ToolCallRequest>(tools: ToolRuntime, options: 
       if (state.failure || committed === slots.length || !slots[committed].settled) return
       continue
     }
-    await new Promise<void>(resolve => { wake = resolve })
+    await new Promise<void>(resolve => {
+      wake = resolve
+    })
     wake = undefined
   }
 }

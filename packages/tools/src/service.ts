@@ -22,11 +22,7 @@ declare module '@deepseek-ai/cordis' {
   }
   interface Events {
     /** Per call, before the body; routed to listeners of the call's scope and its ancestors. Default `{ kind: 'allow' }`. */
-    'tools/pre-execute'(
-      this: Scoped<ToolRuntime>,
-      exec: ToolRunContext,
-      next: () => Promise<PreToolDecision>,
-    ): PreToolDecision | Promise<PreToolDecision>
+    'tools/pre-execute'(this: Scoped<ToolRuntime>, exec: ToolRunContext, next: () => Promise<PreToolDecision>): PreToolDecision | Promise<PreToolDecision>
     /** Around the body (lookup, argument validation, timeout included). */
     'tools/execute'(
       this: Scoped<ToolRuntime>,
@@ -90,7 +86,10 @@ export class ToolRuntime extends Service {
 
   constructor(ctx: Context) {
     super(ctx, 'tools')
-    this.layers = new ScopedLayers(scope => new ToolLayer(scope !== undefined), () => this.notify(undefined, 'tools/change', []))
+    this.layers = new ScopedLayers(
+      scope => new ToolLayer(scope !== undefined),
+      () => this.notify(undefined, 'tools/change', []),
+    )
     ctx.systemPrompt.tools(context => this.provide(context.scope))
   }
 
@@ -102,14 +101,20 @@ export class ToolRuntime extends Service {
   register(def: ToolDefinition): () => void {
     const tool = compileTool(def)
     const owner = this.ctx.fiber.name
-    return this.layers.effect(this.ctx, layer => {
-      const existing = layer.tools.get(tool.name)
-      if (existing) {
-        const hint = layer.scoped ? '' : ' (to override it for one agent, register through that agent\'s ctx)'
-        throw new Error(`tool "${tool.name}" is already registered ${layer.where} by plugin "${existing.owner}"; plugin "${owner}" cannot register it again${hint}`)
-      }
-      return layer.tools.insert(tool.name, { value: tool, owner })
-    }, { label: `tools.register(${JSON.stringify(tool.name)})` })
+    return this.layers.effect(
+      this.ctx,
+      layer => {
+        const existing = layer.tools.get(tool.name)
+        if (existing) {
+          const hint = layer.scoped ? '' : " (to override it for one agent, register through that agent's ctx)"
+          throw new Error(
+            `tool "${tool.name}" is already registered ${layer.where} by plugin "${existing.owner}"; plugin "${owner}" cannot register it again${hint}`,
+          )
+        }
+        return layer.tools.insert(tool.name, { value: tool, owner })
+      },
+      { label: `tools.register(${JSON.stringify(tool.name)})` },
+    )
   }
 
   /**
@@ -226,7 +231,7 @@ export class ToolRuntime extends Service {
     const step = async (index: number): Promise<R> => {
       const listener = listeners[index]
       if (!listener) return inner()
-      return await listener(...args, () => step(index + 1)) as R
+      return (await listener(...args, () => step(index + 1))) as R
     }
     return step(0)
   }

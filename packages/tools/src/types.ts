@@ -10,10 +10,7 @@ import type { JsonValue } from '@loom/llm'
  * What a tool body returns: plain text, content blocks, or content with a JSON
  * `meta` (for the log and UIs, never shown to the model) and `concludesTurn`.
  */
-export type ToolOutput =
-  | string
-  | ContentBlock[]
-  | { content: string | ContentBlock[]; meta?: JsonValue; concludesTurn?: boolean }
+export type ToolOutput = string | ContentBlock[] | { content: string | ContentBlock[]; meta?: JsonValue; concludesTurn?: boolean }
 
 /** One tool call as the runtime sees it. Hooks and the body receive it frozen. */
 export interface ToolRunContext {
@@ -53,19 +50,19 @@ export interface ToolErrorInfo {
 
 export type ToolExecutionResult =
   | {
-    isError: false
-    content: ContentBlock[]
-    meta?: JsonValue
-    additionalContexts?: UserMessage[]
-    concludesTurn?: true
-  }
+      isError: false
+      content: ContentBlock[]
+      meta?: JsonValue
+      additionalContexts?: UserMessage[]
+      concludesTurn?: true
+    }
   | {
-    isError: true
-    error: { message: string; info?: ToolErrorInfo }
-    content: ContentBlock[]
-    meta?: JsonValue
-    additionalContexts?: UserMessage[]
-  }
+      isError: true
+      error: { message: string; info?: ToolErrorInfo }
+      content: ContentBlock[]
+      meta?: JsonValue
+      additionalContexts?: UserMessage[]
+    }
 
 export interface ToolCallInput {
   callId: string
@@ -76,10 +73,7 @@ export interface ToolCallInput {
   signal: AbortSignal
 }
 
-export type PreToolDecision =
-  | { kind: 'allow' }
-  | { kind: 'deny'; reason: string }
-  | { kind: 'ask'; reason?: string }
+export type PreToolDecision = { kind: 'allow' } | { kind: 'deny'; reason: string } | { kind: 'ask'; reason?: string }
 
 export type PostToolDecision =
   | { kind: 'accept'; content?: string | ContentBlock[]; additionalContexts?: UserMessage[] }

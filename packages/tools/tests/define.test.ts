@@ -34,7 +34,7 @@ describe('defineTool', () => {
     expect(attempt).toThrow(message)
   })
 
-  it('returns a frozen definition whose schema is detached from the author\'s object', () => {
+  it("returns a frozen definition whose schema is detached from the author's object", () => {
     const parameters = { type: 'object', properties: { a: { type: 'string' } } }
     const def = defineTool({ ...base, name: 'detached', parameters })
     parameters.properties.a.type = 'number'
@@ -51,16 +51,22 @@ describe('defineTool', () => {
 
   it('accepts draft 2020-12 schemas', async () => {
     const h = await host()
-    h.ctx.tools.register(defineTool({
-      ...base,
-      name: 'modern',
-      parameters: { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { list: { type: 'array', prefixItems: [{ type: 'string' }] } } },
-    }))
+    h.ctx.tools.register(
+      defineTool({
+        ...base,
+        name: 'modern',
+        parameters: {
+          $schema: 'https://json-schema.org/draft/2020-12/schema',
+          type: 'object',
+          properties: { list: { type: 'array', prefixItems: [{ type: 'string' }] } },
+        },
+      }),
+    )
     expect((await h.run('modern', { list: ['a'] })).isError).toBe(false)
     expect(text(await h.run('modern', { list: [1] }))).toBe('Error: invalid arguments for tool "modern": /list/0 must be string')
   })
 
-  it('the body is called on the author\'s object with typed arguments', async () => {
+  it("the body is called on the author's object with typed arguments", async () => {
     const h = await host()
     const spec = {
       ...base,
@@ -119,6 +125,11 @@ describe('argument violations as the model reads them', () => {
 
   it('caps long lists', () => {
     const errors = Array.from({ length: 12 }, (_, i) => ({ instancePath: `/${i}`, message: 'must be string', keyword: 'type', params: {}, schemaPath: '' }))
-    expect(describeViolations(errors)).toBe(`${errors.slice(0, 8).map(e => `${e.instancePath} must be string`).join('; ')}; and 4 more`)
+    expect(describeViolations(errors)).toBe(
+      `${errors
+        .slice(0, 8)
+        .map(e => `${e.instancePath} must be string`)
+        .join('; ')}; and 4 more`,
+    )
   })
 })

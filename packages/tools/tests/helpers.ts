@@ -66,7 +66,7 @@ export function simple(name: string, text = name, extra: Partial<ToolSpec> = {})
 }
 
 export function text(result: ToolExecutionResult): string {
-  return result.content.map(block => block.type === 'text' ? block.text : `[${block.type}]`).join('')
+  return result.content.map(block => (block.type === 'text' ? block.text : `[${block.type}]`)).join('')
 }
 
 export function deferred<T = void>() {

@@ -22,10 +22,21 @@ function tool(name: string, execute: (args: any, exec: ToolRunContext) => unknow
 /** Records which hooks ran, in order. */
 function trace(h: Awaited<ReturnType<typeof host>>) {
   const seen: string[] = []
-  h.ctx.on('tools/pre-execute', async (exec, next) => { seen.push(`pre:${exec.name}`); return next() })
-  h.ctx.on('tools/execute', async (exec, next) => { seen.push(`execute:${exec.name}`); return next() })
-  h.ctx.on('tools/post-execute', async (exec, _result, next) => { seen.push(`post:${exec.name}`); return next() })
-  h.ctx.on('tools/result', exec => { seen.push(`result:${exec.name}`) })
+  h.ctx.on('tools/pre-execute', async (exec, next) => {
+    seen.push(`pre:${exec.name}`)
+    return next()
+  })
+  h.ctx.on('tools/execute', async (exec, next) => {
+    seen.push(`execute:${exec.name}`)
+    return next()
+  })
+  h.ctx.on('tools/post-execute', async (exec, _result, next) => {
+    seen.push(`post:${exec.name}`)
+    return next()
+  })
+  h.ctx.on('tools/result', exec => {
+    seen.push(`result:${exec.name}`)
+  })
   return seen
 }
 
@@ -42,9 +53,20 @@ describe('results', () => {
   it('content blocks, meta and concludesTurn pass through; meta is detached', async () => {
     const h = await host()
     const meta = { lines: 2 }
-    h.ctx.tools.register(tool('blocks', () => [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }]))
+    h.ctx.tools.register(
+      tool('blocks', () => [
+        { type: 'text', text: 'a' },
+        { type: 'text', text: 'b' },
+      ]),
+    )
     h.ctx.tools.register(tool('full', () => ({ content: 'x', meta, concludesTurn: true })))
-    expect(await h.run('blocks')).toEqual({ isError: false, content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] })
+    expect(await h.run('blocks')).toEqual({
+      isError: false,
+      content: [
+        { type: 'text', text: 'a' },
+        { type: 'text', text: 'b' },
+      ],
+    })
     const full = await h.run('full')
     meta.lines = 3
     expect(full).toEqual({ isError: false, content: [{ type: 'text', text: 'x' }], meta: { lines: 2 }, concludesTurn: true })
@@ -52,18 +74,25 @@ describe('results', () => {
 
   it('exec.concludeTurn() concludes the turn', async () => {
     const h = await host()
-    h.ctx.tools.register(tool('done', (_args, exec) => { exec.concludeTurn(); return 'bye' }))
+    h.ctx.tools.register(
+      tool('done', (_args, exec) => {
+        exec.concludeTurn()
+        return 'bye'
+      }),
+    )
     expect(await h.run('done')).toEqual({ isError: false, content: [{ type: 'text', text: 'bye' }], concludesTurn: true })
   })
 
   it('deferred contexts become additionalContexts, in order, detached and frozen', async () => {
     const h = await host()
     const a = { ...userText('a') } as UserMessage
-    h.ctx.tools.register(tool('notes', (_args, exec) => {
-      exec.deferContext(a)
-      exec.deferContext(userText('b'))
-      return 'ok'
-    }))
+    h.ctx.tools.register(
+      tool('notes', (_args, exec) => {
+        exec.deferContext(a)
+        exec.deferContext(userText('b'))
+        return 'ok'
+      }),
+    )
     const result = await h.run('notes')
     ;(a as { id: string }).id = 'changed'
     expect(result.additionalContexts?.map(m => m.content)).toEqual([[{ type: 'text', text: 'a' }], [{ type: 'text', text: 'b' }]])
@@ -73,7 +102,12 @@ describe('results', () => {
 
   it('deferContext rejects something that is not a user message', async () => {
     const h = await host()
-    h.ctx.tools.register(tool('bad', (_args, exec) => { exec.deferContext({ role: 'assistant' } as never); return '' }))
+    h.ctx.tools.register(
+      tool('bad', (_args, exec) => {
+        exec.deferContext({ role: 'assistant' } as never)
+        return ''
+      }),
+    )
     expect(text(await h.run('bad'))).toMatch(/^Error: deferContext\(message\) must be a user message/)
   })
 
@@ -97,12 +131,17 @@ describe('arguments', () => {
     const h = await host()
     const gate = deferred()
     const seen: unknown[] = []
-    h.ctx.on('tools/pre-execute', async (exec, next) => { seen.push(exec.arguments); return next() })
-    h.ctx.tools.register(tool('t', async (args: { list: number[] }) => {
-      await gate.promise
-      expect(() => args.list.push(3)).toThrow(TypeError)
-      return JSON.stringify(args)
-    }))
+    h.ctx.on('tools/pre-execute', async (exec, next) => {
+      seen.push(exec.arguments)
+      return next()
+    })
+    h.ctx.tools.register(
+      tool('t', async (args: { list: number[] }) => {
+        await gate.promise
+        expect(() => args.list.push(3)).toThrow(TypeError)
+        return JSON.stringify(args)
+      }),
+    )
     const args = { list: [1, 2] }
     const pending = h.run('t', args)
     args.list.push(99)
@@ -120,11 +159,19 @@ describe('arguments', () => {
     const h = await host()
     const seen = trace(h)
     let ran = false
-    h.ctx.tools.register(tool('t', () => { ran = true; return '' }))
+    h.ctx.tools.register(
+      tool('t', () => {
+        ran = true
+        return ''
+      }),
+    )
     const result = await h.run('t', args)
     expect(result).toEqual({
       isError: true,
-      error: { message: `tool execution arguments must be losslessly JSON-serializable (found ${problem})`, info: { name: 'ToolArgsError', code: 'INVALID_ARGS' } },
+      error: {
+        message: `tool execution arguments must be losslessly JSON-serializable (found ${problem})`,
+        info: { name: 'ToolArgsError', code: 'INVALID_ARGS' },
+      },
       content: [{ type: 'text', text: `Error: tool execution arguments must be losslessly JSON-serializable (found ${problem})` }],
     })
     expect(ran).toBe(false)
@@ -134,7 +181,10 @@ describe('arguments', () => {
   it('raw text that is not JSON is INVALID_ARGS; hooks see the raw string', async () => {
     const h = await host()
     const seen: unknown[] = []
-    h.ctx.on('tools/pre-execute', async (exec, next) => { seen.push(exec.arguments); return next() })
+    h.ctx.on('tools/pre-execute', async (exec, next) => {
+      seen.push(exec.arguments)
+      return next()
+    })
     h.ctx.tools.register(simple('t'))
     const result = await h.run('t', 'not json')
     expect(seen).toEqual(['not json'])
@@ -166,7 +216,12 @@ describe('pre-execute', () => {
     const seen = trace(h)
     let ran = false
     h.ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'blocked dangerous tool' }))
-    h.ctx.tools.register(tool('danger', () => { ran = true; return '' }))
+    h.ctx.tools.register(
+      tool('danger', () => {
+        ran = true
+        return ''
+      }),
+    )
     const result = await h.run('danger')
     expect(result).toEqual({ isError: true, error: { message: 'blocked dangerous tool' }, content: [{ type: 'text', text: 'Error: blocked dangerous tool' }] })
     expect(ran).toBe(false)
@@ -191,8 +246,16 @@ describe('pre-execute', () => {
     const h = await host()
     const controller = new AbortController()
     let ran = false
-    h.ctx.on('tools/pre-execute', async (_exec, next) => { controller.abort(); return next() })
-    h.ctx.tools.register(tool('t', () => { ran = true; return '' }))
+    h.ctx.on('tools/pre-execute', async (_exec, next) => {
+      controller.abort()
+      return next()
+    })
+    h.ctx.tools.register(
+      tool('t', () => {
+        ran = true
+        return ''
+      }),
+    )
     expect(await h.run('t', {}, { signal: controller.signal })).toEqual(ABORTED_BEFORE)
     expect(ran).toBe(false)
   })
@@ -211,7 +274,9 @@ describe('pre-execute', () => {
   it('a throwing hook rejects the call', async () => {
     const h = await host()
     h.ctx.tools.register(simple('t'))
-    h.ctx.on('tools/pre-execute', () => { throw new Error('policy broke') })
+    h.ctx.on('tools/pre-execute', () => {
+      throw new Error('policy broke')
+    })
     await expect(h.run('t')).rejects.toThrow('policy broke')
   })
 })
@@ -233,11 +298,31 @@ describe('execute', () => {
 
   it('a throw is Error: <message> without info; a HarnessError carries its name and code', async () => {
     const h = await host()
-    h.ctx.tools.register(tool('plain', () => { throw new Error('disk full') }))
-    h.ctx.tools.register(tool('sync', () => { throw new TypeError('bad') }))
-    h.ctx.tools.register(tool('harness', async () => { throw new HarnessError('exploded', 'BOOM') }))
-    h.ctx.tools.register(tool('caused', () => { throw new Error('write failed', { cause: new Error('EACCES') }) }))
-    h.ctx.tools.register(tool('value', () => { throw 'just a string' }))
+    h.ctx.tools.register(
+      tool('plain', () => {
+        throw new Error('disk full')
+      }),
+    )
+    h.ctx.tools.register(
+      tool('sync', () => {
+        throw new TypeError('bad')
+      }),
+    )
+    h.ctx.tools.register(
+      tool('harness', async () => {
+        throw new HarnessError('exploded', 'BOOM')
+      }),
+    )
+    h.ctx.tools.register(
+      tool('caused', () => {
+        throw new Error('write failed', { cause: new Error('EACCES') })
+      }),
+    )
+    h.ctx.tools.register(
+      tool('value', () => {
+        throw 'just a string'
+      }),
+    )
     expect(await h.run('plain')).toEqual({ isError: true, error: { message: 'disk full' }, content: [{ type: 'text', text: 'Error: disk full' }] })
     expect(text(await h.run('sync'))).toBe('Error: bad')
     expect(await h.run('harness')).toEqual({
@@ -252,7 +337,12 @@ describe('execute', () => {
   it('a wrapper sees the result and may replace it, or answer without the body', async () => {
     const h = await host()
     let ran = 0
-    h.ctx.tools.register(tool('t', () => { ran++; return 'body' }))
+    h.ctx.tools.register(
+      tool('t', () => {
+        ran++
+        return 'body'
+      }),
+    )
     const dispose = h.ctx.on('tools/execute', async (_exec, next) => {
       const result = await next()
       return { ...result, content: [{ type: 'text', text: `wrapped ${text(result)}` }] }
@@ -275,11 +365,13 @@ describe('execute', () => {
     const h = await host()
     const controller = new AbortController()
     const started = deferred()
-    h.ctx.tools.register(tool('stuck', (_args, exec) => {
-      exec.deferContext(userText('partial'))
-      started.resolve()
-      return new Promise(() => {})
-    }))
+    h.ctx.tools.register(
+      tool('stuck', (_args, exec) => {
+        exec.deferContext(userText('partial'))
+        started.resolve()
+        return new Promise(() => {})
+      }),
+    )
     const pending = h.run('stuck', {}, { signal: controller.signal })
     await started.promise
     controller.abort()
@@ -290,10 +382,16 @@ describe('execute', () => {
   it('a body that fails because of the abort is ABORTED too', async () => {
     const h = await host()
     const controller = new AbortController()
-    h.ctx.tools.register(tool('polite', (_args, exec) => new Promise((_resolve, reject) => {
-      exec.signal.addEventListener('abort', () => reject(exec.signal.reason))
-      queueMicrotask(() => controller.abort())
-    })))
+    h.ctx.tools.register(
+      tool(
+        'polite',
+        (_args, exec) =>
+          new Promise((_resolve, reject) => {
+            exec.signal.addEventListener('abort', () => reject(exec.signal.reason))
+            queueMicrotask(() => controller.abort())
+          }),
+      ),
+    )
     expect(await h.run('polite', {}, { signal: controller.signal })).toEqual(ABORTED)
   })
 
@@ -315,8 +413,16 @@ describe('execute', () => {
     const h = await host()
     const controller = new AbortController()
     let ran = false
-    h.ctx.on('tools/execute', async (_exec, next) => { controller.abort(); return next() })
-    h.ctx.tools.register(tool('t', () => { ran = true; return '' }))
+    h.ctx.on('tools/execute', async (_exec, next) => {
+      controller.abort()
+      return next()
+    })
+    h.ctx.tools.register(
+      tool('t', () => {
+        ran = true
+        return ''
+      }),
+    )
     expect(await h.run('t', {}, { signal: controller.signal })).toEqual(ABORTED_BEFORE)
     expect(ran).toBe(false)
   })
@@ -324,7 +430,12 @@ describe('execute', () => {
   it('deferContext after the call settled throws', async () => {
     const h = await host()
     let saved: ToolRunContext | undefined
-    h.ctx.tools.register(tool('t', (_args, exec) => { saved = exec; return '' }))
+    h.ctx.tools.register(
+      tool('t', (_args, exec) => {
+        saved = exec
+        return ''
+      }),
+    )
     await h.run('t')
     expect(() => saved!.deferContext(userText('late'))).toThrow(/has already settled/)
     expect(() => saved!.concludeTurn()).toThrow(/has already settled/)
@@ -335,10 +446,18 @@ describe('timeoutMs', () => {
   it('a body past its timeout is aborted and the call returns TIMEOUT', async () => {
     const h = await host()
     let reason: unknown
-    h.ctx.tools.register(tool('slow', (_args, exec) => {
-      exec.signal.addEventListener('abort', () => { reason = exec.signal.reason })
-      return new Promise(() => {})
-    }, { timeoutMs: 20 }))
+    h.ctx.tools.register(
+      tool(
+        'slow',
+        (_args, exec) => {
+          exec.signal.addEventListener('abort', () => {
+            reason = exec.signal.reason
+          })
+          return new Promise(() => {})
+        },
+        { timeoutMs: 20 },
+      ),
+    )
     const started = Date.now()
     const result = await h.run('slow')
     expect(Date.now() - started).toBeLessThan(1000)
@@ -352,9 +471,16 @@ describe('timeoutMs', () => {
 
   it('a body that rejects on the timeout signal is a TIMEOUT too', async () => {
     const h = await host()
-    h.ctx.tools.register(tool('polite', (_args, exec) => new Promise((_resolve, reject) => {
-      exec.signal.addEventListener('abort', () => reject(new Error('interrupted')))
-    }), { timeoutMs: 10 }))
+    h.ctx.tools.register(
+      tool(
+        'polite',
+        (_args, exec) =>
+          new Promise((_resolve, reject) => {
+            exec.signal.addEventListener('abort', () => reject(new Error('interrupted')))
+          }),
+        { timeoutMs: 10 },
+      ),
+    )
     const result = await h.run('polite')
     expect(result.isError && result.error.info).toEqual({ name: 'ToolTimeoutError', code: 'TIMEOUT' })
   })
@@ -369,9 +495,14 @@ describe('timeoutMs', () => {
 })
 
 describe('post-execute', () => {
-  it('accept may replace content and append contexts after the body\'s', async () => {
+  it("accept may replace content and append contexts after the body's", async () => {
     const h = await host()
-    h.ctx.tools.register(tool('t', (_args, exec) => { exec.deferContext(userText('body')); return 'raw' }))
+    h.ctx.tools.register(
+      tool('t', (_args, exec) => {
+        exec.deferContext(userText('body'))
+        return 'raw'
+      }),
+    )
     h.ctx.on('tools/post-execute', async (_exec, result, next) => {
       expect(text(result)).toBe('raw')
       await next()
@@ -379,22 +510,37 @@ describe('post-execute', () => {
     })
     const result = await h.run('t')
     expect(result.content).toEqual([{ type: 'text', text: 'reviewed' }])
-    expect(result.additionalContexts?.map(m => m.content[0])).toEqual([{ type: 'text', text: 'body' }, { type: 'text', text: 'hook' }])
+    expect(result.additionalContexts?.map(m => m.content[0])).toEqual([
+      { type: 'text', text: 'body' },
+      { type: 'text', text: 'hook' },
+    ])
   })
 
-  it('block turns the call into an error with the feedback; the body\'s contexts are dropped', async () => {
+  it("block turns the call into an error with the feedback; the body's contexts are dropped", async () => {
     const h = await host()
-    h.ctx.tools.register(tool('t', (_args, exec) => { exec.deferContext(userText('body')); exec.concludeTurn(); return { content: 'secret', meta: { m: 1 } } }))
+    h.ctx.tools.register(
+      tool('t', (_args, exec) => {
+        exec.deferContext(userText('body'))
+        exec.concludeTurn()
+        return { content: 'secret', meta: { m: 1 } }
+      }),
+    )
     h.ctx.on('tools/post-execute', () => ({
       kind: 'block',
-      feedback: [{ type: 'text', text: 'output withheld' }, { type: 'text', text: 'ask the user' }],
+      feedback: [
+        { type: 'text', text: 'output withheld' },
+        { type: 'text', text: 'ask the user' },
+      ],
       additionalContexts: [userText('hook')],
     }))
     const result = await h.run('t')
     expect(result).toEqual({
       isError: true,
       error: { message: 'output withheld\nask the user' },
-      content: [{ type: 'text', text: 'output withheld' }, { type: 'text', text: 'ask the user' }],
+      content: [
+        { type: 'text', text: 'output withheld' },
+        { type: 'text', text: 'ask the user' },
+      ],
       additionalContexts: [expect.objectContaining({ content: [{ type: 'text', text: 'hook' }] })],
     })
   })
@@ -418,11 +564,15 @@ describe('tools/result and routing', () => {
   it('tools/result gets the exec and the final frozen result; a throwing listener is logged, not raised', async () => {
     const h = await host()
     const got: [ToolRunContext, ToolExecutionResult][] = []
-    h.ctx.on('tools/result', () => { throw new Error('observer broke') })
-    h.ctx.on('tools/result', (exec, result) => { got.push([exec, result]) })
+    h.ctx.on('tools/result', () => {
+      throw new Error('observer broke')
+    })
+    h.ctx.on('tools/result', (exec, result) => {
+      got.push([exec, result])
+    })
     h.ctx.tools.register(simple('t', 'out'))
     const agent = { id: 'agent-1', sessionId: 'agent-1' }
-    const result = await h.run('t', { }, { callId: 'call-9', agent })
+    const result = await h.run('t', {}, { callId: 'call-9', agent })
     expect(got).toHaveLength(1)
     expect(got[0][1]).toBe(result)
     expect(got[0][0]).toMatchObject({ callId: 'call-9', name: 't', arguments: {}, agent })
@@ -433,25 +583,49 @@ describe('tools/result and routing', () => {
   it('hooks see one exec object for the whole call', async () => {
     const h = await host()
     const execs = new Set<ToolRunContext>()
-    h.ctx.on('tools/pre-execute', async (exec, next) => { execs.add(exec); return next() })
-    h.ctx.on('tools/execute', async (exec, next) => { execs.add(exec); return next() })
-    h.ctx.on('tools/post-execute', async (exec, _result, next) => { execs.add(exec); return next() })
-    h.ctx.on('tools/result', exec => { execs.add(exec) })
-    h.ctx.tools.register(tool('t', (_args, exec) => { execs.add(exec); return '' }))
+    h.ctx.on('tools/pre-execute', async (exec, next) => {
+      execs.add(exec)
+      return next()
+    })
+    h.ctx.on('tools/execute', async (exec, next) => {
+      execs.add(exec)
+      return next()
+    })
+    h.ctx.on('tools/post-execute', async (exec, _result, next) => {
+      execs.add(exec)
+      return next()
+    })
+    h.ctx.on('tools/result', exec => {
+      execs.add(exec)
+    })
+    h.ctx.tools.register(
+      tool('t', (_args, exec) => {
+        execs.add(exec)
+        return ''
+      }),
+    )
     await h.run('t')
     expect(execs.size).toBe(1)
   })
 
-  it('hooks registered through a scope hear that scope\'s calls (and its descendants\') only', async () => {
+  it("hooks registered through a scope hear that scope's calls (and its descendants') only", async () => {
     const h = await host()
     const a = h.mint()
     const child = h.mint({}, { parent: a.key })
     const b = h.mint()
     h.ctx.tools.register(simple('t'))
     const heard: Record<string, string[]> = { global: [], a: [] }
-    h.ctx.on('tools/pre-execute', async (exec, next) => { heard.global.push(exec.callId); return next() })
-    a.ctx.on('tools/pre-execute', async (exec, next) => { heard.a.push(exec.callId); return next() })
-    a.ctx.on('tools/result', exec => { heard.a.push(`result:${exec.callId}`) })
+    h.ctx.on('tools/pre-execute', async (exec, next) => {
+      heard.global.push(exec.callId)
+      return next()
+    })
+    a.ctx.on('tools/pre-execute', async (exec, next) => {
+      heard.a.push(exec.callId)
+      return next()
+    })
+    a.ctx.on('tools/result', exec => {
+      heard.a.push(`result:${exec.callId}`)
+    })
     await h.run('t', {}, { callId: 'in-a', scope: a.key })
     await h.run('t', {}, { callId: 'in-child', scope: child.key })
     await h.run('t', {}, { callId: 'in-b', scope: b.key })
@@ -467,17 +641,18 @@ describe('tools/result and routing', () => {
   })
 })
 
-
-describe('the host\'s secrets never leave through a result', () => {
+describe("the host's secrets never leave through a result", () => {
   it('redacts secret values of the environment from text and error messages, leaving everything else', async () => {
     const previous = process.env.DEEPSEEK_API_KEY
     process.env.DEEPSEEK_API_KEY = 'sk-live-0123456789abcdef'
     try {
       const h = await host()
-      h.ctx.tools.register(tool('leak', ({ text }: { text: string }) => {
-        if (text.startsWith('fail')) throw new Error(text)
-        return text
-      }))
+      h.ctx.tools.register(
+        tool('leak', ({ text }: { text: string }) => {
+          if (text.startsWith('fail')) throw new Error(text)
+          return text
+        }),
+      )
       const run = (name: string, args: object) => h.run(name, args)
       const ok = await run('leak', { text: 'key=sk-live-0123456789abcdef; password: "hunter22"' })
       expect(ok).toMatchObject({ isError: false, content: [{ type: 'text', text: 'key=[REDACTED]; password: "hunter22"' }] })

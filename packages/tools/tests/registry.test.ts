@@ -35,7 +35,9 @@ describe('registration', () => {
   it('the disposer removes the tool, once', async () => {
     const h = await host()
     const changes: number[] = []
-    h.ctx.on('tools/change', () => { changes.push(1) })
+    h.ctx.on('tools/change', () => {
+      changes.push(1)
+    })
     const dispose = h.ctx.tools.register(simple('t'))
     expect(changes.length).toBe(1)
     dispose()
@@ -49,7 +51,13 @@ describe('registration', () => {
 
   it('tools live as long as the plugin that registered them', async () => {
     const h = await host()
-    const fiber = await h.ctx.plugin({ name: 'plugin-a', inject: ['tools'], apply: ctx => { ctx.tools.register(simple('a')) } })
+    const fiber = await h.ctx.plugin({
+      name: 'plugin-a',
+      inject: ['tools'],
+      apply: ctx => {
+        ctx.tools.register(simple('a'))
+      },
+    })
     expect(names(h.tools.schemas())).toEqual(['a'])
     await fiber.dispose()
     expect(h.tools.schemas()).toEqual([])
@@ -61,7 +69,9 @@ describe('registration', () => {
     const h = await host()
     h.ctx.tools.register(simple('t'))
     let changes = 0
-    h.ctx.on('tools/change', () => { changes++ })
+    h.ctx.on('tools/change', () => {
+      changes++
+    })
     expect(() => h.ctx.tools.register(simple('t'))).toThrow()
     expect(changes).toBe(0)
     expect(names(h.tools.schemas())).toEqual(['t'])
@@ -83,7 +93,9 @@ describe('duplicate names', () => {
     const h = await host()
     const s = h.mint()
     s.ctx.tools.register(simple('bash'))
-    expect(() => s.ctx.tools.register(simple('bash'))).toThrow('tool "bash" is already registered in this scope by plugin "host"; plugin "host" cannot register it again')
+    expect(() => s.ctx.tools.register(simple('bash'))).toThrow(
+      'tool "bash" is already registered in this scope by plugin "host"; plugin "host" cannot register it again',
+    )
   })
 
   it('across layers is shadowing, not a duplicate', async () => {
@@ -156,8 +168,26 @@ describe('executionMode', () => {
     h.ctx.tools.register(defineTool({ name: 'no', description: 'd', parameters, execute: () => '', isConcurrencySafe: false }))
     h.ctx.tools.register(defineTool({ name: 'none', description: 'd', parameters, execute: () => '' }))
     h.ctx.tools.register(defineTool({ name: 'truthy', description: 'd', parameters, execute: () => '', isConcurrencySafe: (() => 1) as never }))
-    h.ctx.tools.register(defineTool({ name: 'throws', description: 'd', parameters, execute: () => '', isConcurrencySafe: () => { throw new Error('x') } }))
-    h.ctx.tools.register(defineTool<{ path?: string }>({ name: 'reads', description: 'd', parameters, execute: () => '', isConcurrencySafe: args => !args.path?.startsWith('/etc') }))
+    h.ctx.tools.register(
+      defineTool({
+        name: 'throws',
+        description: 'd',
+        parameters,
+        execute: () => '',
+        isConcurrencySafe: () => {
+          throw new Error('x')
+        },
+      }),
+    )
+    h.ctx.tools.register(
+      defineTool<{ path?: string }>({
+        name: 'reads',
+        description: 'd',
+        parameters,
+        execute: () => '',
+        isConcurrencySafe: args => !args.path?.startsWith('/etc'),
+      }),
+    )
     const mode = (name: string, args: unknown = {}) => h.tools.executionMode({ name, arguments: args })
     expect(mode('yes')).toBe('parallel')
     expect(mode('yes', '{"path": "a"}')).toBe('parallel')
@@ -185,7 +215,10 @@ describe('restrict', () => {
       expect(names(h.tools.schemas(scope))).toEqual(['read'])
       expect(await h.promptTools(scope)).toEqual(['read'])
       const result = await h.run('write', {}, { scope })
-      expect(result).toMatchObject({ isError: true, error: { message: 'unknown tool "write"; available tools: read', info: { name: 'ToolNotFoundError', code: 'UNKNOWN_TOOL' } } })
+      expect(result).toMatchObject({
+        isError: true,
+        error: { message: 'unknown tool "write"; available tools: read', info: { name: 'ToolNotFoundError', code: 'UNKNOWN_TOOL' } },
+      })
       expect(h.tools.executionMode({ name: 'write', arguments: {}, scope })).toBe('exclusive')
     }
     // Other scopes and the global view are untouched.
@@ -233,7 +266,9 @@ describe('restrict', () => {
   it('emits tools/change on restriction and on its removal', async () => {
     const h = await host()
     let changes = 0
-    h.ctx.on('tools/change', () => { changes++ })
+    h.ctx.on('tools/change', () => {
+      changes++
+    })
     const lift = h.ctx.tools.restrict(['x'])
     lift()
     expect(changes).toBe(2)
@@ -262,7 +297,12 @@ describe('the assembly', () => {
     const backward = await build(['plugin-b', 'plugin-a'])
     expect(forward).toEqual(backward)
     expect(forward.tools.map(t => t.name)).toEqual(['alpha', 'beta', 'omega', 'zeta'])
-    expect(forward.tools.map(t => [t.name, t.owner])).toEqual([['alpha', 'plugin-b'], ['beta', 'plugin-a'], ['omega', 'plugin-b'], ['zeta', 'plugin-a']])
+    expect(forward.tools.map(t => [t.name, t.owner])).toEqual([
+      ['alpha', 'plugin-b'],
+      ['beta', 'plugin-a'],
+      ['omega', 'plugin-b'],
+      ['zeta', 'plugin-a'],
+    ])
   })
 
   it('assembled parameters are copies', async () => {

@@ -28,7 +28,11 @@ function gated(h: Host) {
 const call = (id: string, name = 'par') => ({ callId: `c${id}`, name, arguments: { id } })
 
 /** Runs the calls, logging `call:<id>` / `result:<id>` as the loop would append them. */
-function schedule(h: Host, calls: { callId: string; name: string; arguments: unknown }[], options: { maxParallel?: number; signal?: AbortSignal; onCommit?: (id: string) => void } = {}) {
+function schedule(
+  h: Host,
+  calls: { callId: string; name: string; arguments: unknown }[],
+  options: { maxParallel?: number; signal?: AbortSignal; onCommit?: (id: string) => void } = {},
+) {
   const log: string[] = []
   const results: Record<string, ToolExecutionResult> = {}
   const state = { settled: false }
@@ -36,14 +40,23 @@ function schedule(h: Host, calls: { callId: string; name: string; arguments: unk
     calls,
     signal: options.signal ?? new AbortController().signal,
     maxParallel: options.maxParallel ?? 10,
-    onStart: c => { log.push(`call:${c.callId}`) },
+    onStart: c => {
+      log.push(`call:${c.callId}`)
+    },
     onCommit: (c, result) => {
       log.push(`result:${c.callId}`)
       results[c.callId] = result
       options.onCommit?.(c.callId)
     },
   })
-  promise.then(() => { state.settled = true }, () => { state.settled = true })
+  promise.then(
+    () => {
+      state.settled = true
+    },
+    () => {
+      state.settled = true
+    },
+  )
   return { log, results, promise, state, resultOrder: () => log.filter(e => e.startsWith('result:')) }
 }
 
@@ -64,11 +77,31 @@ describe('grouping and the pool', () => {
     const h = await host()
     const order: string[] = []
     const parameters = ARGS
-    h.ctx.tools.register(defineTool<{ id: string }>({
-      name: 'r', description: 'read', parameters, isConcurrencySafe: true,
-      execute: async args => { order.push(`r-start-${args.id}`); await flush(); order.push(`r-end-${args.id}`); return '' },
-    }))
-    h.ctx.tools.register(defineTool<{ id: string }>({ name: 'w', description: 'write', parameters, execute: args => { order.push(`w-${args.id}`); return '' } }))
+    h.ctx.tools.register(
+      defineTool<{ id: string }>({
+        name: 'r',
+        description: 'read',
+        parameters,
+        isConcurrencySafe: true,
+        execute: async args => {
+          order.push(`r-start-${args.id}`)
+          await flush()
+          order.push(`r-end-${args.id}`)
+          return ''
+        },
+      }),
+    )
+    h.ctx.tools.register(
+      defineTool<{ id: string }>({
+        name: 'w',
+        description: 'write',
+        parameters,
+        execute: args => {
+          order.push(`w-${args.id}`)
+          return ''
+        },
+      }),
+    )
     const run = schedule(h, [call('A1', 'r'), call('A2', 'w'), call('A3', 'r')])
     await run.promise
     expect(order).toEqual(['r-start-A1', 'r-end-A1', 'w-A2', 'r-start-A3', 'r-end-A3'])
@@ -149,14 +182,15 @@ describe('grouping and the pool', () => {
 
   it.each([0, 1.5, -1, Number.NaN])('maxParallel %s is refused', async maxParallel => {
     const h = await host()
-    await expect(runToolCalls(h.tools, { calls: [], signal: new AbortController().signal, maxParallel, onStart() {}, onCommit() {} }))
-      .rejects.toThrow('maxParallel must be a positive integer')
+    await expect(runToolCalls(h.tools, { calls: [], signal: new AbortController().signal, maxParallel, onStart() {}, onCommit() {} })).rejects.toThrow(
+      'maxParallel must be a positive integer',
+    )
   })
 
   it('the pool counts running bodies: a denied call takes no slot', async () => {
     const h = await host()
     const g = gated(h)
-    h.ctx.on('tools/pre-execute', async (exec, next) => exec.callId === 'c2' ? { kind: 'deny', reason: 'no' } : next())
+    h.ctx.on('tools/pre-execute', async (exec, next) => (exec.callId === 'c2' ? { kind: 'deny', reason: 'no' } : next()))
     const run = schedule(h, [call('1'), call('2'), call('3')], { maxParallel: 2 })
     await flush()
     expect(g.started).toEqual(['1', '3'])
@@ -187,9 +221,24 @@ describe('results in a run', () => {
   it('concluded is true when any committed result concludes the turn', async () => {
     const h = await host()
     h.ctx.tools.register(simple('plain'))
-    h.ctx.tools.register(defineTool({ name: 'finish', description: 'd', parameters: { type: 'object' }, execute: (_args, exec) => { exec.concludeTurn(); return 'done' } }))
+    h.ctx.tools.register(
+      defineTool({
+        name: 'finish',
+        description: 'd',
+        parameters: { type: 'object' },
+        execute: (_args, exec) => {
+          exec.concludeTurn()
+          return 'done'
+        },
+      }),
+    )
     expect(await schedule(h, [{ callId: 'a', name: 'plain', arguments: {} }]).promise).toEqual({ concluded: false })
-    expect(await schedule(h, [{ callId: 'a', name: 'finish', arguments: {} }, { callId: 'b', name: 'plain', arguments: {} }]).promise).toEqual({ concluded: true })
+    expect(
+      await schedule(h, [
+        { callId: 'a', name: 'finish', arguments: {} },
+        { callId: 'b', name: 'plain', arguments: {} },
+      ]).promise,
+    ).toEqual({ concluded: true })
   })
 
   it('calls run in the given scope with the given agent', async () => {
@@ -197,11 +246,28 @@ describe('results in a run', () => {
     const s = h.mint()
     const agent = { id: 'agent', sessionId: 'agent' }
     const seen: unknown[] = []
-    s.ctx.tools.register(defineTool({ name: 'mine', description: 'd', parameters: { type: 'object' }, execute: (_args, exec) => { seen.push(exec.agent, exec.scope); return '' } }))
+    s.ctx.tools.register(
+      defineTool({
+        name: 'mine',
+        description: 'd',
+        parameters: { type: 'object' },
+        execute: (_args, exec) => {
+          seen.push(exec.agent, exec.scope)
+          return ''
+        },
+      }),
+    )
     const results: ToolExecutionResult[] = []
     await runToolCalls(h.tools, {
-      calls: [{ callId: 'a', name: 'mine', arguments: {} }], agent, scope: s.key,
-      signal: new AbortController().signal, maxParallel: 10, onStart() {}, onCommit: (_c, r) => { results.push(r) },
+      calls: [{ callId: 'a', name: 'mine', arguments: {} }],
+      agent,
+      scope: s.key,
+      signal: new AbortController().signal,
+      maxParallel: 10,
+      onStart() {},
+      onCommit: (_c, r) => {
+        results.push(r)
+      },
     })
     expect(results[0].isError).toBe(false)
     expect(seen).toEqual([agent, s.key])
@@ -214,17 +280,16 @@ describe('abort', () => {
     const g = gated(h)
     const controller = new AbortController()
     const heard: string[] = []
-    h.ctx.on('tools/result', exec => { heard.push(exec.callId) })
+    h.ctx.on('tools/result', exec => {
+      heard.push(exec.callId)
+    })
     const run = schedule(h, [call('1'), call('2'), call('3'), call('4'), call('5', 'ex')], { maxParallel: 2, signal: controller.signal })
     await flush()
     expect(g.started).toEqual(['1', '2'])
     controller.abort()
     expect(await run.promise).toEqual({ concluded: false })
     expect(g.started).toEqual(['1', '2'])
-    expect(run.log).toEqual([
-      'call:c1', 'call:c2', 'result:c1', 'result:c2',
-      'call:c3', 'result:c3', 'call:c4', 'result:c4', 'call:c5', 'result:c5',
-    ])
+    expect(run.log).toEqual(['call:c1', 'call:c2', 'result:c1', 'result:c2', 'call:c3', 'result:c3', 'call:c4', 'result:c4', 'call:c5', 'result:c5'])
     for (const id of ['c1', 'c2']) expect(run.results[id].isError && run.results[id].error.info).toEqual({ name: 'AbortError', code: 'ABORTED' })
     for (const id of ['c3', 'c4', 'c5']) {
       expect(run.results[id]).toEqual({
@@ -241,10 +306,18 @@ describe('abort', () => {
     const h = await host()
     const controller = new AbortController()
     const { userText } = await import('./helpers.ts')
-    h.ctx.tools.register(defineTool({
-      name: 'note', description: 'd', parameters: { type: 'object' },
-      execute: (_args, exec) => { exec.deferContext(userText('seen')); controller.abort(); return 'x' },
-    }))
+    h.ctx.tools.register(
+      defineTool({
+        name: 'note',
+        description: 'd',
+        parameters: { type: 'object' },
+        execute: (_args, exec) => {
+          exec.deferContext(userText('seen'))
+          controller.abort()
+          return 'x'
+        },
+      }),
+    )
     const run = schedule(h, [{ callId: 'a', name: 'note', arguments: {} }], { signal: controller.signal })
     await run.promise
     expect(run.results.a.isError && run.results.a.error.info?.code).toBe('ABORTED')
@@ -255,7 +328,10 @@ describe('abort', () => {
     const h = await host()
     const g = gated(h)
     let hooks = 0
-    h.ctx.on('tools/pre-execute', async (_exec, next) => { hooks++; return next() })
+    h.ctx.on('tools/pre-execute', async (_exec, next) => {
+      hooks++
+      return next()
+    })
     const controller = new AbortController()
     controller.abort()
     const run = schedule(h, [call('1'), call('2', 'ex')], { signal: controller.signal })
@@ -305,7 +381,11 @@ describe('failures', () => {
   it('a throwing onCommit stops the run', async () => {
     const h = await host()
     const g = gated(h)
-    const run = schedule(h, [call('1', 'ex'), call('2', 'ex')], { onCommit: () => { throw new Error('append failed') } })
+    const run = schedule(h, [call('1', 'ex'), call('2', 'ex')], {
+      onCommit: () => {
+        throw new Error('append failed')
+      },
+    })
     await flush()
     g.release('1')
     await expect(run.promise).rejects.toThrow('append failed')
@@ -316,12 +396,22 @@ describe('failures', () => {
   it('a throwing onStart stops the run before the call is prepared', async () => {
     const h = await host()
     let hooks = 0
-    h.ctx.on('tools/pre-execute', async (_exec, next) => { hooks++; return next() })
+    h.ctx.on('tools/pre-execute', async (_exec, next) => {
+      hooks++
+      return next()
+    })
     h.ctx.tools.register(simple('t'))
-    await expect(runToolCalls(h.tools, {
-      calls: [{ callId: 'a', name: 't', arguments: {} }], signal: new AbortController().signal, maxParallel: 10,
-      onStart() { throw new Error('log closed') }, onCommit() {},
-    })).rejects.toThrow('log closed')
+    await expect(
+      runToolCalls(h.tools, {
+        calls: [{ callId: 'a', name: 't', arguments: {} }],
+        signal: new AbortController().signal,
+        maxParallel: 10,
+        onStart() {
+          throw new Error('log closed')
+        },
+        onCommit() {},
+      }),
+    ).rejects.toThrow('log closed')
     expect(hooks).toBe(0)
   })
 })

@@ -26,7 +26,10 @@ function errorCode(error: unknown): string {
   return typeof code === 'string' ? code : error instanceof Error ? error.message : String(error)
 }
 
-interface CacheEntry { stamp: string; read: FileRead }
+interface CacheEntry {
+  stamp: string
+  read: FileRead
+}
 
 /**
  * Reads instruction files, keeping each result under its path until the file's

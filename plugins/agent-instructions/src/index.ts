@@ -15,8 +15,21 @@ export const SECTION = 'instructions:project'
 export const ORDER = 90
 
 export const DEFAULT_KEEP_HEADINGS = [
-  'rules?', 'must', 'never', 'always', 'conventions?', 'security', 'safety', 'constraints?',
-  'requirements?', 'do not', "don[''’]?t", 'important', 'polic(?:y|ies)', 'guidelines?', 'forbidden',
+  'rules?',
+  'must',
+  'never',
+  'always',
+  'conventions?',
+  'security',
+  'safety',
+  'constraints?',
+  'requirements?',
+  'do not',
+  "don[''’]?t",
+  'important',
+  'polic(?:y|ies)',
+  'guidelines?',
+  'forbidden',
 ]
 
 export interface Config {
@@ -28,11 +41,20 @@ export interface Config {
 }
 
 export const Config: Schema<Config> = Schema.object({
-  root: Schema.string().description('Project root (absolute, or relative to the agent\'s working directory). Default: the nearest directory above the working directory with a `.git` entry, else the working directory.'),
-  files: Schema.array(Schema.string()).default(['AGENTS.md', 'CLAUDE.md']).description('File names read in each directory from the project root down to the working directory, in this order.'),
-  maxBytes: Schema.natural().min(1).default(32768).description('Byte budget of the whole section; over it, whole markdown sections are left out (rule sections last) with a notice.'),
+  root: Schema.string().description(
+    "Project root (absolute, or relative to the agent's working directory). Default: the nearest directory above the working directory with a `.git` entry, else the working directory.",
+  ),
+  files: Schema.array(Schema.string())
+    .default(['AGENTS.md', 'CLAUDE.md'])
+    .description('File names read in each directory from the project root down to the working directory, in this order.'),
+  maxBytes: Schema.natural()
+    .min(1)
+    .default(32768)
+    .description('Byte budget of the whole section; over it, whole markdown sections are left out (rule sections last) with a notice.'),
   maxFileBytes: Schema.natural().min(1).default(1048576).description('A file larger than this is not read; the model is told where it is.'),
-  keepHeadings: Schema.array(Schema.string()).default(DEFAULT_KEEP_HEADINGS).description('Regular expressions (case-insensitive, whole words) for headings whose sections are kept when trimming.'),
+  keepHeadings: Schema.array(Schema.string())
+    .default(DEFAULT_KEEP_HEADINGS)
+    .description('Regular expressions (case-insensitive, whole words) for headings whose sections are kept when trimming.'),
 }) as Schema<Config>
 
 function cwdOf(context: AssembleContext): string {
@@ -50,7 +72,7 @@ export function apply(ctx: Context, config: Config) {
 
   const text = (context: AssembleContext): string => {
     const cwd = resolve(cwdOf(context))
-    const root = config.root !== undefined ? resolve(cwd, config.root) : findGitRoot(cwd) ?? cwd
+    const root = config.root !== undefined ? resolve(cwd, config.root) : (findGitRoot(cwd) ?? cwd)
     const found: FoundFile[] = []
     const stamps: string[] = []
     const seen = new Set<string>()

@@ -21,7 +21,9 @@ export function compileKeepPatterns(patterns: readonly string[]): RegExp[] {
     try {
       return new RegExp(`(?<![\\p{L}\\p{N}_])(?:${pattern})(?![\\p{L}\\p{N}_])`, 'iu')
     } catch (error) {
-      throw new Error(`@loom/agent-instructions: config keepHeadings[${index}] ${JSON.stringify(pattern)} is not a valid regular expression: ${(error as Error).message}`)
+      throw new Error(
+        `@loom/agent-instructions: config keepHeadings[${index}] ${JSON.stringify(pattern)} is not a valid regular expression: ${(error as Error).message}`,
+      )
     }
   })
 }

@@ -10,7 +10,8 @@ export interface FoundFile {
   readonly read: Exclude<FileRead, { kind: 'missing' }>
 }
 
-export const HEADER = 'Project instructions: the AGENTS.md and CLAUDE.md files from the project root down to the working directory, outermost first. A deeper file is more specific and wins where they disagree.'
+export const HEADER =
+  'Project instructions: the AGENTS.md and CLAUDE.md files from the project root down to the working directory, outermost first. A deeper file is more specific and wins where they disagree.'
 
 const MAX_LISTED = 12
 
@@ -69,7 +70,7 @@ export function renderInstructions(files: readonly FoundFile[], maxBytes: number
   let text = renderAll(blocks, maxBytes)
   if (bytes(text) <= maxBytes) return text
 
-  const fits = () => bytes(text = renderAll(blocks, maxBytes)) <= maxBytes
+  const fits = () => bytes((text = renderAll(blocks, maxBytes))) <= maxBytes
   // 1. Sections that are neither the first nor rules, a whole file at a time.
   for (const block of blocks) {
     let changed = false

@@ -51,19 +51,23 @@ describe('the prompt delta', () => {
     const h = await host(root)
     const mounted = await h.mount(plugin)
     expect(await mounted.delta()).toEqual({
-      sections: [{
-        name: 'instructions:project',
-        order: 90,
-        stability: 'session',
-        text: section(block('AGENTS.md', '# Acme\n\nUse pnpm, never npm.')),
-        rendered: section(block('AGENTS.md', '# Acme\n\nUse pnpm, never npm.')),
-        literal: true,
-      }],
+      sections: [
+        {
+          name: 'instructions:project',
+          order: 90,
+          stability: 'session',
+          text: section(block('AGENTS.md', '# Acme\n\nUse pnpm, never npm.')),
+          rendered: section(block('AGENTS.md', '# Acme\n\nUse pnpm, never npm.')),
+          literal: true,
+        },
+      ],
       contexts: [],
       tools: [],
       variables: [],
     })
-    expect(HEADER).toBe('Project instructions: the AGENTS.md and CLAUDE.md files from the project root down to the working directory, outermost first. A deeper file is more specific and wins where they disagree.')
+    expect(HEADER).toBe(
+      'Project instructions: the AGENTS.md and CLAUDE.md files from the project root down to the working directory, outermost first. A deeper file is more specific and wins where they disagree.',
+    )
   })
 
   test('no instruction file: the section is empty, so the system prompt has nothing of it', async () => {
@@ -109,18 +113,18 @@ describe('which files, in which order', () => {
     })
     const h = await host(join(base, 'repo'))
     const mounted = await h.mount(plugin)
-    expect(await instructions(mounted, join(base, 'repo/pkg/app/src'))).toBe(section(
-      block('AGENTS.md', 'root agents'),
-      block('CLAUDE.md', 'root claude'),
-      block('pkg/AGENTS.md', 'pkg agents'),
-      block('pkg/app/CLAUDE.md', 'app claude'),
-    ))
+    expect(await instructions(mounted, join(base, 'repo/pkg/app/src'))).toBe(
+      section(
+        block('AGENTS.md', 'root agents'),
+        block('CLAUDE.md', 'root claude'),
+        block('pkg/AGENTS.md', 'pkg agents'),
+        block('pkg/app/CLAUDE.md', 'app claude'),
+      ),
+    )
     // Evaluated per assembly from the agent's cwd: another cwd, another chain.
-    expect(await instructions(mounted, join(base, 'repo/other'))).toBe(section(
-      block('AGENTS.md', 'root agents'),
-      block('CLAUDE.md', 'root claude'),
-      block('other/AGENTS.md', 'a sibling: never read'),
-    ))
+    expect(await instructions(mounted, join(base, 'repo/other'))).toBe(
+      section(block('AGENTS.md', 'root agents'), block('CLAUDE.md', 'root claude'), block('other/AGENTS.md', 'a sibling: never read')),
+    )
   })
 
   test('a `.git` file (a worktree or submodule) marks the root too', async () => {
@@ -213,31 +217,64 @@ describe('the byte budget keeps rule sections', () => {
     const h = await host(base)
     const mounted = await h.mount(plugin, { maxBytes: 2200 })
     const notice = `[Trimmed to stay within the 2200-byte budget for project instructions: left out 3 of 8 sections (${bytes(setup, architecture, parts.glossary)} bytes): "Setup", "Architecture", "Glossary". The full file is ${join(base, 'AGENTS.md')}: read it when those sections matter.]`
-    expect(await instructions(mounted, join(base, 'pkg'))).toBe(section(
-      block('AGENTS.md', [parts.first, parts.rules, parts.never, parts.security, parts.secrets, notice].join('\n\n')),
-      block('pkg/AGENTS.md', '# Package\n\n## Notes\n\nKeep this.'),
-    ))
+    expect(await instructions(mounted, join(base, 'pkg'))).toBe(
+      section(
+        block('AGENTS.md', [parts.first, parts.rules, parts.never, parts.security, parts.secrets, notice].join('\n\n')),
+        block('pkg/AGENTS.md', '# Package\n\n## Notes\n\nKeep this.'),
+      ),
+    )
   })
 
   test('when the rule sections alone are over, they go last first; a file that cannot fit at all is left out with its path', async () => {
     const base = tree({ '.git': null, 'AGENTS.md': file })
     const h = await host(base)
     const path = join(base, 'AGENTS.md')
-    const trimmed = (budget: number, left: string[], titles: string) => `[Trimmed to stay within the ${budget}-byte budget for project instructions: left out ${left.length} of 8 sections (${bytes(...left)} bytes): ${titles}. The full file is ${path}: read it when those sections matter.]`
+    const trimmed = (budget: number, left: string[], titles: string) =>
+      `[Trimmed to stay within the ${budget}-byte budget for project instructions: left out ${left.length} of 8 sections (${bytes(...left)} bytes): ${titles}. The full file is ${path}: read it when those sections matter.]`
     // The size of the text once the non-rule sections are gone; one byte less forces rules out.
-    const rulesOnly = (budget: number) => section(block('AGENTS.md', [parts.first, parts.rules, parts.never, parts.security, parts.secrets,
-      trimmed(budget, [setup, architecture, parts.glossary], '"Setup", "Architecture", "Glossary"')].join('\n\n')))
+    const rulesOnly = (budget: number) =>
+      section(
+        block(
+          'AGENTS.md',
+          [
+            parts.first,
+            parts.rules,
+            parts.never,
+            parts.security,
+            parts.secrets,
+            trimmed(budget, [setup, architecture, parts.glossary], '"Setup", "Architecture", "Glossary"'),
+          ].join('\n\n'),
+        ),
+      )
     const budget = Buffer.byteLength(rulesOnly(100)) - 1 // a three-digit budget, like 100
     const tight = await h.mount(plugin, { maxBytes: budget })
     const text = await instructions(tight)
-    expect(text).toBe(section(block('AGENTS.md', [parts.first, parts.rules, parts.never, parts.security,
-      trimmed(budget, [setup, architecture, parts.secrets, parts.glossary], '"Setup", "Architecture", "Secrets", "Glossary"')].join('\n\n'))))
+    expect(text).toBe(
+      section(
+        block(
+          'AGENTS.md',
+          [
+            parts.first,
+            parts.rules,
+            parts.never,
+            parts.security,
+            trimmed(budget, [setup, architecture, parts.secrets, parts.glossary], '"Setup", "Architecture", "Secrets", "Glossary"'),
+          ].join('\n\n'),
+        ),
+      ),
+    )
     expect(Buffer.byteLength(text)).toBeLessThanOrEqual(budget)
     await tight.dispose()
 
     const tiny = await h.mount(plugin, { maxBytes: 100 })
-    expect(await instructions(tiny)).toBe(section(block('AGENTS.md',
-      `[Left out entirely (${bytes(...Object.values(parts))} bytes) to stay within the 100-byte budget for project instructions. The full file is ${path}: read it before relying on this project's conventions.]`)))
+    expect(await instructions(tiny)).toBe(
+      section(
+        block(
+          'AGENTS.md',
+          `[Left out entirely (${bytes(...Object.values(parts))} bytes) to stay within the 100-byte budget for project instructions. The full file is ${path}: read it before relying on this project's conventions.]`,
+        ),
+      ),
+    )
   })
 })
 
@@ -280,12 +317,17 @@ describe('reading files', () => {
     symlinkSync('CLAUDE.md', join(base, 'a/b/CLAUDE.md')) // a link to itself: ELOOP
     const h = await host(base)
     const mounted = await h.mount(plugin, { maxFileBytes: 4096 })
-    expect(await instructions(mounted, join(base, 'a/b'))).toBe(section(
-      block('AGENTS.md', `[Not included: this file is not UTF-8 text (binary content). The full file is ${join(base, 'AGENTS.md')}.]`),
-      block('CLAUDE.md', `[Not included: this file is not UTF-8 text (binary content). The full file is ${join(base, 'CLAUDE.md')}.]`),
-      block('a/AGENTS.md', `[Not included: this file is 5000 bytes, more than the 4096-byte limit for instruction files. The full file is ${join(base, 'a/AGENTS.md')}.]`),
-      block('a/b/CLAUDE.md', `[Not included: this file could not be read (ELOOP). The full file is ${join(base, 'a/b/CLAUDE.md')}.]`),
-    ))
+    expect(await instructions(mounted, join(base, 'a/b'))).toBe(
+      section(
+        block('AGENTS.md', `[Not included: this file is not UTF-8 text (binary content). The full file is ${join(base, 'AGENTS.md')}.]`),
+        block('CLAUDE.md', `[Not included: this file is not UTF-8 text (binary content). The full file is ${join(base, 'CLAUDE.md')}.]`),
+        block(
+          'a/AGENTS.md',
+          `[Not included: this file is 5000 bytes, more than the 4096-byte limit for instruction files. The full file is ${join(base, 'a/AGENTS.md')}.]`,
+        ),
+        block('a/b/CLAUDE.md', `[Not included: this file could not be read (ELOOP). The full file is ${join(base, 'a/b/CLAUDE.md')}.]`),
+      ),
+    )
   })
 
   test('a huge file is trimmed by structure, not cut', async () => {
@@ -295,7 +337,9 @@ describe('reading files', () => {
     const mounted = await h.mount(plugin)
     const text = await instructions(mounted)
     expect(Buffer.byteLength(text)).toBeLessThanOrEqual(32768)
-    expect(text).toContain('# Big\n\nIntro.\n\n## Rules\n\nAlways run the tests.\n\n[Trimmed to stay within the 32768-byte budget for project instructions: left out 200 of 202 sections')
+    expect(text).toContain(
+      '# Big\n\nIntro.\n\n## Rules\n\nAlways run the tests.\n\n[Trimmed to stay within the 32768-byte budget for project instructions: left out 200 of 202 sections',
+    )
     expect(text).toContain('"Topic 0", "Topic 1"')
     expect(text).toContain('"Topic 11" and 188 more.')
   })
@@ -320,7 +364,6 @@ describe('lifecycle', () => {
     ])
     expect(run.events.filter(event => event.type === 'request/header').map(event => (event.data as { reason: string }).reason)).toEqual(['initial', 'change'])
   })
-
 
   test('an agent run sees the section in its system prompt; nothing remains after dispose', async () => {
     const base = tree({ '.git': null, 'AGENTS.md': '# Rules\n\nBe brief.' })

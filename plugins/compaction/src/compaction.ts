@@ -25,8 +25,14 @@ export const COMPACTION_PLUGIN = '@loom/compaction'
 
 /** The fixed sections every summary has, in order. */
 export const SUMMARY_SECTIONS = [
-  'Primary Request', 'Key Concepts', 'Files and Code', 'Errors and Fixes',
-  'Pending Jobs', 'Current Work', 'Next Step', 'Critical Context',
+  'Primary Request',
+  'Key Concepts',
+  'Files and Code',
+  'Errors and Fixes',
+  'Pending Jobs',
+  'Current Work',
+  'Next Step',
+  'Critical Context',
 ] as const
 
 export const SUMMARY_INSTRUCTION = [
@@ -37,8 +43,9 @@ export const SUMMARY_INSTRUCTION = [
   ...SUMMARY_SECTIONS.map(section => `## ${section}`),
 ].join('\n')
 
-export const SUMMARY_PREAMBLE = 'This session was compacted: the earlier part of the conversation was replaced by the summary below. '
-  + 'Continue the work from it; the messages after it are the most recent part of the conversation, unchanged.'
+export const SUMMARY_PREAMBLE =
+  'This session was compacted: the earlier part of the conversation was replaced by the summary below. ' +
+  'Continue the work from it; the messages after it are the most recent part of the conversation, unchanged.'
 
 export interface CompactionConfig {
   auto: boolean
@@ -167,7 +174,13 @@ export class Compaction {
     const last = this.overflows.get(session)
     const count = last && last.turn === turn && last.step === step ? last.count : 0
     if (count >= this.config.maxOverflowRetries) {
-      this.logger.warn('agent %s: context overflow in turn %d step %d: no recovery left (maxOverflowRetries %d)', agent.id, turn, step, this.config.maxOverflowRetries)
+      this.logger.warn(
+        'agent %s: context overflow in turn %d step %d: no recovery left (maxOverflowRetries %d)',
+        agent.id,
+        turn,
+        step,
+        this.config.maxOverflowRetries,
+      )
       return false
     }
     this.overflows.set(session, { turn, step, count: count + 1 })
@@ -175,7 +188,8 @@ export class Compaction {
     try {
       const prune = pruneSession(session, this.config.pruner)
       const result = await this.summarize(agent, turn, signal, prune)
-      if (result.status === 'refused' || result.status === 'failed') this.logger.warn('agent %s: compaction after a context overflow %s: %s', agent.id, result.status, result.reason)
+      if (result.status === 'refused' || result.status === 'failed')
+        this.logger.warn('agent %s: compaction after a context overflow %s: %s', agent.id, result.status, result.reason)
     } catch (error) {
       if (signal.aborted) throw error
       this.logger.warn('agent %s: compaction after a context overflow failed: %s', agent.id, errorChain(error))
@@ -204,7 +218,7 @@ export class Compaction {
     const surfaceTokens = nodes.reduce((sum, node) => sum + node.tokens, 0)
     const tokensBefore = headerTokens + surfaceTokens
     const base = { tokensBefore, tokensAfter: tokensBefore, prune }
-    const status = prune.pruned.length ? 'pruned' as const : 'skipped' as const
+    const status = prune.pruned.length ? ('pruned' as const) : ('skipped' as const)
 
     const retain = this.config.retainTokens ?? Math.ceil(surfaceTokens * this.config.retainRatio)
     const cut = chooseCut(nodes, retain)
@@ -258,7 +272,14 @@ export class Compaction {
       end()
       const tokensAfter = headerTokens + surfaceTokens - shadowedTokenCount + summaryTokenCount
       return {
-        ...base, tokensAfter, status: 'compacted', compactionId, shadowedSeqs, shadowedTokenCount, summaryTokenCount, replacementSeq: event.seq,
+        ...base,
+        tokensAfter,
+        status: 'compacted',
+        compactionId,
+        shadowedSeqs,
+        shadowedTokenCount,
+        summaryTokenCount,
+        replacementSeq: event.seq,
       }
     } catch (error) {
       end(`commit failed: ${errorChain(error)}`)
@@ -277,7 +298,7 @@ export class Compaction {
     const request: GenerateOptions = {
       ...config,
       maxTokens: this.config.maxTokens,
-      messages: [...shadowed.flatMap(node => node.message ? [node.message] : []), instruction],
+      messages: [...shadowed.flatMap(node => (node.message ? [node.message] : [])), instruction],
       ...(header?.system !== undefined && { system: header.system }),
       ...(header?.tools !== undefined && { tools: header.tools }),
       sessionId: agent.session.id,
@@ -292,7 +313,11 @@ export class Compaction {
     const finish = assembler.finish
     if (finish.kind === 'error' || finish.kind === 'aborted') throw new Error(`${finish.failure.code}: ${finish.failure.message}`)
     if (finish.kind === 'max-tokens') throw new Error(`the summary hit the output limit (${this.config.maxTokens} tokens)`)
-    const summary = assembler.blocks().flatMap(block => block.type === 'text' ? [block.text] : []).join('\n').trim()
+    const summary = assembler
+      .blocks()
+      .flatMap(block => (block.type === 'text' ? [block.text] : []))
+      .join('\n')
+      .trim()
     if (!summary) throw new Error('the model returned no summary text')
     return { summary, usage: assembler.usage, provider: config.provider, model: config.model }
   }
@@ -302,7 +327,8 @@ export class Compaction {
     const logged = header?.config
     const provider = this.config.summarizationProvider || logged?.provider || agent.options.provider || ''
     const model = this.config.summarizationModel || (provider === logged?.provider ? logged.model : undefined) || agent.options.model || ''
-    if (!provider || !model) throw new Error(`no route for the summary: agent "${agent.id}" has no provider/model and none is configured (summarizationProvider, summarizationModel)`)
+    if (!provider || !model)
+      throw new Error(`no route for the summary: agent "${agent.id}" has no provider/model and none is configured (summarizationProvider, summarizationModel)`)
     if (logged && logged.provider === provider && logged.model === model) {
       const { maxTokens: _, ...rest } = logged
       if (header?.adapterDefaults?.reasoningEffort) delete rest.reasoningEffort

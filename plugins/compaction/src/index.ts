@@ -54,14 +54,21 @@ export const Config: Schema<Config> = Schema.object({
   retainTokens: Schema.natural().description('Absolute number of recent history tokens to keep; overrides `retainRatio`.'),
   contextWindow: Schema.natural().min(1).description('Context window (tokens) when the model route reports none.'),
   maxTokens: Schema.natural().min(1).default(8192).description('Output cap of the summary call.'),
-  summarizationProvider: Schema.string().default('').description('Provider of the summary call; empty: the route the session used last, else the agent\'s.'),
+  summarizationProvider: Schema.string().default('').description("Provider of the summary call; empty: the route the session used last, else the agent's."),
   summarizationModel: Schema.string().default('').description('Model of the summary call; empty: as for the provider.'),
-  maxOverflowRetries: Schema.natural().default(1).description('Compactions (then a retry of the request) after a context-overflow failure, per step; 0 turns the reaction off.'),
+  maxOverflowRetries: Schema.natural()
+    .default(1)
+    .description('Compactions (then a retry of the request) after a context-overflow failure, per step; 0 turns the reaction off.'),
   pruner: Schema.object({
-    thresholdChars: Schema.natural().min(1).default(PRUNER_DEFAULTS.thresholdChars).description('A tool result longer than this (code points of its text) is pruned.'),
+    thresholdChars: Schema.natural()
+      .min(1)
+      .default(PRUNER_DEFAULTS.thresholdChars)
+      .description('A tool result longer than this (code points of its text) is pruned.'),
     headChars: Schema.natural().default(PRUNER_DEFAULTS.headChars).description('Code points kept from the start of a pruned result.'),
     tailChars: Schema.natural().default(PRUNER_DEFAULTS.tailChars).description('Code points kept from the end of a pruned result.'),
-  }).default({ ...PRUNER_DEFAULTS }).description('The tool-result pruner.'),
+  })
+    .default({ ...PRUNER_DEFAULTS })
+    .description('The tool-result pruner.'),
 }) as Schema<Config>
 
 /**

@@ -46,7 +46,9 @@ export function prunerConfig(input: Partial<PrunerConfig> = {}): PrunerConfig {
   if (config.headChars < 0) throw new Error(`ToolResultPrunerConfig: "headChars" must be >= 0, got ${config.headChars}`)
   if (config.tailChars < 0) throw new Error(`ToolResultPrunerConfig: "tailChars" must be >= 0, got ${config.tailChars}`)
   if (config.headChars + PRUNE_MARKER_LENGTH + config.tailChars > config.thresholdChars) {
-    throw new Error(`ToolResultPrunerConfig: headChars + ${PRUNE_MARKER_LENGTH} + tailChars (${config.headChars + PRUNE_MARKER_LENGTH + config.tailChars}) must not exceed thresholdChars (${config.thresholdChars})`)
+    throw new Error(
+      `ToolResultPrunerConfig: headChars + ${PRUNE_MARKER_LENGTH} + tailChars (${config.headChars + PRUNE_MARKER_LENGTH + config.tailChars}) must not exceed thresholdChars (${config.thresholdChars})`,
+    )
   }
   return config
 }
@@ -113,10 +115,14 @@ export function pruneSession(session: Session, config: PrunerConfig = PRUNER_DEF
       shadowedSeqs: [seq],
       shadowedTokenCount: estimateMessage(message),
     })
-    const replacement = session.append('tool/result', {
-      ...data,
-      message: { ...message, content: [{ ...block, content: pruned }] } as ToolResultMessage,
-    }, { surfaceOp: { op: 'replace', start: seq, end: seq }, sourceEventSeqs: [seq] })
+    const replacement = session.append(
+      'tool/result',
+      {
+        ...data,
+        message: { ...message, content: [{ ...block, content: pruned }] } as ToolResultMessage,
+      },
+      { surfaceOp: { op: 'replace', start: seq, end: seq }, sourceEventSeqs: [seq] },
+    )
     const charsBefore = measureContent(block.content)
     const charsAfter = measureContent(pruned)
     report.pruned.push({ originalSeq: seq, replacementSeq: replacement.seq, callId: block.toolCallId, charsBefore, charsAfter })

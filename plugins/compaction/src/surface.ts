@@ -21,12 +21,12 @@ export function surfaceNodes(session: Session): SurfaceNode[] {
 
 function toolResultIds(message: Message | null): string[] {
   if (!message) return []
-  return message.content.flatMap(block => block.type === 'tool-result' ? [block.toolCallId] : [])
+  return message.content.flatMap(block => (block.type === 'tool-result' ? [block.toolCallId] : []))
 }
 
 function toolCallIds(message: Message | null): string[] {
   if (!message || message.role !== 'assistant') return []
-  return message.content.flatMap(block => block.type === 'tool-call' ? [block.id] : [])
+  return message.content.flatMap(block => (block.type === 'tool-call' ? [block.id] : []))
 }
 
 /**

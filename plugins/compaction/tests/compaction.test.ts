@@ -37,12 +37,14 @@ const blobCall = (n: number) => ({ toolCalls: [{ id: `call-${n}`, name: 'blob', 
 
 async function setup(config: Record<string, unknown>, blobChars = 1200): Promise<{ mounted: Mounted; agent: Agent }> {
   host = await createHost({ cwd: '/srv/project' })
-  host.ctx.tools.register(defineTool<{ n: number }>({
-    name: 'blob',
-    description: 'Returns a large blob.',
-    parameters: { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] },
-    execute: args => `blob ${args.n}: ` + String(args.n).repeat(blobChars),
-  }))
+  host.ctx.tools.register(
+    defineTool<{ n: number }>({
+      name: 'blob',
+      description: 'Returns a large blob.',
+      parameters: { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] },
+      execute: args => `blob ${args.n}: ` + String(args.n).repeat(blobChars),
+    }),
+  )
   host.ctx.systemPrompt.context({ name: 'clock', order: 0, text: 'Time: noon.' })
   // Created first: the agent is the test's, not the plugin's.
   const agent = host.ctx.agents.create('a1', { provider: 'scripted', model: 'scripted', cwd: '/srv/project' })
@@ -82,9 +84,14 @@ function expectPaired(messages: readonly Message[]) {
 }
 
 describe('balanced cuts', () => {
-  const node = (seq: number, message: Partial<Message>): SurfaceNode => ({ seq, message: { id: `m${seq}`, role: 'user', content: [], source: { kind: 'user' }, ...message } as Message, tokens: 10 })
+  const node = (seq: number, message: Partial<Message>): SurfaceNode => ({
+    seq,
+    message: { id: `m${seq}`, role: 'user', content: [], source: { kind: 'user' }, ...message } as Message,
+    tokens: 10,
+  })
   const user = (seq: number) => node(seq, { content: [{ type: 'text', text: 'hi' }] })
-  const call = (seq: number, ...ids: string[]) => node(seq, { role: 'assistant', content: ids.map(id => ({ type: 'tool-call', id, name: 't', arguments: '{}' })) as ContentBlock[] })
+  const call = (seq: number, ...ids: string[]) =>
+    node(seq, { role: 'assistant', content: ids.map(id => ({ type: 'tool-call', id, name: 't', arguments: '{}' })) as ContentBlock[] })
   const result = (seq: number, id: string) => node(seq, { content: [{ type: 'tool-result', toolCallId: id, content: [] }] })
 
   it('never separates a call from its results', () => {
@@ -170,7 +177,10 @@ describe('automatic compaction', () => {
     expect(next.messages[0].id).toBe((replacement.data as UserMessage).id)
     expect((next.messages[0].content[0] as { text: string }).text).toContain(SUMMARY)
     // The retained tail follows the summary unchanged.
-    const retained = eventsSurfaceAfter(events, replacement.seq).slice(1).map(seq => agent.session.deriveEventMessage(events[seq])).filter(x => x !== null)
+    const retained = eventsSurfaceAfter(events, replacement.seq)
+      .slice(1)
+      .map(seq => agent.session.deriveEventMessage(events[seq]))
+      .filter(x => x !== null)
     expect(next.messages.slice(1, 1 + retained.length).map(x => x.id)).toEqual(retained.map(x => x!.id))
     expectPaired(next.messages)
 

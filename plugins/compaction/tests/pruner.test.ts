@@ -42,8 +42,7 @@ describe('pruneContent', () => {
     expect(measureContent(pruned)).toBe(50)
     expect(pruneContent(pruned, config)).toBeNull()
     // A head or tail that ends exactly at a block boundary keeps that block whole.
-    expect(pruneContent([text('abcde'), text('x'.repeat(50)), text('uvwxyz')], config))
-      .toEqual([text('abcde'), text(PRUNE_MARKER), text('uvwxyz')])
+    expect(pruneContent([text('abcde'), text('x'.repeat(50)), text('uvwxyz')], config)).toEqual([text('abcde'), text(PRUNE_MARKER), text('uvwxyz')])
   })
 })
 
@@ -65,14 +64,27 @@ describe('pruneSession', () => {
     const session = Session.create('s1')
     session.append('user/message', userText('go'), { surfaceOp: 'append' })
     const calls = bodies.map((_, i) => ({ type: 'tool-call' as const, id: `c${i}`, name: 'read', arguments: '{}' }))
-    session.append('assistant/message', {
-      turn: 1, step: 1, message: createAssistantMessage({ content: calls, source: { provider: 'p', model: 'm' } }),
-    }, { surfaceOp: 'append' })
+    session.append(
+      'assistant/message',
+      {
+        turn: 1,
+        step: 1,
+        message: createAssistantMessage({ content: calls, source: { provider: 'p', model: 'm' } }),
+      },
+      { surfaceOp: 'append' },
+    )
     const seqs = bodies.map((body, i) => {
       const call = session.append('tool/call', { turn: 1, step: 1, callId: `c${i}`, name: 'read', arguments: '{}' })
-      return session.append('tool/result', {
-        turn: 1, step: 1, message: createToolResultMessage({ callId: `c${i}`, content: [text(body)] }), meta: { n: i },
-      }, { surfaceOp: 'append', sourceEventSeqs: [call.seq] }).seq
+      return session.append(
+        'tool/result',
+        {
+          turn: 1,
+          step: 1,
+          message: createToolResultMessage({ callId: `c${i}`, content: [text(body)] }),
+          meta: { n: i },
+        },
+        { surfaceOp: 'append', sourceEventSeqs: [call.seq] },
+      ).seq
     })
     return { session, seqs }
   }
@@ -121,7 +133,10 @@ describe('pruneSession', () => {
   it('prunes every large result on the surface, in surface order', () => {
     const { session, seqs } = sessionWithResults('b'.repeat(9000), 'ok', 'c'.repeat(10000))
     const report = pruneSession(session, prunerConfig({ thresholdChars: 100, headChars: 10, tailChars: 10 }))
-    expect(report.pruned.map(p => [p.originalSeq, p.callId, p.charsAfter])).toEqual([[seqs[0], 'c0', 59], [seqs[2], 'c2', 59]])
+    expect(report.pruned.map(p => [p.originalSeq, p.callId, p.charsAfter])).toEqual([
+      [seqs[0], 'c0', 59],
+      [seqs[2], 'c2', 59],
+    ])
     expect(report.charsRemoved).toBe(9000 - 59 + 10000 - 59)
     expect(session.events.slice(-4).map(e => e.type)).toEqual(['compaction/prune', 'tool/result', 'compaction/prune', 'tool/result'])
   })
@@ -145,7 +160,8 @@ describe('the plugin', () => {
 
   it('rejects a pruner config that cannot fit the marker', async () => {
     host = await createHost()
-    await expect(host.mount(compaction, { pruner: { thresholdChars: 40, headChars: 1, tailChars: 1 } }))
-      .rejects.toThrow(/failed to start[\s\S]*must not exceed thresholdChars \(40\)/)
+    await expect(host.mount(compaction, { pruner: { thresholdChars: 40, headChars: 1, tailChars: 1 } })).rejects.toThrow(
+      /failed to start[\s\S]*must not exceed thresholdChars \(40\)/,
+    )
   })
 })

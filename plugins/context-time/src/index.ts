@@ -19,7 +19,8 @@ export interface Config {
 
 export const Config: Schema<Partial<Config>, Config> = Schema.object({
   timeZone: Schema.string().description('IANA time zone of the reported time (default: the host time zone).'),
-  precision: Schema.union(['second', 'minute', 'hour']).default('minute')
+  precision: Schema.union(['second', 'minute', 'hour'])
+    .default('minute')
     .description('Finest unit of the reported time. The text only changes (and a new runtime-context snapshot is only logged) when this unit ticks.'),
 }) as Schema<Partial<Config>, Config>
 
@@ -60,16 +61,14 @@ const pad = (value: number, width = 2) => String(Math.abs(value)).padStart(width
 export function formatTime(date: Date, timeZone: string, precision: Precision = 'second'): string {
   const parts: Record<string, string> = {}
   for (const part of formatterFor(timeZone).formatToParts(date)) parts[part.type] = part.value
-  const [year, month, day, hour, minute, second] =
-    [parts.year, parts.month, parts.day, parts.hour, parts.minute, parts.second].map(Number)
+  const [year, month, day, hour, minute, second] = [parts.year, parts.month, parts.day, parts.hour, parts.minute, parts.second].map(Number)
   // The zone's offset: the local wall time read as UTC, minus the instant (whole seconds).
   const wall = Date.UTC(year, month - 1, day, hour, minute, second)
   const instant = Math.floor(date.getTime() / 1000) * 1000
   const offset = Math.round((wall - instant) / 60_000)
   const sign = offset < 0 ? '-' : '+'
   const clock = precision === 'hour' ? `${pad(hour)}:00` : precision === 'minute' ? `${pad(hour)}:${pad(minute)}` : `${pad(hour)}:${pad(minute)}:${pad(second)}`
-  return `${pad(year, 4)}-${pad(month)}-${pad(day)}T${clock}`
-    + `${sign}${pad(Math.trunc(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`
+  return `${pad(year, 4)}-${pad(month)}-${pad(day)}T${clock}` + `${sign}${pad(Math.trunc(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`
 }
 
 /** The exact text of the context. */

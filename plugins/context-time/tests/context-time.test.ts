@@ -64,13 +64,15 @@ describe('the plugin', () => {
     expect(delta.sections).toEqual([])
     expect(delta.tools).toEqual([])
     expect(delta.variables).toEqual([])
-    expect(delta.contexts).toEqual([{
-      name: 'runtime:time',
-      order: 10,
-      stability: 'step',
-      text: 'Current time: 2026-03-04T06:06+01:00 (Europe/Berlin)',
-      rendered: 'Current time: 2026-03-04T06:06+01:00 (Europe/Berlin)',
-    }])
+    expect(delta.contexts).toEqual([
+      {
+        name: 'runtime:time',
+        order: 10,
+        stability: 'step',
+        text: 'Current time: 2026-03-04T06:06+01:00 (Europe/Berlin)',
+        rendered: 'Current time: 2026-03-04T06:06+01:00 (Europe/Berlin)',
+      },
+    ])
   })
 
   it('reads the clock on every assembly', async () => {
@@ -101,8 +103,7 @@ describe('the plugin', () => {
   })
 
   it('rejects an unknown time zone, naming the config key', async () => {
-    await expect(host.mount(time, { timeZone: 'Mars/Olympus_Mons' }))
-      .rejects.toThrow(/unknown time zone "Mars\/Olympus_Mons" \(config timeZone\)/)
+    await expect(host.mount(time, { timeZone: 'Mars/Olympus_Mons' })).rejects.toThrow(/unknown time zone "Mars\/Olympus_Mons" \(config timeZone\)/)
   })
 
   it('reaches the model as a user-role snapshot, never in the system text, and a new time is a new snapshot', async () => {
@@ -132,10 +133,18 @@ describe('the plugin', () => {
     await host.mount({
       name: 'slow-tool',
       inject: ['tools'],
-      apply: (ctx: any) => ctx.tools.register(defineTool({
-        name: 'slow', description: 'Takes 30 s.', parameters: { type: 'object', properties: {} },
-        execute: () => { vi.setSystemTime(Date.now() + 30_000); return 'ok' },
-      })),
+      apply: (ctx: any) =>
+        ctx.tools.register(
+          defineTool({
+            name: 'slow',
+            description: 'Takes 30 s.',
+            parameters: { type: 'object', properties: {} },
+            execute: () => {
+              vi.setSystemTime(Date.now() + 30_000)
+              return 'ok'
+            },
+          }),
+        ),
     })
     host.scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'done'])
     const run = await host.run('hello')

@@ -30,20 +30,25 @@ export const Config: Schema<Config> = Schema.object({
 /** The exact text of the context. */
 export function workspaceText(cwd: string, git?: GitState): string {
   const lines = [`Working directory: ${cwd}`]
-  const where = git?.branch !== undefined
-    ? `branch ${git.branch}${git.unborn ? ' (no commits yet)' : ''}`
-    : git?.detached !== undefined ? `detached HEAD at ${git.detached}` : undefined
-  const tree = git?.changed === undefined
-    ? undefined
-    : git.changed === 0 ? 'working tree clean' : `${git.changed} ${git.changed === 1 ? 'file' : 'files'} changed or untracked`
+  const where =
+    git?.branch !== undefined
+      ? `branch ${git.branch}${git.unborn ? ' (no commits yet)' : ''}`
+      : git?.detached !== undefined
+        ? `detached HEAD at ${git.detached}`
+        : undefined
+  const tree =
+    git?.changed === undefined
+      ? undefined
+      : git.changed === 0
+        ? 'working tree clean'
+        : `${git.changed} ${git.changed === 1 ? 'file' : 'files'} changed or untracked`
   const facts = [where, tree].filter(Boolean)
   if (git && facts.length) lines.push(`Git: ${facts.join(', ')}`)
   return lines.join('\n')
 }
 
 export function apply(ctx: Context, config: Config) {
-  const cwdOf = (context: AssembleContext) =>
-    resolve(config.root ?? context.agent?.cwd ?? process.cwd())
+  const cwdOf = (context: AssembleContext) => resolve(config.root ?? context.agent?.cwd ?? process.cwd())
   const owner = ctx.fiber.name
   const runner = new GitRunner(config.git)
   ctx.effect(() => () => runner.dispose(), `${name}: git processes`)

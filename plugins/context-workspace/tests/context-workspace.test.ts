@@ -24,8 +24,12 @@ afterAll(() => {
   else process.env.GIT_CEILING_DIRECTORIES = ceiling
 })
 
-beforeEach(async () => { host = await createHost({ cwd: base }) })
-afterEach(async () => { await host.dispose() })
+beforeEach(async () => {
+  host = await createHost({ cwd: base })
+})
+afterEach(async () => {
+  await host.dispose()
+})
 
 let counter = 0
 function dir(): string {
@@ -34,10 +38,12 @@ function dir(): string {
   return path
 }
 
-const git = (cwd: string, ...args: string[]) => execFileSync('git', [
-  '-c', 'user.name=Loom Test', '-c', 'user.email=test@example.invalid', '-c', 'commit.gpgsign=false',
-  '-c', 'init.defaultBranch=main', ...args,
-], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim()
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync(
+    'git',
+    ['-c', 'user.name=Loom Test', '-c', 'user.email=test@example.invalid', '-c', 'commit.gpgsign=false', '-c', 'init.defaultBranch=main', ...args],
+    { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
+  ).trim()
 
 function repo(): string {
   const path = dir()
@@ -60,7 +66,9 @@ describe('workspaceText', () => {
     expect(workspaceText('/w', { branch: 'main', changed: 0 })).toBe('Working directory: /w\nGit: branch main, working tree clean')
     expect(workspaceText('/w', { branch: 'main', changed: 1 })).toBe('Working directory: /w\nGit: branch main, 1 file changed or untracked')
     expect(workspaceText('/w', { detached: 'abc1234', changed: 3 })).toBe('Working directory: /w\nGit: detached HEAD at abc1234, 3 files changed or untracked')
-    expect(workspaceText('/w', { branch: 'main', unborn: true, changed: 0 })).toBe('Working directory: /w\nGit: branch main (no commits yet), working tree clean')
+    expect(workspaceText('/w', { branch: 'main', unborn: true, changed: 0 })).toBe(
+      'Working directory: /w\nGit: branch main (no commits yet), working tree clean',
+    )
     expect(workspaceText('/w', { branch: 'main' })).toBe('Working directory: /w\nGit: branch main')
     expect(workspaceText('/w', {})).toBe('Working directory: /w')
   })
@@ -74,14 +82,16 @@ describe('the plugin', () => {
     expect(delta.sections).toEqual([])
     expect(delta.tools).toEqual([])
     expect(delta.variables).toEqual([])
-    expect(delta.contexts).toEqual([{
-      name: 'runtime:workspace',
-      order: 20,
-      stability: 'step',
-      text: `Working directory: ${cwd}\nGit: branch main, working tree clean`,
-      rendered: `Working directory: ${cwd}\nGit: branch main, working tree clean`,
-      literal: true,
-    }])
+    expect(delta.contexts).toEqual([
+      {
+        name: 'runtime:workspace',
+        order: 20,
+        stability: 'step',
+        text: `Working directory: ${cwd}\nGit: branch main, working tree clean`,
+        rendered: `Working directory: ${cwd}\nGit: branch main, working tree clean`,
+        literal: true,
+      },
+    ])
   })
 
   it('follows the git state of a repository: dirty files, branches, detached HEAD', async () => {
@@ -151,8 +161,15 @@ describe('the plugin', () => {
     host.scriptedModel(['ok'])
     const run = await host.run('hi', { cwd })
     expect(run.reason).toEqual({ kind: 'completed' })
-    expect(run.requests[0].messages.some(message => message.role === 'user' && message.content.some(block =>
-      block.type === 'text' && block.text === `Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\n${text}`))).toBe(true)
+    expect(
+      run.requests[0].messages.some(
+        message =>
+          message.role === 'user' &&
+          message.content.some(
+            block => block.type === 'text' && block.text === `Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\n${text}`,
+          ),
+      ),
+    ).toBe(true)
   })
 
   it('config root overrides the session cwd', async () => {
@@ -205,9 +222,10 @@ describe('the plugin', () => {
     await turn('same state')
     writeFileSync(join(cwd, 'dirty.txt'), '')
     await turn('after a change')
-    const snapshots = (index: number) => script.requests[index].messages
-      .map(message => message.content.map(block => (block.type === 'text' ? block.text : '')).join(''))
-      .filter(text => text.includes('Working directory:'))
+    const snapshots = (index: number) =>
+      script.requests[index].messages
+        .map(message => message.content.map(block => (block.type === 'text' ? block.text : '')).join(''))
+        .filter(text => text.includes('Working directory:'))
     const clean = `Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\nWorking directory: ${cwd}\nGit: branch main, working tree clean`
     expect(snapshots(0)).toEqual([clean])
     expect(snapshots(1)).toEqual([clean])

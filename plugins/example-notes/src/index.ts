@@ -43,21 +43,23 @@ export function apply(ctx: Context, config: Config) {
     },
   })
 
-  ctx.tools.register(defineTool<{ text: string }>({
-    name: 'note',
-    description: 'Keep a short note. Notes are shown back to you in the runtime context.',
-    parameters: {
-      type: 'object',
-      properties: { text: { type: 'string', minLength: 1, maxLength: 500 } },
-      required: ['text'],
-      additionalProperties: false,
-    },
-    execute: (args, exec) => {
-      const list = notes.get(exec.agent?.id ?? GLOBAL) ?? []
-      list.push(args.text)
-      const dropped = list.splice(0, Math.max(0, list.length - config.maxNotes))
-      notes.set(exec.agent?.id ?? GLOBAL, list)
-      return dropped.length ? `Noted. (${dropped.length} oldest note dropped: at most ${config.maxNotes}.)` : 'Noted.'
-    },
-  }))
+  ctx.tools.register(
+    defineTool<{ text: string }>({
+      name: 'note',
+      description: 'Keep a short note. Notes are shown back to you in the runtime context.',
+      parameters: {
+        type: 'object',
+        properties: { text: { type: 'string', minLength: 1, maxLength: 500 } },
+        required: ['text'],
+        additionalProperties: false,
+      },
+      execute: (args, exec) => {
+        const list = notes.get(exec.agent?.id ?? GLOBAL) ?? []
+        list.push(args.text)
+        const dropped = list.splice(0, Math.max(0, list.length - config.maxNotes))
+        notes.set(exec.agent?.id ?? GLOBAL, list)
+        return dropped.length ? `Noted. (${dropped.length} oldest note dropped: at most ${config.maxNotes}.)` : 'Noted.'
+      },
+    }),
+  )
 }

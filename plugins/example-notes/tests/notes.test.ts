@@ -17,10 +17,7 @@ it('adds one guidance section, one runtime context and one tool', async () => {
 it('shows notes back to the model in the runtime context, not in the system text', async () => {
   host = await createHost()
   await host.mount(notes)
-  host.scriptedModel([
-    { toolCalls: [{ name: 'note', arguments: { text: 'the tests use {{fixtures}}' } }] },
-    'Noted it.',
-  ])
+  host.scriptedModel([{ toolCalls: [{ name: 'note', arguments: { text: 'the tests use {{fixtures}}' } }] }, 'Noted it.'])
   const run = await host.run('remember where the fixtures are')
   expect(run.reason).toEqual({ kind: 'completed' })
   const [first, second] = run.requests

@@ -91,7 +91,6 @@ export class AnthropicAdapter extends LlmAdapter {
     return { ...DEFAULT_RETRY_POLICY, ...(this.options.maxRetries !== undefined && { maxRetries: this.options.maxRetries }) }
   }
 
-
   override async listModels(provider: string): Promise<readonly LlmModelInfo[]> {
     return (this.options.models ?? DEFAULT_MODELS).map(id => this.modelInfo(provider, id))
   }
@@ -118,7 +117,10 @@ export class AnthropicAdapter extends LlmAdapter {
   }
 
   /** The request one call sends; throws MISSING_CREDENTIAL / BAD_REQUEST for bad configuration. */
-  buildRequest(options: GenerateOptions, endpoint = this.endpoint(options.provider)): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
+  buildRequest(
+    options: GenerateOptions,
+    endpoint = this.endpoint(options.provider),
+  ): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
     const { apiKey, baseUrl } = endpoint
     let url: string
     try {

@@ -11,7 +11,11 @@ export interface CredentialHint {
   credential: string
 }
 
-interface ErrorBody { type: string; message: string; requestId?: string }
+interface ErrorBody {
+  type: string
+  message: string
+  requestId?: string
+}
 
 /** `{"type":"error","error":{"type","message"},"request_id"}`, or the raw text. */
 export function parseErrorBody(bodyText: string): ErrorBody {
@@ -74,9 +78,10 @@ export function httpError(provider: string, status: number, bodyText: string, he
   else if (status === 529 || status === 503) code = 'SERVICE_UNAVAILABLE'
   else if (status >= 500) code = 'SERVER'
   else code = 'BAD_REQUEST'
-  const message = code === 'AUTH'
-    ? `${provider}: HTTP ${status}: ${detail} — check ${hint.credential} (route "${provider}")`
-    : `${provider}: HTTP ${status}: ${detail}${body.type && body.message ? ` (${body.type})` : ''}`
+  const message =
+    code === 'AUTH'
+      ? `${provider}: HTTP ${status}: ${detail} — check ${hint.credential} (route "${provider}")`
+      : `${provider}: HTTP ${status}: ${detail}${body.type && body.message ? ` (${body.type})` : ''}`
   const retryAfter = parseRetryAfter(headers)
   const requestId = requestIdOf(headers).requestId ?? body.requestId
   return new LlmError(message, code, {
@@ -92,9 +97,10 @@ export function streamError(provider: string, data: Record<string, unknown>, red
   const message = redact(body.message)
   const code = codeOfType(body.type, message) ?? 'SERVER'
   const what = [body.type, message].filter(Boolean).join(': ') || 'unknown error'
-  const text = code === 'AUTH'
-    ? `${provider}: error in the event stream: ${what} — check ${hint.credential} (route "${provider}")`
-    : `${provider}: error in the event stream: ${what}`
+  const text =
+    code === 'AUTH'
+      ? `${provider}: error in the event stream: ${what} — check ${hint.credential} (route "${provider}")`
+      : `${provider}: error in the event stream: ${what}`
   return new LlmError(text, code, body.requestId ? { requestId: body.requestId } : {})
 }
 

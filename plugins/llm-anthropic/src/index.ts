@@ -61,21 +61,40 @@ export const Config: Schema<Partial<Config>, Config> = Schema.object({
   apiKey: Schema.string().role('secret').description('API key (sent as `x-api-key`). Wins over `apiKeyEnv`; prefer the environment variable.'),
   apiKeyEnv: Schema.string().default('ANTHROPIC_API_KEY').description('Environment variable holding the API key, read on every call.'),
   defaultBaseUrl: Schema.string().default(DEFAULTS.defaultBaseUrl).description('Base URL used when neither `baseUrl` nor `baseUrlEnv` gives one.'),
-  models: Schema.array(Schema.string()).default([...DEFAULT_MODELS]).description('Model ids listed for this route, the default first; other ids still pass through.'),
+  models: Schema.array(Schema.string())
+    .default([...DEFAULT_MODELS])
+    .description('Model ids listed for this route, the default first; other ids still pass through.'),
   contextWindow: Schema.natural().default(DEFAULTS.contextWindow).description('Context window reported for every model, in tokens.'),
-  maxTokens: Schema.natural().min(1).default(DEFAULTS.maxTokens).description('`max_tokens` of a call that sets none (the API requires one); thinking counts against it.'),
-  thinking: Schema.union(['auto', 'adaptive', 'enabled', 'disabled']).default('auto')
-    .description('`auto` sends no `thinking` field (the model\'s default); `adaptive`, `enabled` (with `thinkingBudgetTokens`) and `disabled` send that `thinking.type`.'),
-  thinkingBudgetTokens: Schema.natural().min(1024).default(DEFAULTS.thinkingBudgetTokens).description('`budget_tokens` with `thinking: enabled`; must stay below `maxTokens`.'),
-  prefixMismatchBehavior: Schema.union(['error', 'drop_block'])
-    .description('Sent as `thinking.block_binding.prefix_mismatch_behavior` when a thinking object is sent (`drop_block`: the API drops thinking whose history changed, e.g. after compaction, instead of answering 400).'),
-  reasoningEfforts: Schema.array(Schema.string()).default([...DEFAULT_REASONING_EFFORTS])
+  maxTokens: Schema.natural()
+    .min(1)
+    .default(DEFAULTS.maxTokens)
+    .description('`max_tokens` of a call that sets none (the API requires one); thinking counts against it.'),
+  thinking: Schema.union(['auto', 'adaptive', 'enabled', 'disabled'])
+    .default('auto')
+    .description(
+      "`auto` sends no `thinking` field (the model's default); `adaptive`, `enabled` (with `thinkingBudgetTokens`) and `disabled` send that `thinking.type`.",
+    ),
+  thinkingBudgetTokens: Schema.natural()
+    .min(1024)
+    .default(DEFAULTS.thinkingBudgetTokens)
+    .description('`budget_tokens` with `thinking: enabled`; must stay below `maxTokens`.'),
+  prefixMismatchBehavior: Schema.union(['error', 'drop_block']).description(
+    'Sent as `thinking.block_binding.prefix_mismatch_behavior` when a thinking object is sent (`drop_block`: the API drops thinking whose history changed, e.g. after compaction, instead of answering 400).',
+  ),
+  reasoningEfforts: Schema.array(Schema.string())
+    .default([...DEFAULT_REASONING_EFFORTS])
     .description('Reasoning efforts callers may ask for: `off` sends `thinking: {type: disabled}`, any other goes as `output_config.effort`. Empty: none.'),
-  reasoningEffort: Schema.string().description('The reasoning effort of a call that names none (one of `reasoningEfforts`); unset: the model\'s own default.'),
-  idleTimeoutMs: Schema.natural().default(DEFAULTS.idleTimeoutMs).description('Fail with TIMEOUT (retried by the loop) when the provider sends nothing for this long.'),
+  reasoningEffort: Schema.string().description("The reasoning effort of a call that names none (one of `reasoningEfforts`); unset: the model's own default."),
+  idleTimeoutMs: Schema.natural()
+    .default(DEFAULTS.idleTimeoutMs)
+    .description('Fail with TIMEOUT (retried by the loop) when the provider sends nothing for this long.'),
   requestTimeoutMs: Schema.natural().description('Wall-clock limit for one request; unset means none.'),
-  maxResponseBytes: Schema.natural().default(DEFAULTS.maxResponseBytes).description('Most bytes of one streamed answer; a larger one fails with RESPONSE_TOO_LARGE.'),
-  maxRetries: Schema.natural().default(DEFAULTS.maxRetries).description('Retries the agent loop makes after 429, 5xx, 529 overload, timeouts and network failures (each call is one HTTP attempt).'),
+  maxResponseBytes: Schema.natural()
+    .default(DEFAULTS.maxResponseBytes)
+    .description('Most bytes of one streamed answer; a larger one fails with RESPONSE_TOO_LARGE.'),
+  maxRetries: Schema.natural()
+    .default(DEFAULTS.maxRetries)
+    .description('Retries the agent loop makes after 429, 5xx, 529 overload, timeouts and network failures (each call is one HTTP attempt).'),
 })
 
 /** Registers an Anthropic Messages adapter for `config.provider`; the route goes away with this plugin. */

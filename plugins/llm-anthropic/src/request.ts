@@ -4,7 +4,9 @@
 import { LlmError, type ContentBlock, type GenerateOptions, type Message, type ToolSchema } from '@loom/llm'
 import { isObject } from './errors.ts'
 
-export interface CacheControl { type: 'ephemeral' }
+export interface CacheControl {
+  type: 'ephemeral'
+}
 
 export type WireBlock =
   | { type: 'text'; text: string; cache_control?: CacheControl }
@@ -13,15 +15,20 @@ export type WireBlock =
   | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown>; cache_control?: CacheControl }
   | { type: 'tool_result'; tool_use_id: string; content?: { type: 'text'; text: string }[]; is_error?: true; cache_control?: CacheControl }
 
-export interface WireMessage { role: 'user' | 'assistant'; content: WireBlock[] }
+export interface WireMessage {
+  role: 'user' | 'assistant'
+  content: WireBlock[]
+}
 
-export interface WireTool { name: string; description: string; input_schema: Record<string, unknown>; cache_control?: CacheControl }
+export interface WireTool {
+  name: string
+  description: string
+  input_schema: Record<string, unknown>
+  cache_control?: CacheControl
+}
 
 /** One entry per emitted block of an answer, in `replayState.blocks` (null: nothing to carry). */
-export type ReplayBlock =
-  | { type: 'thinking'; signature: string }
-  | { type: 'redacted_thinking'; data: string }
-  | null
+export type ReplayBlock = { type: 'thinking'; signature: string } | { type: 'redacted_thinking'; data: string } | null
 
 /** How a route asks for thinking (see the README). */
 export type ThinkingMode = 'auto' | 'adaptive' | 'enabled' | 'disabled'
@@ -75,7 +82,10 @@ function thinkingFields(effort: string | undefined, settings: BodySettings, maxT
         break
       case 'enabled':
         if (!(settings.thinkingBudgetTokens < maxTokens)) {
-          throw new LlmError(`${provider}: thinkingBudgetTokens (${settings.thinkingBudgetTokens}) must be less than max_tokens (${maxTokens}); lower the budget or raise maxTokens`, 'BAD_REQUEST')
+          throw new LlmError(
+            `${provider}: thinkingBudgetTokens (${settings.thinkingBudgetTokens}) must be less than max_tokens (${maxTokens}); lower the budget or raise maxTokens`,
+            'BAD_REQUEST',
+          )
         }
         thinking = { type: 'enabled', budget_tokens: settings.thinkingBudgetTokens }
         break
@@ -242,8 +252,12 @@ function mark(turn: WireMessage): void {
 /** Every `cache_control` marker of a request body, as paths (for tests and diagnostics). */
 export function breakpointsOf(body: { tools?: readonly WireTool[]; system?: readonly WireBlock[]; messages?: readonly WireMessage[] }): string[] {
   const paths: string[] = []
-  body.tools?.forEach((tool, i) => { if (tool.cache_control) paths.push(`tools.${i}`) })
-  body.system?.forEach((block, i) => { if ('cache_control' in block && block.cache_control) paths.push(`system.${i}`) })
+  body.tools?.forEach((tool, i) => {
+    if (tool.cache_control) paths.push(`tools.${i}`)
+  })
+  body.system?.forEach((block, i) => {
+    if ('cache_control' in block && block.cache_control) paths.push(`system.${i}`)
+  })
   body.messages?.forEach((message, m) => {
     message.content.forEach((block, b) => {
       if ('cache_control' in block && block.cache_control) paths.push(`messages.${m}.content.${b}`)

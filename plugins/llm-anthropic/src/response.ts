@@ -145,9 +145,7 @@ export class EventMapper {
   private *text(open: Extract<OpenBlock, { kind: 'text' | 'thinking' }>, text: string): Generator<StreamChunk> {
     if (!text) return
     open.text += text
-    yield open.kind === 'text'
-      ? { type: 'text-delta', index: open.index, text }
-      : { type: 'reasoning-delta', index: open.index, text }
+    yield open.kind === 'text' ? { type: 'text-delta', index: open.index, text } : { type: 'reasoning-delta', index: open.index, text }
   }
 
   private *stop(at: number): Generator<StreamChunk> {
@@ -202,7 +200,11 @@ export class EventMapper {
         throw new LlmError(`${this.provider}: the model declined to answer (stop_reason "refusal")`, 'BAD_REQUEST')
       default:
         // 'tool_use', 'end_turn', 'stop_sequence', 'pause_turn', and reasons added later.
-        yield { type: 'finish', reason: { kind: this.toolCalls || this.stopReason === 'tool_use' ? 'tool-calls' : 'stop' }, ...(replayState && { replayState }) }
+        yield {
+          type: 'finish',
+          reason: { kind: this.toolCalls || this.stopReason === 'tool_use' ? 'tool-calls' : 'stop' },
+          ...(replayState && { replayState }),
+        }
     }
   }
 

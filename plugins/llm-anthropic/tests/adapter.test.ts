@@ -42,7 +42,10 @@ const call = (overrides: Partial<GenerateOptions> = {}): GenerateOptions => ({
   ...overrides,
 })
 
-interface Outcome { chunks: StreamChunk[]; error?: LlmError }
+interface Outcome {
+  chunks: StreamChunk[]
+  error?: LlmError
+}
 
 async function collect(adapter: AnthropicAdapter, options: GenerateOptions = call(), onChunk?: (chunk: StreamChunk) => void | Promise<void>): Promise<Outcome> {
   const chunks: StreamChunk[] = []
@@ -66,8 +69,7 @@ function answerOf(chunks: StreamChunk[], model = 'claude-sonnet-5-5'): Message {
   return createAssistantMessage({ content: assembler.blocks(), source: { provider: 'anthropic', model, ...(replayState !== undefined && { replayState }) } })
 }
 
-const texts = (chunks: StreamChunk[], type: 'text-delta' | 'reasoning-delta') =>
-  chunks.flatMap(chunk => (chunk.type === type ? [chunk.text] : [])).join('')
+const texts = (chunks: StreamChunk[], type: 'text-delta' | 'reasoning-delta') => chunks.flatMap(chunk => (chunk.type === type ? [chunk.text] : [])).join('')
 const finishOf = (chunks: StreamChunk[]) => chunks.find(chunk => chunk.type === 'finish')
 const withoutMarkers = (value: unknown) => JSON.parse(JSON.stringify(value, (key, v) => (key === 'cache_control' ? undefined : v)))
 
@@ -97,7 +99,10 @@ describe('request', () => {
       createUserMessage({ source: { kind: 'plugin', plugin: 'context-time' }, content: [{ type: 'text', text: '<context>now</context>' }] }),
       { id: 's1', role: 'system', content: [{ type: 'text', text: 'Project notes.' }], source: { kind: 'plugin', plugin: 'notes' } },
     ]
-    const { error } = await collect(adapterFor(server), call({ system: 'You are Loom.', tools: TOOLS, messages, maxTokens: 512, temperature: 0.2, stop: ['END'] }))
+    const { error } = await collect(
+      adapterFor(server),
+      call({ system: 'You are Loom.', tools: TOOLS, messages, maxTokens: 512, temperature: 0.2, stop: ['END'] }),
+    )
     expect(error).toBeUndefined()
     const [request] = server.requests
     expect(request.outcome).toBe('message')
@@ -159,7 +164,10 @@ describe('request', () => {
       return { thinking, output_config }
     }
     expect(await bodies({ thinking: 'adaptive' })).toEqual({ thinking: { type: 'adaptive' }, output_config: undefined })
-    expect(await bodies({ thinking: 'enabled', thinkingBudgetTokens: 4000 })).toEqual({ thinking: { type: 'enabled', budget_tokens: 4000 }, output_config: undefined })
+    expect(await bodies({ thinking: 'enabled', thinkingBudgetTokens: 4000 })).toEqual({
+      thinking: { type: 'enabled', budget_tokens: 4000 },
+      output_config: undefined,
+    })
     expect(await bodies({ thinking: 'disabled' })).toEqual({ thinking: { type: 'disabled' }, output_config: undefined })
     expect(await bodies({ thinking: 'adaptive' }, { reasoningEffort: 'high' })).toEqual({ thinking: { type: 'adaptive' }, output_config: { effort: 'high' } })
     expect(await bodies({}, { reasoningEffort: 'low' })).toEqual({ thinking: undefined, output_config: { effort: 'low' } })
@@ -182,7 +190,12 @@ describe('request', () => {
   it('resolves the key and base URL from the environment on every call; a missing key names the variable', async () => {
     const server = await serve([{ type: 'message' }])
     const env: Record<string, string | undefined> = {}
-    const adapter = new AnthropicAdapter({ apiKeyEnv: 'ANTHROPIC_API_KEY', baseUrlEnv: 'ANTHROPIC_BASE_URL', defaultBaseUrl: 'http://127.0.0.1:9', env: () => env })
+    const adapter = new AnthropicAdapter({
+      apiKeyEnv: 'ANTHROPIC_API_KEY',
+      baseUrlEnv: 'ANTHROPIC_BASE_URL',
+      defaultBaseUrl: 'http://127.0.0.1:9',
+      env: () => env,
+    })
     const missing = await collect(adapter)
     expect(missing.error?.code).toBe('MISSING_CREDENTIAL')
     expect(missing.error?.message).toBe('no API key for provider "anthropic": set the ANTHROPIC_API_KEY environment variable or the apiKey option')
@@ -205,29 +218,66 @@ describe('request', () => {
   it('drops reasoning without provider data, empty text and empty messages; merges same-role turns', () => {
     const foreign = createAssistantMessage({
       source: { provider: 'deepseek', model: 'deepseek-chat' },
-      content: [{ type: 'reasoning', text: 'no signature' }, { type: 'text', text: '' }, { type: 'text', text: 'Hi.' }],
+      content: [
+        { type: 'reasoning', text: 'no signature' },
+        { type: 'text', text: '' },
+        { type: 'text', text: 'Hi.' },
+      ],
     })
     const empty = createAssistantMessage({ source: { provider: 'anthropic', model: 'm' }, content: [] })
     const wire = mapMessages([userText('a'), empty, userText('b'), foreign, userText('c')], { breakpoints: false })
     expect(wire).toEqual([
-      { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'a' },
+          { type: 'text', text: 'b' },
+        ],
+      },
       { role: 'assistant', content: [{ type: 'text', text: 'Hi.' }] },
       { role: 'user', content: [{ type: 'text', text: 'c' }] },
     ])
   })
 
   it('reports models, context window, default max tokens, efforts and the retry policy', async () => {
-    const adapter = new AnthropicAdapter({ models: ['claude-haiku-4-5'], contextWindow: 64_000, maxTokens: 8_000, maxRetries: 3, reasoningEfforts: ['off', 'high'], reasoningEffort: 'high' })
-    expect(await adapter.listModels('anthropic')).toEqual([{
-      provider: 'anthropic', id: 'claude-haiku-4-5', name: 'claude-haiku-4-5', context: { contextWindow: 64_000 }, defaultMaxTokens: 8_000,
-      reasoning: { efforts: [{ id: 'off', name: 'off' }, { id: 'high', name: 'high' }], defaultEffort: 'high' },
-    }])
+    const adapter = new AnthropicAdapter({
+      models: ['claude-haiku-4-5'],
+      contextWindow: 64_000,
+      maxTokens: 8_000,
+      maxRetries: 3,
+      reasoningEfforts: ['off', 'high'],
+      reasoningEffort: 'high',
+    })
+    expect(await adapter.listModels('anthropic')).toEqual([
+      {
+        provider: 'anthropic',
+        id: 'claude-haiku-4-5',
+        name: 'claude-haiku-4-5',
+        context: { contextWindow: 64_000 },
+        defaultMaxTokens: 8_000,
+        reasoning: {
+          efforts: [
+            { id: 'off', name: 'off' },
+            { id: 'high', name: 'high' },
+          ],
+          defaultEffort: 'high',
+        },
+      },
+    ])
     expect(await new AnthropicAdapter({ reasoningEfforts: [] }).resolveModel('anthropic', 'x')).toEqual({
-      provider: 'anthropic', id: 'x', name: 'x', context: { contextWindow: 200_000 }, defaultMaxTokens: 32_000,
+      provider: 'anthropic',
+      id: 'x',
+      name: 'x',
+      context: { contextWindow: 200_000 },
+      defaultMaxTokens: 32_000,
     })
     expect(adapter.providerRetryPolicy('anthropic')).toEqual({
-      mode: 'normal', maxRetries: 3, retryableCodes: ['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK'],
-      initialDelayMs: 500, maxDelayMs: 10_000, jitterRatio: 0.1,
+      mode: 'normal',
+      maxRetries: 3,
+      retryableCodes: ['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK'],
+      initialDelayMs: 500,
+      maxDelayMs: 10_000,
+      jitterRatio: 0.1,
     })
     expect(VERSION).toBe(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version)
   })
@@ -296,33 +346,49 @@ describe('stream mapping', () => {
 
   it('an empty thinking block (display omitted) is still a block, passed back with its signature', async () => {
     const server = await serve([
-      { type: 'message', blocks: [{ type: 'thinking', thinking: '' }, { type: 'tool_use', id: 'toolu_e', name: 'grep', input: {} }] },
+      {
+        type: 'message',
+        blocks: [
+          { type: 'thinking', thinking: '' },
+          { type: 'tool_use', id: 'toolu_e', name: 'grep', input: {} },
+        ],
+      },
       { type: 'message' },
     ])
     const first = await collect(adapterFor(server))
     const answer = answerOf(first.chunks)
     expect(answer.content[0]).toEqual({ type: 'reasoning', text: '' })
-    const second = await collect(adapterFor(server), call({
-      messages: [userText('go'), answer, createToolResultMessage({ callId: 'toolu_e', content: [{ type: 'text', text: 'none' }] })],
-    }))
+    const second = await collect(
+      adapterFor(server),
+      call({
+        messages: [userText('go'), answer, createToolResultMessage({ callId: 'toolu_e', content: [{ type: 'text', text: 'none' }] })],
+      }),
+    )
     expect(second.error).toBeUndefined()
     expect(server.requests[1].body.messages[1].content[0]).toMatchObject({ type: 'thinking', thinking: '', signature: expect.stringMatching(/^sig_/) })
   })
 
   it('ignores ping, unknown events and unknown block types', async () => {
-    const server = await serve([{ type: 'raw', status: 200, contentType: 'text/event-stream', body: [
-      'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","usage":{"input_tokens":3,"output_tokens":1}}}\n\n',
-      'event: ping\ndata: {"type":"ping"}\n\n',
-      'event: brand_new\ndata: {"type":"brand_new","x":1}\n\n',
-      'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s1","name":"web_search","input":{}}}\n\n',
-      'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}\n\n',
-      'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
-      'event: content_block_start\ndata: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}\n\n',
-      'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"ok"}}\n\n',
-      'event: content_block_stop\ndata: {"type":"content_block_stop","index":1}\n\n',
-      'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}\n\n',
-      'event: message_stop\ndata: {"type":"message_stop"}\n\n',
-    ].join('') }])
+    const server = await serve([
+      {
+        type: 'raw',
+        status: 200,
+        contentType: 'text/event-stream',
+        body: [
+          'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","usage":{"input_tokens":3,"output_tokens":1}}}\n\n',
+          'event: ping\ndata: {"type":"ping"}\n\n',
+          'event: brand_new\ndata: {"type":"brand_new","x":1}\n\n',
+          'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s1","name":"web_search","input":{}}}\n\n',
+          'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}\n\n',
+          'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+          'event: content_block_start\ndata: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}\n\n',
+          'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"ok"}}\n\n',
+          'event: content_block_stop\ndata: {"type":"content_block_stop","index":1}\n\n',
+          'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}\n\n',
+          'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+        ].join(''),
+      },
+    ])
     const { chunks, error } = await collect(adapterFor(server))
     expect(error).toBeUndefined()
     expect(chunks).toEqual([
@@ -335,11 +401,17 @@ describe('stream mapping', () => {
   })
 
   it('a max_tokens answer: the loop drops its tool calls, and the replay state stays aligned with what is left', async () => {
-    const server = await serve([{
-      type: 'message',
-      stopReason: 'max_tokens',
-      blocks: [{ type: 'thinking', thinking: 'Plan.' }, { type: 'tool_use', id: 'toolu_x', name: 'grep', input: { pattern: 'a' } }, { type: 'text', text: 'Cut' }],
-    }])
+    const server = await serve([
+      {
+        type: 'message',
+        stopReason: 'max_tokens',
+        blocks: [
+          { type: 'thinking', thinking: 'Plan.' },
+          { type: 'tool_use', id: 'toolu_x', name: 'grep', input: { pattern: 'a' } },
+          { type: 'text', text: 'Cut' },
+        ],
+      },
+    ])
     const { chunks } = await collect(adapterFor(server))
     expect(finishOf(chunks)).toMatchObject({ reason: { kind: 'max-tokens' } })
     const answer = answerOf(chunks)
@@ -352,7 +424,10 @@ describe('stream mapping', () => {
 
   it('a replay state that does not match the content is not used', () => {
     const answer = createAssistantMessage({
-      content: [{ type: 'reasoning', text: 'x' }, { type: 'text', text: 'y' }],
+      content: [
+        { type: 'reasoning', text: 'x' },
+        { type: 'text', text: 'y' },
+      ],
       source: { provider: 'anthropic', model: 'm', replayState: { response: null, blocks: [{ type: 'thinking', signature: 's' }] } },
     })
     expect(mapMessages([userText('a'), answer], { breakpoints: false })[1].content).toEqual([{ type: 'text', text: 'y' }])
@@ -369,7 +444,13 @@ describe('stream mapping', () => {
 describe('round trips', () => {
   it('tool use: the next request carries the tool_use and the tool_result right after it', async () => {
     const server = await serve([
-      { type: 'message', blocks: [{ type: 'text', text: 'Let me look.' }, { type: 'tool_use', id: 'toolu_1', name: 'read_file', input: { path: 'README.md' } }] },
+      {
+        type: 'message',
+        blocks: [
+          { type: 'text', text: 'Let me look.' },
+          { type: 'tool_use', id: 'toolu_1', name: 'read_file', input: { path: 'README.md' } },
+        ],
+      },
       { type: 'message', blocks: [{ type: 'text', text: 'It is a README.' }] },
     ])
     const adapter = adapterFor(server)
@@ -382,15 +463,33 @@ describe('round trips', () => {
     expect(texts(second.chunks, 'text-delta')).toBe('It is a README.')
     expect(withoutMarkers(server.requests[1].body.messages)).toEqual([
       { role: 'user', content: [{ type: 'text', text: 'What is in README.md?' }] },
-      { role: 'assistant', content: [{ type: 'text', text: 'Let me look.' }, { type: 'tool_use', id: 'toolu_1', name: 'read_file', input: { path: 'README.md' } }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'text', text: 'Let me look.' },
+          { type: 'tool_use', id: 'toolu_1', name: 'read_file', input: { path: 'README.md' } },
+        ],
+      },
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: '# Loom' }] }] },
     ])
   })
 
   it('thinking with tool use: the thinking block goes back with its signature, unchanged', async () => {
     const server = await serve([
-      { type: 'message', blocks: [{ type: 'thinking', thinking: 'The user wants the README.' }, { type: 'tool_use', id: 'toolu_t', name: 'read_file', input: { path: 'README.md' } }] },
-      { type: 'message', blocks: [{ type: 'thinking', thinking: 'Now answer.' }, { type: 'text', text: 'Done.' }] },
+      {
+        type: 'message',
+        blocks: [
+          { type: 'thinking', thinking: 'The user wants the README.' },
+          { type: 'tool_use', id: 'toolu_t', name: 'read_file', input: { path: 'README.md' } },
+        ],
+      },
+      {
+        type: 'message',
+        blocks: [
+          { type: 'thinking', thinking: 'Now answer.' },
+          { type: 'text', text: 'Done.' },
+        ],
+      },
       { type: 'message' },
       { type: 'message' },
     ])
@@ -410,7 +509,11 @@ describe('round trips', () => {
     // A changed signature is refused like the real API refuses it.
     const tampered = createAssistantMessage({
       content: answer.content,
-      source: { provider: 'anthropic', model: 'claude-sonnet-5-5', replayState: { response: null, blocks: [{ type: 'thinking', signature: `${signature}x` }, null] } },
+      source: {
+        provider: 'anthropic',
+        model: 'claude-sonnet-5-5',
+        replayState: { response: null, blocks: [{ type: 'thinking', signature: `${signature}x` }, null] },
+      },
     })
     const third = await collect(adapter, call({ tools: TOOLS, messages: [history[0], tampered, history[2]] }))
     expect(third.error?.code).toBe('BAD_REQUEST')
@@ -425,15 +528,25 @@ describe('round trips', () => {
 
   it('redacted thinking goes back with its data', async () => {
     const server = await serve([
-      { type: 'message', blocks: [{ type: 'redacted_thinking' }, { type: 'thinking', thinking: 'Readable part.' }, { type: 'tool_use', id: 'toolu_r', name: 'grep', input: { pattern: 'x' } }] },
+      {
+        type: 'message',
+        blocks: [
+          { type: 'redacted_thinking' },
+          { type: 'thinking', thinking: 'Readable part.' },
+          { type: 'tool_use', id: 'toolu_r', name: 'grep', input: { pattern: 'x' } },
+        ],
+      },
       { type: 'message' },
     ])
     const adapter = adapterFor(server, { thinking: 'enabled', thinkingBudgetTokens: 2048, maxTokens: 4096 })
     const first = await collect(adapter)
     const data = (finishOf(first.chunks) as any).replayState.blocks[0].data
-    const second = await collect(adapter, call({
-      messages: [userText('Hi'), answerOf(first.chunks), createToolResultMessage({ callId: 'toolu_r', content: [{ type: 'text', text: 'x' }] })],
-    }))
+    const second = await collect(
+      adapter,
+      call({
+        messages: [userText('Hi'), answerOf(first.chunks), createToolResultMessage({ callId: 'toolu_r', content: [{ type: 'text', text: 'x' }] })],
+      }),
+    )
     expect(second.error).toBeUndefined()
     expect(server.requests[1].body.messages[1].content).toEqual([
       { type: 'redacted_thinking', data },
@@ -446,15 +559,31 @@ describe('round trips', () => {
 describe('cache breakpoints', () => {
   it('two consecutive requests of a tool loop: at most 4 breakpoints, in the documented places; past turns unchanged', async () => {
     const server = await serve([
-      { type: 'message', blocks: [{ type: 'thinking', thinking: 'Plan.' }, { type: 'tool_use', id: 'toolu_1', name: 'grep', input: { pattern: 'a' } }] },
-      { type: 'message', blocks: [{ type: 'thinking', thinking: 'More.' }, { type: 'tool_use', id: 'toolu_2', name: 'read_file', input: { path: 'b' } }] },
+      {
+        type: 'message',
+        blocks: [
+          { type: 'thinking', thinking: 'Plan.' },
+          { type: 'tool_use', id: 'toolu_1', name: 'grep', input: { pattern: 'a' } },
+        ],
+      },
+      {
+        type: 'message',
+        blocks: [
+          { type: 'thinking', thinking: 'More.' },
+          { type: 'tool_use', id: 'toolu_2', name: 'read_file', input: { path: 'b' } },
+        ],
+      },
       { type: 'message', blocks: [{ type: 'text', text: 'Done.' }] },
     ])
     const adapter = adapterFor(server, { thinking: 'adaptive' })
     const options = (messages: Message[]) => call({ system: 'You are Loom.', tools: TOOLS, messages })
-    const snapshot = (n: number) => createUserMessage({ source: { kind: 'plugin', plugin: 'context-time' }, content: [{ type: 'text', text: `<context>step ${n}</context>` }] })
+    const snapshot = (n: number) =>
+      createUserMessage({ source: { kind: 'plugin', plugin: 'context-time' }, content: [{ type: 'text', text: `<context>step ${n}</context>` }] })
     const history: Message[] = [userText('Find a'), snapshot(1)]
-    for (const [n, callId] of [[2, 'toolu_1'], [3, 'toolu_2']] as const) {
+    for (const [n, callId] of [
+      [2, 'toolu_1'],
+      [3, 'toolu_2'],
+    ] as const) {
       const { chunks, error } = await collect(adapter, options(history))
       expect(error).toBeUndefined()
       history.push(answerOf(chunks), createToolResultMessage({ callId, content: [{ type: 'text', text: `result ${n}` }] }), snapshot(n))
@@ -479,7 +608,10 @@ describe('cache breakpoints', () => {
 
   it('never marks a thinking block; a turn ending in thinking is marked on its last other block', () => {
     const answer = createAssistantMessage({
-      content: [{ type: 'text', text: 'Hmm.' }, { type: 'reasoning', text: 'think' }],
+      content: [
+        { type: 'text', text: 'Hmm.' },
+        { type: 'reasoning', text: 'think' },
+      ],
       source: { provider: 'anthropic', model: 'm', replayState: { response: null, blocks: [null, { type: 'thinking', signature: 's' }] } },
     })
     const wire = mapMessages([userText('a'), answer])
@@ -494,15 +626,46 @@ describe('cache breakpoints', () => {
 describe('errors', () => {
   const httpCases: [string, string, Behaviour, number][] = [
     ['401', 'AUTH', { type: 'http_error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key' }, 401],
-    ['403', 'AUTH', { type: 'http_error', status: 403, errorType: 'permission_error', message: 'Your API key does not have permission to use the specified resource.' }, 403],
-    ['429', 'RATE_LIMIT', { type: 'http_error', status: 429, errorType: 'rate_limit_error', message: 'Number of request tokens has exceeded your per-minute rate limit', headers: { 'retry-after': '7' } }, 429],
+    [
+      '403',
+      'AUTH',
+      { type: 'http_error', status: 403, errorType: 'permission_error', message: 'Your API key does not have permission to use the specified resource.' },
+      403,
+    ],
+    [
+      '429',
+      'RATE_LIMIT',
+      {
+        type: 'http_error',
+        status: 429,
+        errorType: 'rate_limit_error',
+        message: 'Number of request tokens has exceeded your per-minute rate limit',
+        headers: { 'retry-after': '7' },
+      },
+      429,
+    ],
     ['529', 'SERVICE_UNAVAILABLE', { type: 'http_error', status: 529, errorType: 'overloaded_error', message: 'Overloaded' }, 529],
     ['503', 'SERVICE_UNAVAILABLE', { type: 'http_error', status: 503, errorType: 'api_error', message: 'Service Unavailable' }, 503],
     ['500', 'SERVER', { type: 'http_error', status: 500, errorType: 'api_error', message: 'Internal server error' }, 500],
     ['400', 'BAD_REQUEST', { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'messages: field required' }, 400],
-    ['400 prompt too long', 'CONTEXT_OVERFLOW', { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'prompt is too long: 210000 tokens > 200000 maximum' }, 400],
-    ['400 credit balance', 'QUOTA', { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'Your credit balance is too low to access the Anthropic API.' }, 400],
-    ['413', 'CONTEXT_OVERFLOW', { type: 'http_error', status: 413, errorType: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' }, 413],
+    [
+      '400 prompt too long',
+      'CONTEXT_OVERFLOW',
+      { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'prompt is too long: 210000 tokens > 200000 maximum' },
+      400,
+    ],
+    [
+      '400 credit balance',
+      'QUOTA',
+      { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'Your credit balance is too low to access the Anthropic API.' },
+      400,
+    ],
+    [
+      '413',
+      'CONTEXT_OVERFLOW',
+      { type: 'http_error', status: 413, errorType: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' },
+      413,
+    ],
     ['408', 'TIMEOUT', { type: 'http_error', status: 408, errorType: 'timeout_error', message: 'Request timed out' }, 408],
   ]
 
@@ -516,7 +679,7 @@ describe('errors', () => {
     expect(server.requests).toHaveLength(1) // the loop retries, not the adapter
   })
 
-  it('401 says what to check: the route, the env var, and the provider\'s own text', async () => {
+  it("401 says what to check: the route, the env var, and the provider's own text", async () => {
     const server = await serve([], { apiKey: 'sk-ant-the-right-one' })
     const adapter = new AnthropicAdapter({ baseUrl: server.url, apiKeyEnv: 'ANTHROPIC_API_KEY', env: () => ({ ANTHROPIC_API_KEY: KEY }) })
     const { error } = await collect(adapter)
@@ -589,11 +752,14 @@ describe('errors', () => {
 
   it('the key never appears in an error message, even when the server echoes it', async () => {
     const secret = 'sk-ant-api03-SECRET-value-1234567890'
-    const server = await serve([
-      { type: 'http_error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key', echoKey: true },
-      { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'bad request Authorization: Bearer abc.def.ghi', echoKey: true },
-      { type: 'error_event', errorType: 'api_error', message: 'boom', echoKey: true },
-    ], { apiKey: secret })
+    const server = await serve(
+      [
+        { type: 'http_error', status: 401, errorType: 'authentication_error', message: 'invalid x-api-key', echoKey: true },
+        { type: 'http_error', status: 400, errorType: 'invalid_request_error', message: 'bad request Authorization: Bearer abc.def.ghi', echoKey: true },
+        { type: 'error_event', errorType: 'api_error', message: 'boom', echoKey: true },
+      ],
+      { apiKey: secret },
+    )
     const adapter = adapterFor(server, { apiKey: secret })
     const errors: LlmError[] = []
     for (let i = 0; i < 3; i++) errors.push((await collect(adapter)).error!)
@@ -649,7 +815,12 @@ describe('plugin', () => {
     const fiber = await root.plugin(plugin, { baseUrl: server.url, apiKey: KEY, contextWindow: 1_000_000 })
     expect(root.llm.listProviders()).toEqual([{ id: 'anthropic', name: 'anthropic' }])
     expect(await root.llm.resolveModelInfo('anthropic', 'claude-sonnet-5-5')).toMatchObject({ context: { contextWindow: 1_000_000 }, defaultMaxTokens: 32_000 })
-    expect((await root.llm.listModels('anthropic')).map(model => model.id)).toEqual(['claude-sonnet-5-5', 'claude-opus-5-5', 'claude-fable-5-1', 'claude-haiku-4-5'])
+    expect((await root.llm.listModels('anthropic')).map(model => model.id)).toEqual([
+      'claude-sonnet-5-5',
+      'claude-opus-5-5',
+      'claude-fable-5-1',
+      'claude-haiku-4-5',
+    ])
     expect(root.llm.providerRetryPolicy('anthropic')).toMatchObject({ mode: 'normal', maxRetries: 5 })
 
     const chunks: StreamChunk[] = []
@@ -682,6 +853,8 @@ describe('plugin', () => {
   it('refuses a thinking budget that is not below maxTokens at startup', async () => {
     const root = new Context()
     await root.plugin(Llm)
-    expect(() => plugin.apply(root, plugin.Config({ thinking: 'enabled', thinkingBudgetTokens: 40_000 }))).toThrow(/thinkingBudgetTokens \(40000\) must be less than maxTokens \(32000\)/)
+    expect(() => plugin.apply(root, plugin.Config({ thinking: 'enabled', thinkingBudgetTokens: 40_000 }))).toThrow(
+      /thinkingBudgetTokens \(40000\) must be less than maxTokens \(32000\)/,
+    )
   })
 })

@@ -37,12 +37,14 @@ async function host(script: Behaviour[], config: Partial<plugin.Config> = {}) {
   // A runtime context that changes every step: its snapshot follows the tool results in the same user turn.
   let step = 0
   fiber.ctx.systemPrompt.context({ name: 'step', order: 20, text: () => `Step ${++step}` })
-  fiber.ctx.tools.register(defineTool<{ city: string }>({
-    name: 'weather',
-    description: 'The weather in a city.',
-    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-    execute: args => `sunny in ${args.city}`,
-  }))
+  fiber.ctx.tools.register(
+    defineTool<{ city: string }>({
+      name: 'weather',
+      description: 'The weather in a city.',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      execute: args => `sunny in ${args.city}`,
+    }),
+  )
   const agent: Agent = fiber.ctx.agents.create('a1', { provider: 'anthropic', model: 'claude-sonnet-5-5' })
   const run = async (text: string) => {
     agent.followup(userText(text))
@@ -56,23 +58,29 @@ const ofType = <T extends keyof SessionEventMap>(events: readonly SessionEvent[]
 
 describe('in the agent loop', () => {
   it('runs a tool loop with thinking on; the signed thinking goes back unchanged; a 529 is retried', async () => {
-    const { server, run, events } = await host([
-      { type: 'http_error', status: 529, errorType: 'overloaded_error', message: 'Overloaded' },
-      {
-        type: 'message',
-        blocks: [
-          { type: 'thinking', thinking: 'I need the weather in Paris.' },
-          { type: 'text', text: 'Checking.' },
-          { type: 'tool_use', id: 'toolu_w1', name: 'weather', input: { city: 'Paris' } },
-        ],
-        usage: { input: 50, output: 20, cacheWrite: 900 },
-      },
-      {
-        type: 'message',
-        blocks: [{ type: 'thinking', thinking: 'It is sunny.' }, { type: 'text', text: 'It is sunny in Paris.' }],
-        usage: { input: 30, output: 10, cacheRead: 900, cacheWrite: 60 },
-      },
-    ], { thinking: 'enabled', thinkingBudgetTokens: 2048, maxTokens: 4096 })
+    const { server, run, events } = await host(
+      [
+        { type: 'http_error', status: 529, errorType: 'overloaded_error', message: 'Overloaded' },
+        {
+          type: 'message',
+          blocks: [
+            { type: 'thinking', thinking: 'I need the weather in Paris.' },
+            { type: 'text', text: 'Checking.' },
+            { type: 'tool_use', id: 'toolu_w1', name: 'weather', input: { city: 'Paris' } },
+          ],
+          usage: { input: 50, output: 20, cacheWrite: 900 },
+        },
+        {
+          type: 'message',
+          blocks: [
+            { type: 'thinking', thinking: 'It is sunny.' },
+            { type: 'text', text: 'It is sunny in Paris.' },
+          ],
+          usage: { input: 30, output: 10, cacheRead: 900, cacheWrite: 60 },
+        },
+      ],
+      { thinking: 'enabled', thinkingBudgetTokens: 2048, maxTokens: 4096 },
+    )
     await run('What is the weather in Paris?')
 
     expect(server.requests.map(request => request.outcome)).toEqual(['http_error', 'message', 'message'])
@@ -86,11 +94,14 @@ describe('in the agent loop', () => {
       expect(body).toMatchObject({ model: 'claude-sonnet-5-5', max_tokens: 4096, thinking: { type: 'enabled', budget_tokens: 2048 } })
       expect(breakpointsOf(body).length).toBeLessThanOrEqual(4)
     }
-    expect(bodies[0].tools).toEqual([{
-      name: 'weather', description: 'The weather in a city.',
-      input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-      cache_control: { type: 'ephemeral' },
-    }])
+    expect(bodies[0].tools).toEqual([
+      {
+        name: 'weather',
+        description: 'The weather in a city.',
+        input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        cache_control: { type: 'ephemeral' },
+      },
+    ])
     expect(bodies[0].system[0]).toMatchObject({ type: 'text', cache_control: { type: 'ephemeral' } })
 
     // The second model request: the assistant turn as the API returned it, then the tool result first.
@@ -108,12 +119,20 @@ describe('in the agent loop', () => {
     expect(third.messages[2].content.slice(1)).toEqual([{ type: 'text', text: expect.stringContaining('Step '), cache_control: { type: 'ephemeral' } }])
     expect(third.messages[0].content.at(-1).text).toContain('Step ')
     // The previous request's last block is marked again: its prefix is read back from the cache.
-    expect(breakpointsOf(third)).toEqual(['tools.0', 'system.0', `messages.0.content.${third.messages[0].content.length - 1}`, `messages.2.content.${third.messages[2].content.length - 1}`])
+    expect(breakpointsOf(third)).toEqual([
+      'tools.0',
+      'system.0',
+      `messages.0.content.${third.messages[0].content.length - 1}`,
+      `messages.2.content.${third.messages[2].content.length - 1}`,
+    ])
     expect(third.messages[0]).toEqual(bodies[1].messages[0])
 
     // The log: the answer with its replay state, and the usage buckets.
     const answers = ofType(events(), 'assistant/message')
-    expect(answers.map(answer => answer.message.content.map(block => block.type))).toEqual([['reasoning', 'text', 'tool-call'], ['reasoning', 'text']])
+    expect(answers.map(answer => answer.message.content.map(block => block.type))).toEqual([
+      ['reasoning', 'text', 'tool-call'],
+      ['reasoning', 'text'],
+    ])
     expect(answers[0].message.source).toMatchObject({ provider: 'anthropic', replayState: { blocks: [{ type: 'thinking' }, null, null] } })
     expect(answers.map(answer => answer.usage)).toEqual([
       { inputTokens: 50, outputTokens: 20, cacheWriteTokens: 900 },

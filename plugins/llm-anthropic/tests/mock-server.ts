@@ -16,11 +16,23 @@ export type MockBlock =
   | { type: 'redacted_thinking' }
   | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
 
-export interface MockUsage { input: number; output: number; cacheRead?: number; cacheWrite?: number }
+export interface MockUsage {
+  input: number
+  output: number
+  cacheRead?: number
+  cacheWrite?: number
+}
 
 export type Behaviour =
   | { type: 'message'; blocks?: MockBlock[]; stopReason?: string; usage?: MockUsage; delayMs?: number; splitWrites?: boolean }
-  | { type: 'http_error'; status: number; errorType: string; message: string; headers?: Record<string, string>; /** Appends the request's key to the message. */ echoKey?: boolean }
+  | {
+      type: 'http_error'
+      status: number
+      errorType: string
+      message: string
+      headers?: Record<string, string> /** Appends the request's key to the message. */
+      echoKey?: boolean
+    }
   | { type: 'error_event'; errorType: string; message: string; echoKey?: boolean }
   /** Some text, then the socket is destroyed. */
   | { type: 'reset_mid_stream' }
@@ -81,7 +93,10 @@ interface Issued {
   thinkingOfCall: Map<string, unknown[]>
 }
 
-export async function startMockServer(script: Behaviour[] | ((request: RecordedRequest, index: number) => Behaviour), options: MockServerOptions = {}): Promise<MockServer> {
+export async function startMockServer(
+  script: Behaviour[] | ((request: RecordedRequest, index: number) => Behaviour),
+  options: MockServerOptions = {},
+): Promise<MockServer> {
   const apiKey = options.apiKey ?? 'sk-ant-test'
   const requests: RecordedRequest[] = []
   const sockets = new Set<Socket>()
@@ -101,7 +116,9 @@ export async function startMockServer(script: Behaviour[] | ((request: RecordedR
         // keep the raw text
       }
       let early = true
-      res.on('finish', () => { early = false })
+      res.on('finish', () => {
+        early = false
+      })
       const closed = new Promise<{ early: boolean }>(resolve => res.on('close', () => resolve({ early })))
       const request: RecordedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, outcome: 'refused', closed }
       const index = requests.length
@@ -143,10 +160,11 @@ export async function startMockServer(script: Behaviour[] | ((request: RecordedR
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
-    close: () => new Promise<void>(resolve => {
-      for (const socket of sockets) socket.destroy()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise<void>(resolve => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      }),
   }
 }
 
@@ -272,18 +290,25 @@ async function serve(spec: Behaviour, res: ServerResponse, model: string, id: st
     } else res.write(text)
     if (opts.delayMs) await wait(opts.delayMs)
   }
-  const start = (usage: MockUsage) => send({
-    type: 'message_start',
-    message: {
-      id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null,
-      usage: {
-        input_tokens: usage.input,
-        ...(usage.cacheWrite !== undefined && { cache_creation_input_tokens: usage.cacheWrite }),
-        ...(usage.cacheRead !== undefined && { cache_read_input_tokens: usage.cacheRead }),
-        output_tokens: 1,
+  const start = (usage: MockUsage) =>
+    send({
+      type: 'message_start',
+      message: {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: {
+          input_tokens: usage.input,
+          ...(usage.cacheWrite !== undefined && { cache_creation_input_tokens: usage.cacheWrite }),
+          ...(usage.cacheRead !== undefined && { cache_read_input_tokens: usage.cacheRead }),
+          output_tokens: 1,
+        },
       },
-    },
-  })
+    })
 
   switch (spec.type) {
     case 'message': {
@@ -307,7 +332,8 @@ async function serve(spec: Behaviour, res: ServerResponse, model: string, id: st
             thinking.push({ type: 'thinking', thinking: block.thinking, signature })
             await send({ type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } }, opts)
             if (block.thinking) {
-              for (const part of pieces(block.thinking)) await send({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: part } }, opts)
+              for (const part of pieces(block.thinking))
+                await send({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: part } }, opts)
             }
             await send({ type: 'content_block_delta', index, delta: { type: 'signature_delta', signature } }, opts)
             break

@@ -98,7 +98,6 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
     return { ...DEFAULT_RETRY_POLICY, ...this.options.retry, ...(this.options.maxRetries !== undefined && { maxRetries: this.options.maxRetries }) }
   }
 
-
   override async listModels(provider: string): Promise<readonly LlmModelInfo[]> {
     return (this.options.models ?? []).map(id => this.modelInfo(provider, id))
   }
@@ -124,7 +123,10 @@ export class OpenAICompatibleAdapter extends LlmAdapter {
   }
 
   /** The request one call sends; throws MISSING_CREDENTIAL / BAD_REQUEST for bad configuration. */
-  buildRequest(options: GenerateOptions, endpoint = this.endpoint(options.provider)): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
+  buildRequest(
+    options: GenerateOptions,
+    endpoint = this.endpoint(options.provider),
+  ): { url: string; headers: Record<string, string>; body: Record<string, unknown> } {
     let url: string
     try {
       url = new URL(`${endpoint.baseUrl.replace(/\/+$/, '')}/chat/completions`).href
@@ -205,7 +207,11 @@ type WireMessage =
   | { role: 'system' | 'user'; content: string }
   | { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: WireToolCall[] }
   | { role: 'tool'; tool_call_id: string; content: string }
-interface WireToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
+interface WireToolCall {
+  id: string
+  type: 'function'
+  function: { name: string; arguments: string }
+}
 
 const textOf = (blocks: readonly ContentBlock[], type: 'text' | 'reasoning' = 'text') =>
   blocks.flatMap(block => (block.type === type ? [block.text] : [])).join(type === 'text' ? '\n' : '')
@@ -231,9 +237,8 @@ export function mapMessages(messages: readonly Message[], system?: string, reaso
     } else if (message.role === 'assistant') {
       const text = textOf(message.content)
       const calls: WireToolCall[] = message.content.flatMap(block =>
-        block.type === 'tool-call'
-          ? [{ id: block.id, type: 'function' as const, function: { name: block.name, arguments: block.arguments || '{}' } }]
-          : [])
+        block.type === 'tool-call' ? [{ id: block.id, type: 'function' as const, function: { name: block.name, arguments: block.arguments || '{}' } }] : [],
+      )
       if (!calls.length) {
         if (text) wire.push({ role: 'assistant', content: text })
         continue
@@ -256,8 +261,19 @@ export function mapMessages(messages: readonly Message[], system?: string, reaso
 // ---------------------------------------------------------------------------
 // Response
 
-interface OpenBlock { kind: 'text' | 'reasoning'; index: number; text: string }
-interface ToolBlock { kind: 'tool'; index: number; id: string; name: string; arguments: string; ended: boolean }
+interface OpenBlock {
+  kind: 'text' | 'reasoning'
+  index: number
+  text: string
+}
+interface ToolBlock {
+  kind: 'tool'
+  index: number
+  id: string
+  name: string
+  arguments: string
+  ended: boolean
+}
 
 /** Turns chat-completion chunks into Loom stream chunks with stable block indexes. */
 class ChunkMapper {
@@ -285,7 +301,7 @@ class ChunkMapper {
     if (!isObject(json)) throw new LlmError(`${this.provider}: unexpected event in the stream: ${truncate(event.data, 200)}`, 'PROTOCOL')
     if (json.error !== undefined) throw streamError(this.provider, json.error)
     if (isObject(json.usage)) this.usage = mapUsage(json.usage)
-    const choice = Array.isArray(json.choices) ? json.choices.find(c => isObject(c) && (c.index ?? 0) === 0) ?? json.choices[0] : undefined
+    const choice = Array.isArray(json.choices) ? (json.choices.find(c => isObject(c) && (c.index ?? 0) === 0) ?? json.choices[0]) : undefined
     if (!isObject(choice)) return
     const delta = isObject(choice.delta) ? choice.delta : {}
     if (typeof delta.reasoning_content === 'string') this.thinking = true
@@ -319,7 +335,8 @@ class ChunkMapper {
     const argumentsDelta = typeof fn.arguments === 'string' ? fn.arguments : ''
     let key: number
     if (typeof call.index === 'number') key = call.index
-    else if (this.lastToolKey === undefined || (id !== undefined && id !== this.tools.get(this.lastToolKey)?.id)) key = this.tools.size ? Math.max(...this.tools.keys()) + 1 : 0
+    else if (this.lastToolKey === undefined || (id !== undefined && id !== this.tools.get(this.lastToolKey)?.id))
+      key = this.tools.size ? Math.max(...this.tools.keys()) + 1 : 0
     else key = this.lastToolKey
     this.lastToolKey = key
     let tool = this.tools.get(key)
@@ -434,11 +451,15 @@ export function httpError(provider: string, status: number, bodyText: string, he
 function streamError(provider: string, error: unknown): LlmError {
   const detail = isObject(error) ? errorDetail(JSON.stringify({ error })) : { message: String(error), code: '' }
   const text = `${detail.message} ${detail.code}`
-  const code = CONTEXT_RE.test(text) ? 'CONTEXT_OVERFLOW'
-    : QUOTA_RE.test(text) ? 'QUOTA'
-    : /rate.?limit/i.test(text) ? 'RATE_LIMIT'
-    : /overload|unavailable/i.test(text) ? 'SERVICE_UNAVAILABLE'
-    : 'SERVER'
+  const code = CONTEXT_RE.test(text)
+    ? 'CONTEXT_OVERFLOW'
+    : QUOTA_RE.test(text)
+      ? 'QUOTA'
+      : /rate.?limit/i.test(text)
+        ? 'RATE_LIMIT'
+        : /overload|unavailable/i.test(text)
+          ? 'SERVICE_UNAVAILABLE'
+          : 'SERVER'
   return new LlmError(`${provider}: error in the event stream: ${detail.message || 'unknown error'}`, code)
 }
 

@@ -42,9 +42,16 @@ const call = (overrides: Partial<GenerateOptions> = {}): GenerateOptions => ({
   ...overrides,
 })
 
-interface Outcome { chunks: StreamChunk[]; error?: LlmError }
+interface Outcome {
+  chunks: StreamChunk[]
+  error?: LlmError
+}
 
-async function collect(adapter: OpenAICompatibleAdapter, options: GenerateOptions = call(), onChunk?: (chunk: StreamChunk) => void | Promise<void>): Promise<Outcome> {
+async function collect(
+  adapter: OpenAICompatibleAdapter,
+  options: GenerateOptions = call(),
+  onChunk?: (chunk: StreamChunk) => void | Promise<void>,
+): Promise<Outcome> {
   const chunks: StreamChunk[] = []
   try {
     for await (const chunk of adapter.stream(options)) {
@@ -58,8 +65,7 @@ async function collect(adapter: OpenAICompatibleAdapter, options: GenerateOption
   }
 }
 
-const texts = (chunks: StreamChunk[], type: 'text-delta' | 'reasoning-delta') =>
-  chunks.flatMap(chunk => (chunk.type === type ? [chunk.text] : [])).join('')
+const texts = (chunks: StreamChunk[], type: 'text-delta' | 'reasoning-delta') => chunks.flatMap(chunk => (chunk.type === type ? [chunk.text] : [])).join('')
 
 const finishOf = (chunks: StreamChunk[]) => chunks.find(chunk => chunk.type === 'finish')
 
@@ -84,19 +90,25 @@ describe('request', () => {
       createToolResultMessage({ callId: 'call_b', content: [{ type: 'text', text: 'no such dir' }], isError: true }),
       createUserMessage({
         source: { kind: 'user' },
-        content: [{ type: 'text', text: 'Thanks.' }, { type: 'text', text: 'Now summarise.' }],
+        content: [
+          { type: 'text', text: 'Thanks.' },
+          { type: 'text', text: 'Now summarise.' },
+        ],
       }),
     ]
     const tools = [{ name: 'read_file', description: 'Reads a file', parameters: { type: 'object', properties: { path: { type: 'string' } } } }]
-    const { error } = await collect(adapterFor(server), call({
-      system: 'You are Loom.',
-      messages,
-      tools,
-      maxTokens: 512,
-      temperature: 0.2,
-      stop: ['END'],
-      reasoningEffort: 'high',
-    }))
+    const { error } = await collect(
+      adapterFor(server),
+      call({
+        system: 'You are Loom.',
+        messages,
+        tools,
+        maxTokens: 512,
+        temperature: 0.2,
+        stop: ['END'],
+        reasoningEffort: 'high',
+      }),
+    )
     expect(error).toBeUndefined()
     const [request] = server.requests
     expect(request.method).toBe('POST')
@@ -149,7 +161,12 @@ describe('request', () => {
   it('resolves the API key and base URL from the environment on every call', async () => {
     const server = await serve(['success'])
     const env: Record<string, string | undefined> = {}
-    const adapter = new OpenAICompatibleAdapter({ apiKeyEnv: 'LOOM_TEST_KEY', baseUrlEnv: 'LOOM_TEST_BASE', defaultBaseUrl: 'http://127.0.0.1:9', env: () => env })
+    const adapter = new OpenAICompatibleAdapter({
+      apiKeyEnv: 'LOOM_TEST_KEY',
+      baseUrlEnv: 'LOOM_TEST_BASE',
+      defaultBaseUrl: 'http://127.0.0.1:9',
+      env: () => env,
+    })
     const missing = await collect(adapter)
     expect(missing.error?.code).toBe('MISSING_CREDENTIAL')
     expect(missing.error?.message).toContain('LOOM_TEST_KEY')
@@ -165,7 +182,9 @@ describe('request', () => {
 
   it('reports the configured models with the context window', async () => {
     const adapter = new OpenAICompatibleAdapter({ models: ['deepseek-chat'], contextWindow: 64_000 })
-    expect(await adapter.listModels('deepseek')).toEqual([{ provider: 'deepseek', id: 'deepseek-chat', name: 'deepseek-chat', context: { contextWindow: 64_000 } }])
+    expect(await adapter.listModels('deepseek')).toEqual([
+      { provider: 'deepseek', id: 'deepseek-chat', name: 'deepseek-chat', context: { contextWindow: 64_000 } },
+    ])
     expect(await adapter.resolveModel('deepseek', 'unlisted')).toMatchObject({ id: 'unlisted', context: { contextWindow: 64_000 } })
     expect(VERSION).toBe(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version)
   })
@@ -234,14 +253,19 @@ describe('stream mapping', () => {
   })
 
   it('maps usage from both DeepSeek and OpenAI field names into disjoint buckets', () => {
-    expect(mapUsage({ prompt_tokens: 100, completion_tokens: 30, prompt_cache_hit_tokens: 60, prompt_cache_miss_tokens: 40 }))
-      .toEqual({ inputTokens: 40, outputTokens: 30, cacheReadTokens: 60 })
-    expect(mapUsage({
-      prompt_tokens: 100,
-      completion_tokens: 30,
-      prompt_tokens_details: { cached_tokens: 50, cache_write_tokens: 20 },
-      completion_tokens_details: { reasoning_tokens: 10 },
-    })).toEqual({ inputTokens: 30, outputTokens: 30, cacheReadTokens: 50, cacheWriteTokens: 20, reasoningTokens: 10 })
+    expect(mapUsage({ prompt_tokens: 100, completion_tokens: 30, prompt_cache_hit_tokens: 60, prompt_cache_miss_tokens: 40 })).toEqual({
+      inputTokens: 40,
+      outputTokens: 30,
+      cacheReadTokens: 60,
+    })
+    expect(
+      mapUsage({
+        prompt_tokens: 100,
+        completion_tokens: 30,
+        prompt_tokens_details: { cached_tokens: 50, cache_write_tokens: 20 },
+        completion_tokens_details: { reasoning_tokens: 10 },
+      }),
+    ).toEqual({ inputTokens: 30, outputTokens: 30, cacheReadTokens: 50, cacheWriteTokens: 20, reasoningTokens: 10 })
     expect(mapUsage({ prompt_tokens: 7, completion_tokens: 3 })).toEqual({ inputTokens: 7, outputTokens: 3 })
   })
 
@@ -374,14 +398,26 @@ describe('thinking mode', () => {
 
   it('sends back the reasoning of assistant messages that called tools, and only theirs', () => {
     const call = createAssistantMessage({
-      content: [{ type: 'reasoning', text: 'I should read it.' }, { type: 'tool-call', id: 'c1', name: 'read', arguments: '{}' }],
+      content: [
+        { type: 'reasoning', text: 'I should read it.' },
+        { type: 'tool-call', id: 'c1', name: 'read', arguments: '{}' },
+      ],
       source: { provider: 'deepseek', model: 'deepseek-flash' },
     })
     const answer = createAssistantMessage({
-      content: [{ type: 'reasoning', text: 'Now answer.' }, { type: 'text', text: 'Done.' }],
+      content: [
+        { type: 'reasoning', text: 'Now answer.' },
+        { type: 'text', text: 'Done.' },
+      ],
       source: { provider: 'deepseek', model: 'deepseek-flash' },
     })
-    const wire = mapMessages([userText('go'), call, createToolResultMessage({ callId: 'c1', content: [{ type: 'text', text: 'x' }] }), answer, userText('more')])
+    const wire = mapMessages([
+      userText('go'),
+      call,
+      createToolResultMessage({ callId: 'c1', content: [{ type: 'text', text: 'x' }] }),
+      answer,
+      userText('more'),
+    ])
     expect(wire.map(reasoningOf)).toEqual([undefined, 'I should read it.', undefined, undefined, undefined])
     expect(mapMessages([call], undefined, 'none').map(reasoningOf)).toEqual([undefined])
   })

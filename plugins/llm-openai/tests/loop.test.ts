@@ -27,16 +27,22 @@ async function host(script: Behaviour[], options: { server?: MockServerOptions; 
   const loop = await root.plugin(AgentLoop, {})
   cleanups.push(() => loop.dispose())
   await root.plugin(plugin, {
-    provider: 'deepseek', baseUrl: server.url, apiKey: 'sk-loop', reasoningEfforts: ['off', 'high'], reasoningEffort: 'high',
+    provider: 'deepseek',
+    baseUrl: server.url,
+    apiKey: 'sk-loop',
+    reasoningEfforts: ['off', 'high'],
+    reasoningEffort: 'high',
     ...options.config,
   })
   const fiber = await root.plugin({ name: 'test-host', inject: ['tools', 'agents'], apply() {} })
-  fiber.ctx.tools.register(defineTool<{ path: string }>({
-    name: 'read_file',
-    description: 'Reads a file.',
-    parameters: { type: 'object', properties: { path: { type: 'string' } } },
-    execute: args => `contents of ${args.path}`,
-  }))
+  fiber.ctx.tools.register(
+    defineTool<{ path: string }>({
+      name: 'read_file',
+      description: 'Reads a file.',
+      parameters: { type: 'object', properties: { path: { type: 'string' } } },
+      execute: args => `contents of ${args.path}`,
+    }),
+  )
   const agent: Agent = fiber.ctx.agents.create('s1', { provider: 'deepseek', model: 'deepseek-flash' })
   const run = async (text: string) => {
     agent.followup(userText(text))
@@ -84,13 +90,19 @@ describe('retries by the route policy', () => {
   })
 
   it('honours Retry-After', async () => {
-    const { run, events } = await host([{ type: 'rate_limit', retryAfter: null, retryAfterMs: 250 }, { type: 'success', text: 'ok', reasoning: null }])
+    const { run, events } = await host([
+      { type: 'rate_limit', retryAfter: null, retryAfterMs: 250 },
+      { type: 'success', text: 'ok', reasoning: null },
+    ])
     await run('hello')
     expect(ofType(events(), 'request/retry')[0].delayMs).toBe(250)
   })
 
   it('gives up after maxRetries with the last failure', async () => {
-    const { server, run, events } = await host(Array.from({ length: 4 }, () => 'server_error' as Behaviour), { config: { maxRetries: 2 } })
+    const { server, run, events } = await host(
+      Array.from({ length: 4 }, () => 'server_error' as Behaviour),
+      { config: { maxRetries: 2 } },
+    )
     await run('hello')
     expect(server.requests).toHaveLength(3)
     expect(ofType(events(), 'request/retry').map(data => data.retry)).toEqual([1, 2])

@@ -31,8 +31,23 @@ export interface UsageScript {
 
 export type Behaviour =
   | BehaviourName
-  | { type: 'success'; text?: string; /** `null`: no reasoning. */ reasoning?: string | null; usage?: UsageScript | null; delayMs?: number; splitWrites?: boolean; /** The text in one delta. */ oneChunk?: boolean }
-  | { type: 'tool_call'; text?: string; /** Thinking mode: `reasoning_content` before the calls ('' streams empty ones). */ reasoning?: string; calls?: { id: string; name: string; arguments: string }[]; delayMs?: number; usage?: UsageScript }
+  | {
+      type: 'success'
+      text?: string /** `null`: no reasoning. */
+      reasoning?: string | null
+      usage?: UsageScript | null
+      delayMs?: number
+      splitWrites?: boolean /** The text in one delta. */
+      oneChunk?: boolean
+    }
+  | {
+      type: 'tool_call'
+      text?: string /** Thinking mode: `reasoning_content` before the calls ('' streams empty ones). */
+      reasoning?: string
+      calls?: { id: string; name: string; arguments: string }[]
+      delayMs?: number
+      usage?: UsageScript
+    }
   | { type: 'max_tokens'; text?: string }
   | { type: 'rate_limit'; retryAfter?: string | null; retryAfterMs?: number; message?: string }
   | { type: 'server_error' | 'service_unavailable' | 'auth_error' | 'context_overflow' | 'quota'; message?: string }
@@ -95,7 +110,10 @@ export interface MockServerOptions {
 
 export const REASONING_REQUIRED = 'The reasoning_content in the thinking mode must be passed back to the API.'
 
-export async function startMockServer(script: Behaviour[] | ((request: RecordedRequest, index: number) => Behaviour), options: MockServerOptions = {}): Promise<MockServer> {
+export async function startMockServer(
+  script: Behaviour[] | ((request: RecordedRequest, index: number) => Behaviour),
+  options: MockServerOptions = {},
+): Promise<MockServer> {
   const requests: RecordedRequest[] = []
   const sockets = new Set<Socket>()
   let next = 0
@@ -112,7 +130,9 @@ export async function startMockServer(script: Behaviour[] | ((request: RecordedR
         // keep the raw text
       }
       let early = true
-      res.on('finish', () => { early = false })
+      res.on('finish', () => {
+        early = false
+      })
       const closed = new Promise<{ early: boolean }>(resolve => res.on('close', () => resolve({ early })))
       const request: RecordedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, behaviour: 'success', closed }
       const index = requests.length
@@ -127,10 +147,13 @@ export async function startMockServer(script: Behaviour[] | ((request: RecordedR
         return json(res, 400, { error: { message: 'mock server: script exhausted', type: 'invalid_request_error' } })
       }
       const messages: unknown[] = isObject(body) && Array.isArray(body.messages) ? body.messages : []
-      if (options.requireReasoningContent && messages.some(m => isObject(m) && m.role === 'assistant' && Array.isArray(m.tool_calls) && typeof m.reasoning_content !== 'string')) {
+      if (
+        options.requireReasoningContent &&
+        messages.some(m => isObject(m) && m.role === 'assistant' && Array.isArray(m.tool_calls) && typeof m.reasoning_content !== 'string')
+      ) {
         return json(res, 400, { error: { message: REASONING_REQUIRED, type: 'invalid_request_error', param: null, code: 'invalid_request_error' } })
       }
-      const spec = typeof behaviour === 'string' ? { type: behaviour } as Exclude<Behaviour, string> : behaviour
+      const spec = typeof behaviour === 'string' ? ({ type: behaviour } as Exclude<Behaviour, string>) : behaviour
       request.behaviour = spec.type
       const model = isObject(body) && typeof body.model === 'string' ? body.model : 'mock-model'
       void serve(spec, res, model).catch(() => res.destroy())
@@ -146,16 +169,22 @@ export async function startMockServer(script: Behaviour[] | ((request: RecordedR
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
-    close: () => new Promise<void>(resolve => {
-      for (const socket of sockets) socket.destroy()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise<void>(resolve => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      }),
   }
 }
 
 async function serve(spec: Exclude<Behaviour, string>, res: ServerResponse, model: string): Promise<void> {
-  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-    ({ id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [{ index: 0, delta, finish_reason: finish }] })
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+    id: 'chatcmpl-mock',
+    object: 'chat.completion.chunk',
+    created: 1_700_000_000,
+    model,
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  })
   const sse = () => res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-request-id': 'req-mock' })
   const send = async (data: unknown, options: { delayMs?: number; split?: boolean } = {}) => {
     const text = `data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`
@@ -168,8 +197,14 @@ async function serve(spec: Exclude<Behaviour, string>, res: ServerResponse, mode
     } else res.write(text)
     if (options.delayMs) await wait(options.delayMs)
   }
-  const usageChunk = (usage: UsageScript) =>
-    ({ id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [], usage: usageJson(usage) })
+  const usageChunk = (usage: UsageScript) => ({
+    id: 'chatcmpl-mock',
+    object: 'chat.completion.chunk',
+    created: 1_700_000_000,
+    model,
+    choices: [],
+    usage: usageJson(usage),
+  })
 
   switch (spec.type) {
     case 'success': {
@@ -228,7 +263,9 @@ async function serve(spec: Exclude<Behaviour, string>, res: ServerResponse, mode
     case 'context_overflow':
       return json(res, 400, {
         error: {
-          message: spec.message ?? "This model's maximum context length is 65536 tokens. However, you requested 70000 tokens. Please reduce the length of the messages.",
+          message:
+            spec.message ??
+            "This model's maximum context length is 65536 tokens. However, you requested 70000 tokens. Please reduce the length of the messages.",
           type: 'invalid_request_error',
         },
       })

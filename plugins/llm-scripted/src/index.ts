@@ -18,7 +18,9 @@ const Failure = Schema.object({
   error: Schema.object({
     code: Schema.string().required(),
     message: Schema.string().required(),
-  }).required().description('The call fails with this failure (finish kind "error").'),
+  })
+    .required()
+    .description('The call fails with this failure (finish kind "error").'),
 })
 
 const Reply = Schema.object({
@@ -45,9 +47,7 @@ export const Config: Schema<ScriptedConfig> = Schema.object({
 
 /** Registers a ScriptedAdapter for `config.provider`; it lives as long as this plugin. */
 export function apply(ctx: Context, config: ScriptedConfig) {
-  const replay = config.replay !== undefined && ctx.baseUrl && !isAbsolute(config.replay)
-    ? fileURLToPath(new URL(config.replay, ctx.baseUrl))
-    : config.replay
+  const replay = config.replay !== undefined && ctx.baseUrl && !isAbsolute(config.replay) ? fileURLToPath(new URL(config.replay, ctx.baseUrl)) : config.replay
   const adapter = new ScriptedAdapter({ ...config, ...(replay !== undefined && { replay }) })
   ctx.llm.registerAdapter([adapter.provider], adapter)
 }

@@ -105,14 +105,16 @@ describe('the plugin', () => {
 describe('scripted answers', () => {
   it('a reply streams reasoning, text and tool calls as separate blocks', async () => {
     const adapter = new ScriptedAdapter({
-      script: [{
-        reasoning: 'The user wants a file listing.',
-        text: 'Let me look.',
-        toolCalls: [
-          { id: 'c1', name: 'bash', arguments: { command: 'ls -la /tmp/some/where' } },
-          { name: 'read', arguments: { path: 'a.txt' } },
-        ],
-      }],
+      script: [
+        {
+          reasoning: 'The user wants a file listing.',
+          text: 'Let me look.',
+          toolCalls: [
+            { id: 'c1', name: 'bash', arguments: { command: 'ls -la /tmp/some/where' } },
+            { name: 'read', arguments: { path: 'a.txt' } },
+          ],
+        },
+      ],
     })
     const chunks = await direct(adapter)
     const a = assembled(chunks)
@@ -128,8 +130,12 @@ describe('scripted answers', () => {
     expect(bashDeltas.length).toBeGreaterThan(1)
     expect(bashDeltas[0]).toMatchObject({ id: 'c1', name: 'bash' })
     expect(bashDeltas.slice(1).every(d => !('name' in d))).toBe(true)
-    expect(chunks.filter(c => c.type === 'block-start').map(c => (c as { blockType: string }).blockType))
-      .toEqual(['reasoning', 'text', 'tool-call', 'tool-call'])
+    expect(chunks.filter(c => c.type === 'block-start').map(c => (c as { blockType: string }).blockType)).toEqual([
+      'reasoning',
+      'text',
+      'tool-call',
+      'tool-call',
+    ])
   })
 
   it('defaulted tool-call ids keep counting across calls', async () => {
@@ -148,9 +154,7 @@ describe('scripted answers', () => {
 
   it('an error entry fails the call with that failure', async () => {
     const { llm } = await mount({ script: [{ error: { code: 'RATE_LIMIT', message: 'slow down' } }, 'after'] })
-    expect(await collect(llm.stream(request()))).toEqual([
-      { type: 'finish', reason: { kind: 'error', failure: { message: 'slow down', code: 'RATE_LIMIT' } } },
-    ])
+    expect(await collect(llm.stream(request()))).toEqual([{ type: 'finish', reason: { kind: 'error', failure: { message: 'slow down', code: 'RATE_LIMIT' } } }])
     expect(assembled(await collect(llm.stream(request()))).blocks()).toEqual([{ type: 'text', text: 'after' }])
   })
 
@@ -165,9 +169,10 @@ describe('scripted answers', () => {
       script: [
         req => `you said ${(req.messages[0].content[0] as { text: string }).text}`,
         async () => ({ error: { code: 'AUTH', message: 'provider 401' } }),
-        () => (async function* () {
-          yield* textResponse('own')
-        })(),
+        () =>
+          (async function* () {
+            yield* textResponse('own')
+          })(),
         () => {
           throw new Error('script function failed')
         },
@@ -183,7 +188,16 @@ describe('scripted answers', () => {
     const root = new Context()
     await root.plugin(Llm)
     const host = await root.plugin({ name: 'host', inject: ['llm'], apply() {} })
-    host.ctx.llm.registerAdapter(['scripted'], new ScriptedAdapter({ script: [() => { throw new Error('boom') }] }))
+    host.ctx.llm.registerAdapter(
+      ['scripted'],
+      new ScriptedAdapter({
+        script: [
+          () => {
+            throw new Error('boom')
+          },
+        ],
+      }),
+    )
     expect(await collect(host.ctx.llm.stream(request()))).toEqual([
       { type: 'finish', reason: { kind: 'error', failure: { message: 'boom', code: 'UNKNOWN' } } },
     ])
@@ -299,23 +313,31 @@ describe('replay', () => {
     return file
   }
 
-  const log = () => writeLog([
-    { type: 'turn/start', seq: 1, time: 1, data: { turn: 1 } },
-    { type: 'user/message', seq: 2, time: 2, data: { id: 'u1', role: 'user', content: [{ type: 'text', text: 'list files' }], source: { kind: 'user' } } },
-    // A packed chunk row: ignored.
-    { type: 'text-chunks', turn: 1, step: 1, index: 0, seq: 3, time: 3, texts: ['a', 'b', 'c'] },
-    assistantMessage(1, [
-      { type: 'reasoning', text: 'use bash' },
-      { type: 'tool-call', id: 'call_9', name: 'bash', arguments: '{"command":"ls"}' },
-    ], { usage: { inputTokens: 120, outputTokens: 30 } }),
-    assistantMessage(1, [{ type: 'text', text: 'cancelled half' }], { interrupted: true }),
-    assistantMessage(2, [{ type: 'text', text: 'Here are the files.' }]),
-  ])
+  const log = () =>
+    writeLog([
+      { type: 'turn/start', seq: 1, time: 1, data: { turn: 1 } },
+      { type: 'user/message', seq: 2, time: 2, data: { id: 'u1', role: 'user', content: [{ type: 'text', text: 'list files' }], source: { kind: 'user' } } },
+      // A packed chunk row: ignored.
+      { type: 'text-chunks', turn: 1, step: 1, index: 0, seq: 3, time: 3, texts: ['a', 'b', 'c'] },
+      assistantMessage(
+        1,
+        [
+          { type: 'reasoning', text: 'use bash' },
+          { type: 'tool-call', id: 'call_9', name: 'bash', arguments: '{"command":"ls"}' },
+        ],
+        { usage: { inputTokens: 120, outputTokens: 30 } },
+      ),
+      assistantMessage(1, [{ type: 'text', text: 'cancelled half' }], { interrupted: true }),
+      assistantMessage(2, [{ type: 'text', text: 'Here are the files.' }]),
+    ])
 
   it('loadReplay reads the recorded assistant messages in order, skipping interrupted ones', () => {
     expect(loadReplay(log())).toEqual([
       {
-        blocks: [{ type: 'reasoning', text: 'use bash' }, { type: 'tool-call', id: 'call_9', name: 'bash', arguments: '{"command":"ls"}' }],
+        blocks: [
+          { type: 'reasoning', text: 'use bash' },
+          { type: 'tool-call', id: 'call_9', name: 'bash', arguments: '{"command":"ls"}' },
+        ],
         usage: { inputTokens: 120, outputTokens: 30 },
       },
       { blocks: [{ type: 'text', text: 'Here are the files.' }] },

@@ -27,10 +27,15 @@ export interface Config {
 }
 
 export const Config: Schema<Config> = Schema.object({
-  root: Schema.string().description('Workspace root the index path resolves against. Default: the agent\'s working directory.'),
-  file: Schema.string().default('.loom/memory/MEMORY.md').description('The memory index: relative to the workspace root, or absolute. Record links resolve against its directory.'),
+  root: Schema.string().description("Workspace root the index path resolves against. Default: the agent's working directory."),
+  file: Schema.string()
+    .default('.loom/memory/MEMORY.md')
+    .description('The memory index: relative to the workspace root, or absolute. Record links resolve against its directory.'),
   maxIndexBytes: Schema.natural().min(1).default(16384).description('Budget of the index text; over it, whole lines at the end are left out with a notice.'),
-  maxRecordBytes: Schema.natural().min(1).default(8192).description('Budget of the relevant record bodies of one step; records that do not fit are left out whole, with a notice.'),
+  maxRecordBytes: Schema.natural()
+    .min(1)
+    .default(8192)
+    .description('Budget of the relevant record bodies of one step; records that do not fit are left out whole, with a notice.'),
 }) as Schema<Config>
 
 const MAX_LISTED = 12
@@ -159,13 +164,15 @@ export function apply(ctx: Context, config: Config) {
         continue
       }
       used += size
-      blocks.push(`<memory-record file="${entry.target}" title="${entry.title.replaceAll('"', '\'')}" matched="${words.join(' ')}">\n${body}\n</memory-record>`)
+      blocks.push(`<memory-record file="${entry.target}" title="${entry.title.replaceAll('"', "'")}" matched="${words.join(' ')}">\n${body}\n</memory-record>`)
     }
     if (!blocks.length && !leftOut.length && !unusable.length) return ''
     const parts = ['Memory records relevant to the latest user message (their index line shares a word with it):']
     parts.push(...blocks)
     if (leftOut.length) {
-      parts.push(`[Memory budget: left out ${leftOut.length} matching record${leftOut.length === 1 ? '' : 's'} to stay within ${maxRecordBytes} bytes of record text: ${list(leftOut)}. Read ${leftOut.length === 1 ? 'it' : 'them'} if needed.]`)
+      parts.push(
+        `[Memory budget: left out ${leftOut.length} matching record${leftOut.length === 1 ? '' : 's'} to stay within ${maxRecordBytes} bytes of record text: ${list(leftOut)}. Read ${leftOut.length === 1 ? 'it' : 'them'} if needed.]`,
+      )
     }
     if (unusable.length) parts.push(`[Not included, could not be used: ${list(unusable)}.]`)
     return parts.join('\n\n')

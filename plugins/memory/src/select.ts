@@ -20,13 +20,15 @@ export function parseIndex(text: string): IndexEntry[] {
   return entries
 }
 
-const STOPWORDS = new Set((
-  'the and for with that this these those from into onto you your yours are was were have has had not but can could would should '
-  + 'will what when where which who whom whose how why please about then than there here its our ours out all any some use using '
-  + 'let lets make get just also like need want help does did done doing been being they them their she her his him its it\'s '
-  + 'i\'m i\'ve don\'t can\'t won\'t isn\'t aren\'t very more most much many only other such own same too now new one two way '
-  + 'may might must shall yes okay thanks thank hello tell show give look see know think try via per'
-).split(' '))
+const STOPWORDS = new Set(
+  (
+    'the and for with that this these those from into onto you your yours are was were have has had not but can could would should ' +
+    'will what when where which who whom whose how why please about then than there here its our ours out all any some use using ' +
+    "let lets make get just also like need want help does did done doing been being they them their she her his him its it's " +
+    "i'm i've don't can't won't isn't aren't very more most much many only other such own same too now new one two way " +
+    'may might must shall yes okay thanks thank hello tell show give look see know think try via per'
+  ).split(' '),
+)
 
 const CJK = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/u
 const TOKEN = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
@@ -40,7 +42,7 @@ const TOKEN = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
 export function wordsOf(text: string): Set<string> {
   const words = new Set<string>()
   for (const [token] of text.toLowerCase().matchAll(TOKEN)) {
-    const word = token.replace('’', '\'')
+    const word = token.replace('’', "'")
     if (CJK.test(word)) {
       const chars = [...word]
       for (let i = 0; i + 1 < chars.length; i++) words.add(chars[i] + chars[i + 1])

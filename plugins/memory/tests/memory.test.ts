@@ -31,7 +31,8 @@ async function host(cwd: string) {
   return created
 }
 
-const INTRO = 'Memory index (.loom/memory/MEMORY.md): notes kept from earlier sessions, one line per record; record paths are relative to .loom/memory. Read a record when its summary bears on the task. Memories can be out of date: the current files and the user\'s words come first.'
+const INTRO =
+  "Memory index (.loom/memory/MEMORY.md): notes kept from earlier sessions, one line per record; record paths are relative to .loom/memory. Read a record when its summary bears on the task. Memories can be out of date: the current files and the user's words come first."
 const RECORDS_INTRO = 'Memory records relevant to the latest user message (their index line shares a word with it):'
 const INDEX = [
   '# Memory',
@@ -86,7 +87,10 @@ describe('the memory index', () => {
   test('a binary or unreadable index is one clear line, never a crash', async () => {
     const h = await host(tree({ '.loom/memory/MEMORY.md': Buffer.from([0x2d, 0x00, 0xff]) }))
     const mounted = await h.mount(plugin)
-    expect((await mounted.delta()).contexts.map(c => c.rendered)).toEqual(['Memory index (.loom/memory/MEMORY.md): not included; the file is not UTF-8 text (binary content).', ''])
+    expect((await mounted.delta()).contexts.map(c => c.rendered)).toEqual([
+      'Memory index (.loom/memory/MEMORY.md): not included; the file is not UTF-8 text (binary content).',
+      '',
+    ])
     const dir = await host(tree({ '.loom/memory/MEMORY.md/x': 'a directory, not a file' }))
     const other = await dir.mount(plugin)
     expect((await other.delta()).contexts[0].rendered).toBe('Memory index (.loom/memory/MEMORY.md): not included; the file is not a regular file.')
@@ -99,7 +103,9 @@ describe('the memory index', () => {
     const mounted = await h.mount(plugin, { maxIndexBytes: 200 })
     const kept = lines.slice(0, 4).join('\n')
     expect(Buffer.byteLength(kept)).toBeLessThanOrEqual(200)
-    expect((await mounted.delta()).contexts[0].rendered).toBe(`${INTRO}\n\n${kept}\n\n[Index trimmed to stay within 200 bytes: left out the last 6 lines (${Buffer.byteLength(lines.slice(4).join('\n'))} bytes). The full index is ${join(root, '.loom/memory/MEMORY.md')}.]`)
+    expect((await mounted.delta()).contexts[0].rendered).toBe(
+      `${INTRO}\n\n${kept}\n\n[Index trimmed to stay within 200 bytes: left out the last 6 lines (${Buffer.byteLength(lines.slice(4).join('\n'))} bytes). The full index is ${join(root, '.loom/memory/MEMORY.md')}.]`,
+    )
   })
 
   test('config `file` moves the index; `{{` in the index and in a record reaches the model as written (both contexts are literal)', async () => {
@@ -119,12 +125,7 @@ describe('the memory index', () => {
     h.scriptedModel(['ok'])
     const run = await h.run('fix the workflow')
     expect(run.reason).toEqual({ kind: 'completed' })
-    expect(snapshotOf(run.requests[0])).toBe([
-      CONTEXT_SNAPSHOT_HEADER,
-      index,
-      RECORDS_INTRO,
-      record('ci.md', 'CI', 'workflow', body),
-    ].join('\n\n'))
+    expect(snapshotOf(run.requests[0])).toBe([CONTEXT_SNAPSHOT_HEADER, index, RECORDS_INTRO, record('ci.md', 'CI', 'workflow', body)].join('\n\n'))
   })
 })
 
@@ -135,12 +136,14 @@ describe('relevant records', () => {
     await h.mount(plugin)
     h.scriptedModel(['ok'])
     const run = await h.run('Why does npm fail here?')
-    expect(snapshotOf(run.requests[0])).toBe([
-      CONTEXT_SNAPSHOT_HEADER,
-      `${INTRO}\n\n${INDEX}`,
-      RECORDS_INTRO,
-      record('records/pnpm.md', 'Package manager', 'npm', 'Always `pnpm install`; npm breaks the lockfile.'),
-    ].join('\n\n'))
+    expect(snapshotOf(run.requests[0])).toBe(
+      [
+        CONTEXT_SNAPSHOT_HEADER,
+        `${INTRO}\n\n${INDEX}`,
+        RECORDS_INTRO,
+        record('records/pnpm.md', 'Package manager', 'npm', 'Always `pnpm install`; npm breaks the lockfile.'),
+      ].join('\n\n'),
+    )
   })
 
   test('each new user message selects again (the first step of a turn already sees it); with no match the records go away', async () => {
@@ -156,7 +159,9 @@ describe('relevant records', () => {
     await run.agent.idle()
     const second = h.adapter.requests[1]
     // Two shared words rank before one.
-    expect(snapshotOf(second)).toContain(`${RECORDS_INTRO}\n\n${record('records/style.md', 'Style', 'short answer', 'The user likes terse replies.')}\n\n${record('records/pnpm.md', 'Package manager', 'pnpm', 'Always `pnpm install`; npm breaks the lockfile.')}`)
+    expect(snapshotOf(second)).toContain(
+      `${RECORDS_INTRO}\n\n${record('records/style.md', 'Style', 'short answer', 'The user likes terse replies.')}\n\n${record('records/pnpm.md', 'Package manager', 'pnpm', 'Always `pnpm install`; npm breaks the lockfile.')}`,
+    )
     expect(snapshotOf(second)).not.toContain('records/deploy.md"')
 
     run.agent.followup(userText('thanks!'))
@@ -172,7 +177,9 @@ describe('relevant records', () => {
     const run = await h.run('remind me about deploy')
     await h.mount(plugin) // mounted after the turn: it never saw the message claimed
     const assembly = await h.ctx.systemPrompt.assemble({ agent: run.agent, scope: run.agent })
-    expect(assembly.contexts.find(c => c.name === 'memory:records')?.text).toBe(`${RECORDS_INTRO}\n\n${record('records/deploy.md', 'Deploys', 'deploy', 'Deploy with `make deploy ENV=staging`.')}`)
+    expect(assembly.contexts.find(c => c.name === 'memory:records')?.text).toBe(
+      `${RECORDS_INTRO}\n\n${record('records/deploy.md', 'Deploys', 'deploy', 'Deploy with `make deploy ENV=staging`.')}`,
+    )
   })
 
   test('bodies within maxRecordBytes, whole records only; what did not fit or could not be used is listed', async () => {
@@ -205,13 +212,15 @@ describe('relevant records', () => {
     const run = await h.run('the build is broken')
     const snapshot = snapshotOf(run.requests[0])!
     const records = snapshot.slice(snapshot.indexOf(RECORDS_INTRO))
-    expect(records).toBe([
-      RECORDS_INTRO,
-      record('records/a.md', 'Build A', 'build', a),
-      record('records/c.md', 'Build C', 'build', c),
-      '[Memory budget: left out 2 matching records to stay within 8192 bytes of record text: records/b.md (6000 bytes), records/huge.md (9000 bytes). Read them if needed.]',
-      '[Not included, could not be used: records/gone.md (missing), ../../secret.md (outside the memory directory), records/bin.md (is not UTF-8 text (binary content)).]',
-    ].join('\n\n'))
+    expect(records).toBe(
+      [
+        RECORDS_INTRO,
+        record('records/a.md', 'Build A', 'build', a),
+        record('records/c.md', 'Build C', 'build', c),
+        '[Memory budget: left out 2 matching records to stay within 8192 bytes of record text: records/b.md (6000 bytes), records/huge.md (9000 bytes). Read them if needed.]',
+        '[Not included, could not be used: records/gone.md (missing), ../../secret.md (outside the memory directory), records/bin.md (is not UTF-8 text (binary content)).]',
+      ].join('\n\n'),
+    )
   })
 
   test('records that share more words come first', async () => {
@@ -224,7 +233,9 @@ describe('relevant records', () => {
     await h.mount(plugin, { maxRecordBytes: 1 })
     h.scriptedModel(['ok'])
     const run = await h.run('the login tests fail')
-    expect(snapshotOf(run.requests[0])).toContain(`${record('records/l.md', 'Login tests', 'login test', 'L')}\n\n[Memory budget: left out 1 matching record to stay within 1 bytes of record text: records/t.md (1 bytes). Read it if needed.]`)
+    expect(snapshotOf(run.requests[0])).toContain(
+      `${record('records/l.md', 'Login tests', 'login test', 'L')}\n\n[Memory budget: left out 1 matching record to stay within 1 bytes of record text: records/t.md (1 bytes). Read it if needed.]`,
+    )
   })
 })
 

@@ -16,7 +16,9 @@ export interface Config {
 }
 
 export const Config: Schema<Config> = Schema.object({
-  persona: Schema.string().required().description('The persona text, a `{{var}}` template like the deployment persona. An empty text switches the persona off for the chosen agents.'),
+  persona: Schema.string()
+    .required()
+    .description('The persona text, a `{{var}}` template like the deployment persona. An empty text switches the persona off for the chosen agents.'),
   complete: Schema.boolean().default(false).description('Make the persona the whole system prompt of the chosen agents (every other section is left out).'),
   agents: Schema.array(Schema.string()).description('Ids of the agents that get this persona. Absent or empty: every agent.'),
 }) as Schema<Config>

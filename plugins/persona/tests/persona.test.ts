@@ -21,18 +21,20 @@ const agent = (h: Host, id: string) => h.ctx.agents.create(id, { provider: SCRIP
 const system = async (h: Host, a: Agent) => renderPrompt(await h.ctx.systemPrompt.assemble({ agent: a, scope: a }))
 
 describe('every agent (no `agents` list)', () => {
-  test('the delta is one static section deployment:persona at order 0, in the agent\'s scope', async () => {
+  test("the delta is one static section deployment:persona at order 0, in the agent's scope", async () => {
     const h = await host()
     const mounted = await h.mount(plugin, { persona: 'You review code for {{model}}.' })
     expect(await mounted.delta()).toEqual({
-      sections: [{ name: 'deployment:persona', order: 0, stability: 'static', text: 'You review code for {{model}}.', rendered: 'You review code for scripted.' }],
+      sections: [
+        { name: 'deployment:persona', order: 0, stability: 'static', text: 'You review code for {{model}}.', rendered: 'You review code for scripted.' },
+      ],
       contexts: [],
       tools: [],
       variables: [],
     })
   })
 
-  test('the assembled deployment:persona of an agent is owned by @loom/persona, in the agent\'s layer only', async () => {
+  test("the assembled deployment:persona of an agent is owned by @loom/persona, in the agent's layer only", async () => {
     const h = await host('The global persona.')
     const before = agent(h, 'before')
     await h.mount(plugin, { persona: 'A terse reviewer.' })
@@ -42,8 +44,10 @@ describe('every agent (no `agents` list)', () => {
       expect(sections.find(s => s.name === 'deployment:persona')).toMatchObject({ text: 'A terse reviewer.', owner: '@loom/persona' })
     }
     // The global layer keeps the service's own persona.
-    expect((await h.ctx.systemPrompt.assemble()).sections.find(s => s.name === 'deployment:persona'))
-      .toMatchObject({ text: 'The global persona.', owner: '@loom/system-prompt' })
+    expect((await h.ctx.systemPrompt.assemble()).sections.find(s => s.name === 'deployment:persona')).toMatchObject({
+      text: 'The global persona.',
+      owner: '@loom/system-prompt',
+    })
   })
 
   test('it shadows the deployment persona for agents created before and after it starts', async () => {
@@ -108,7 +112,9 @@ describe('complete mode', () => {
     await h.root.plugin({
       name: 'guidance',
       inject: ['systemPrompt'],
-      apply: ctx => { ctx.systemPrompt.section({ name: 'tool:guide', order: 100, text: 'Use the tools.' }) },
+      apply: ctx => {
+        ctx.systemPrompt.section({ name: 'tool:guide', order: 100, text: 'Use the tools.' })
+      },
     })
     const chosen = agent(h, 'chosen')
     const mounted = await h.mount(plugin, { persona: 'Only this.', complete: true, agents: ['chosen'] })
@@ -153,7 +159,9 @@ describe('lifecycle', () => {
 
   test('`persona` is required (an empty string is allowed and switches the persona off)', async () => {
     const h = await host()
-    await expect(h.mount(plugin, {})).rejects.toThrow('plugin "@loom/persona" failed to start: invalid config:\n  - $.persona missing required value (at persona)')
+    await expect(h.mount(plugin, {})).rejects.toThrow(
+      'plugin "@loom/persona" failed to start: invalid config:\n  - $.persona missing required value (at persona)',
+    )
   })
 
   test('a second persona for the same agent fails loudly, naming the agent', async () => {
@@ -161,7 +169,8 @@ describe('lifecycle', () => {
     agent(h, 'x')
     const first = await h.mount(plugin, { persona: 'First.' })
     await expect(h.mount(plugin, { persona: 'Second.' })).rejects.toThrow(
-      '@loom/persona: cannot set the persona of agent "x": prompt section "deployment:persona" is already registered in this scope')
+      '@loom/persona: cannot set the persona of agent "x": prompt section "deployment:persona" is already registered in this scope',
+    )
     await first.dispose()
     await h.assertZeroResidue(first)
   })

@@ -10,7 +10,13 @@ import { runInNewContext } from 'node:vm'
 import { longSession } from '../../../packages/session/bench/derive.ts'
 import { JsonlFiles } from '../src/store.ts'
 
-export interface AppendFigure { bench: 'session-jsonl/append'; batch: number; events: number; events_per_s: number; batches_per_s: number }
+export interface AppendFigure {
+  bench: 'session-jsonl/append'
+  batch: number
+  events: number
+  events_per_s: number
+  batches_per_s: number
+}
 export interface LoadFigure {
   bench: 'session-jsonl/load'
   events: number

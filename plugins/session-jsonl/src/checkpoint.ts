@@ -10,33 +10,45 @@ import { abortedBeforeDispatchResult, type ToolRunContext } from '@loom/tools'
  * one write-behind window.
  */
 export function installCheckpoints(ctx: Context) {
-  const live = (id: unknown): Session | undefined => typeof id === 'string' ? ctx.sessions.get(id) : undefined
+  const live = (id: unknown): Session | undefined => (typeof id === 'string' ? ctx.sessions.get(id) : undefined)
 
   // Before the first chunk is pulled: a failed flush means the adapter is never called.
-  ctx.on('llm/stream', (options: GenerateOptions, next: () => AsyncIterable<StreamChunk>) => {
-    const session = live(options.sessionId)
-    if (!session) return next()
-    return (async function* () {
-      await ctx.sessions.flush(session)
-      yield* next()
-    })()
-  }, { global: true })
+  ctx.on(
+    'llm/stream',
+    (options: GenerateOptions, next: () => AsyncIterable<StreamChunk>) => {
+      const session = live(options.sessionId)
+      if (!session) return next()
+      return (async function* () {
+        await ctx.sessions.flush(session)
+        yield* next()
+      })()
+    },
+    { global: true },
+  )
 
-  ctx.on('tools/execute', async (exec: ToolRunContext, next) => {
-    const session = live(exec.agent?.sessionId)
-    if (session) {
-      await ctx.sessions.flush(session)
-      if (exec.signal.aborted) return abortedBeforeDispatchResult()
-    }
-    return next()
-  }, { global: true })
+  ctx.on(
+    'tools/execute',
+    async (exec: ToolRunContext, next) => {
+      const session = live(exec.agent?.sessionId)
+      if (session) {
+        await ctx.sessions.flush(session)
+        if (exec.signal.aborted) return abortedBeforeDispatchResult()
+      }
+      return next()
+    },
+    { global: true },
+  )
 
   // Typed by @loom/agent-loop's event declarations (same typecheck program). Not a
   // declared dependency: agent-loop's tests depend on this package, and pnpm warns
   // on a workspace cycle; at runtime the event simply never fires without the loop.
-  ctx.on('agent/pre-step', async (payload, next) => {
-    const session = live(payload.agent.sessionId)
-    if (session) await ctx.sessions.flush(session)
-    return next()
-  }, { global: true })
+  ctx.on(
+    'agent/pre-step',
+    async (payload, next) => {
+      const session = live(payload.agent.sessionId)
+      if (session) await ctx.sessions.flush(session)
+      return next()
+    },
+    { global: true },
+  )
 }

@@ -49,14 +49,14 @@ export const nodeFileOps: FileOps = {
       offset += bytesWritten
     }
   },
-  sync: (handle) => handle.sync(),
+  sync: handle => handle.sync(),
   truncate: (handle, size) => handle.truncate(size),
-  fstat: (handle) => handle.stat({ bigint: true }),
-  close: (handle) => handle.close(),
+  fstat: handle => handle.stat({ bigint: true }),
+  close: handle => handle.close(),
   link: (existing, target) => fsp.link(existing, target),
-  unlink: (file) => fsp.unlink(file),
-  stat: (file) => fsp.stat(file, { bigint: true }),
-  readFile: (file) => fsp.readFile(file),
+  unlink: file => fsp.unlink(file),
+  stat: file => fsp.stat(file, { bigint: true }),
+  readFile: file => fsp.readFile(file),
 }
 
 function errorCode(err: unknown): unknown {

@@ -82,9 +82,10 @@ export function parseHeaderRecord(value: unknown, location: string): SessionHead
   const version = value.version
   if (typeof version === 'number' && version !== SESSION_FORMAT_VERSION) {
     const id = typeof value.id === 'string' ? value.id : '<unknown id>'
-    const detail = version > SESSION_FORMAT_VERSION
-      ? `but this harness reads only v${SESSION_FORMAT_VERSION}: the log was written by a newer harness — upgrade the harness to open it`
-      : `which is older than the supported v${SESSION_FORMAT_VERSION}, and this build ships no upgrade path for it`
+    const detail =
+      version > SESSION_FORMAT_VERSION
+        ? `but this harness reads only v${SESSION_FORMAT_VERSION}: the log was written by a newer harness — upgrade the harness to open it`
+        : `which is older than the supported v${SESSION_FORMAT_VERSION}, and this build ships no upgrade path for it`
     throw new SessionFormatUnsupportedError(`session "${id}" uses log format v${version}, ${detail}${where}`, { location })
   }
   const problem = headerShapeProblem(value)
@@ -204,17 +205,23 @@ function asPackable(event: SessionEvent): PackableChunk | undefined {
 
 // Whether `next` can follow `prev` in one packed row.
 function continuesRun(prev: PackableChunk, next: PackableChunk): boolean {
-  return next.seq === prev.seq + 1
-    && next.kind === prev.kind && next.turn === prev.turn && next.step === prev.step && next.index === prev.index
-    && next.id === prev.id
-    && Object.hasOwn(next, 'name') === Object.hasOwn(prev, 'name') && next.name === prev.name
-    && Number.isSafeInteger(next.time - prev.time)
+  return (
+    next.seq === prev.seq + 1 &&
+    next.kind === prev.kind &&
+    next.turn === prev.turn &&
+    next.step === prev.step &&
+    next.index === prev.index &&
+    next.id === prev.id &&
+    Object.hasOwn(next, 'name') === Object.hasOwn(prev, 'name') &&
+    next.name === prev.name &&
+    Number.isSafeInteger(next.time - prev.time)
+  )
 }
 
 function packRow(run: readonly PackableChunk[]): JsonObject {
   const first = run[0]
   const dt = run.slice(1).map((chunk, k) => chunk.time - run[k].time)
-  const payloads = run.map((chunk) => chunk.payload)
+  const payloads = run.map(chunk => chunk.payload)
   const type: RowTag = ROW_TAG_BY_KIND[first.kind]
   if (first.kind !== 'tool-call-delta') {
     return { type, seq0: first.seq, time0: first.time, data: { turn: first.turn, step: first.step, index: first.index, dt, texts: payloads } }
@@ -269,8 +276,10 @@ export function decodeRecord(value: unknown): SessionEvent[] {
   if (typeof value.type !== 'string' || value.type === '') {
     throw new SessionPersistenceCorruptionError(`malformed storage record: type must be a non-empty string, got ${describe(value.type)}`)
   }
-  if (!isCount(value.seq)) throw new SessionPersistenceCorruptionError(`malformed storage record: seq must be a safe non-negative integer, got ${describe(value.seq)}`)
-  if (typeof value.time !== 'number') throw new SessionPersistenceCorruptionError(`malformed storage record: time must be a number, got ${describe(value.time)}`)
+  if (!isCount(value.seq))
+    throw new SessionPersistenceCorruptionError(`malformed storage record: seq must be a safe non-negative integer, got ${describe(value.seq)}`)
+  if (typeof value.time !== 'number')
+    throw new SessionPersistenceCorruptionError(`malformed storage record: time must be a number, got ${describe(value.time)}`)
   if (!Object.hasOwn(value, 'data')) throw new SessionPersistenceCorruptionError('malformed storage record: data is missing')
   return [value as unknown as SessionEvent]
 }

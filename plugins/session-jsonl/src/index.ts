@@ -271,11 +271,14 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   private hold(id: string, logPath: string): void {
     const lease = this.leases.get(id)
     if (lease) return lease.check()
-    this.leases.set(id, Lease.acquire(id, lockPathOf(logPath), {
-      heartbeatMs: this.heartbeatMs,
-      staleMs: this.staleMs,
-      command: this.leaseCommand,
-    }))
+    this.leases.set(
+      id,
+      Lease.acquire(id, lockPathOf(logPath), {
+        heartbeatMs: this.heartbeatMs,
+        staleMs: this.staleMs,
+        command: this.leaseCommand,
+      }),
+    )
   }
 
   /** Drops the tracking of `id` and releases its lease. */
@@ -319,8 +322,10 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     tracked.writer = new SessionWriteBehind({
       maxDelayMs: this.maxDelayMs,
       write: batch => this.serial(session.id, () => this.store(tracked, batch, true)),
-      reportBackgroundFailure: error => this.home.logger('session-jsonl').error(
-        `session "${session.id}": a background write failed; it is retried with the next event or flush: ${(error as Error).message}`),
+      reportBackgroundFailure: error =>
+        this.home
+          .logger('session-jsonl')
+          .error(`session "${session.id}": a background write failed; it is retried with the next event or flush: ${(error as Error).message}`),
     })
     this.tracked.set(session.id, tracked)
     for (const event of session.events.slice(tracked.cursor)) tracked.writer.enqueue(event)

@@ -62,7 +62,12 @@ export class Lease {
   readonly holder: LockContent
   #timer: ReturnType<typeof setInterval> | undefined
 
-  private constructor(readonly sessionId: string, readonly path: string, holder: LockContent, heartbeatMs: number) {
+  private constructor(
+    readonly sessionId: string,
+    readonly path: string,
+    holder: LockContent,
+    heartbeatMs: number,
+  ) {
     this.holder = holder
     this.#timer = setInterval(() => this.#beat(), heartbeatMs)
     this.#timer.unref()
@@ -179,7 +184,8 @@ function read(lockPath: string): Found {
   }
   try {
     const content = JSON.parse(text) as LockContent
-    const valid = typeof content.token === 'string' && Number.isSafeInteger(content.pid) && typeof content.host === 'string' && typeof content.since === 'number'
+    const valid =
+      typeof content.token === 'string' && Number.isSafeInteger(content.pid) && typeof content.host === 'string' && typeof content.since === 'number'
     return { content: valid ? content : undefined, mtimeMs: stats.mtimeMs }
   } catch {
     return { content: undefined, mtimeMs: stats.mtimeMs }

@@ -82,8 +82,7 @@ export function scanLog(text: string, location: string, knownTypes?: ReadonlySet
     const mismatch = seqMismatch(decoded, count)
     if (mismatch !== -1) {
       issue = corrupt(
-        `corrupt session log: seq gap in committed region at line ${lineNumber} `
-        + `(expected ${count + mismatch}, got ${decoded[mismatch].seq})`,
+        `corrupt session log: seq gap in committed region at line ${lineNumber} ` + `(expected ${count + mismatch}, got ${decoded[mismatch].seq})`,
       )
       if (closesTurn(decoded)) throw issue
       continue
@@ -91,7 +90,7 @@ export function scanLog(text: string, location: string, knownTypes?: ReadonlySet
     for (const event of decoded) {
       if (knownTypes && !unknown && !knownTypes.has(event.type) && event.ignorable !== true) unknown = event
       let block = blocks[blocks.length - 1]
-      if (block.length === BLOCK) blocks.push(block = [])
+      if (block.length === BLOCK) blocks.push((block = []))
       block.push(event)
     }
     count += decoded.length

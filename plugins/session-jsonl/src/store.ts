@@ -1,10 +1,4 @@
-import {
-  interruptedTurnClosers,
-  KNOWN_SESSION_EVENT_TYPES,
-  Session,
-  type SessionEvent,
-  type SessionHeader,
-} from '@loom/session'
+import { interruptedTurnClosers, KNOWN_SESSION_EVENT_TYPES, Session, type SessionEvent, type SessionHeader } from '@loom/session'
 import { open, readdir } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { SessionPersistenceCorruptionError } from './errors.ts'
@@ -60,7 +54,8 @@ export class JsonlFiles {
       const candidate = join(this.root, project, segment, LOG_FILENAME)
       if (await this.#exists(candidate)) hits.push(candidate)
     }
-    if (hits.length > 1) throw new SessionPersistenceCorruptionError(`duplicate JSONL session id "${id}" appears in multiple project directories: ${hits.join(', ')}`)
+    if (hits.length > 1)
+      throw new SessionPersistenceCorruptionError(`duplicate JSONL session id "${id}" appears in multiple project directories: ${hits.join(', ')}`)
     return hits[0]
   }
 
@@ -84,7 +79,9 @@ export class JsonlFiles {
       throw new SessionPersistenceCorruptionError(`session log ${path} holds session "${header.id}", not "${expectedId}"`)
     }
     if (unknown) {
-      throw new SessionPersistenceCorruptionError(`stored session "${header.id}" has event type "${unknown.type}" at seq ${unknown.seq}, which this build does not know (raw log: ${path})`)
+      throw new SessionPersistenceCorruptionError(
+        `stored session "${header.id}" has event type "${unknown.type}" at seq ${unknown.seq}, which this build does not know (raw log: ${path})`,
+      )
     }
     return {
       path,
@@ -124,7 +121,9 @@ export class JsonlFiles {
     try {
       return Session.fromRestore(log.header.id, [...log.events, ...log.closers], log.header)
     } catch (error) {
-      throw new SessionPersistenceCorruptionError(`stored session "${log.header.id}" failed validation: ${(error as Error).message} (raw log: ${log.path})`, { cause: error })
+      throw new SessionPersistenceCorruptionError(`stored session "${log.header.id}" failed validation: ${(error as Error).message} (raw log: ${log.path})`, {
+        cause: error,
+      })
     }
   }
 
@@ -154,7 +153,10 @@ export class JsonlFiles {
 
   async #dirs(path: string): Promise<string[]> {
     try {
-      return (await readdir(path, { withFileTypes: true })).filter(entry => entry.isDirectory()).map(entry => entry.name).sort()
+      return (await readdir(path, { withFileTypes: true }))
+        .filter(entry => entry.isDirectory())
+        .map(entry => entry.name)
+        .sort()
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return []
       throw error

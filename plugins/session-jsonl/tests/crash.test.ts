@@ -15,7 +15,10 @@ import { describe, expect, it } from 'vitest'
 const RUNS = 50
 const writer = fileURLToPath(new URL('./fixtures/crash-writer.ts', import.meta.url))
 
-interface Ack { seq: number; digest: string }
+interface Ack {
+  seq: number
+  digest: string
+}
 
 /** Runs the writer until a random moment after its first acknowledgement, then SIGKILLs it. */
 function runAndKill(root: string, id: string, delayMs: number): Promise<Ack> {
@@ -28,11 +31,16 @@ function runAndKill(root: string, id: string, delayMs: number): Promise<Ack> {
       out += chunk
       timer ??= setTimeout(() => child.kill('SIGKILL'), delayMs)
     })
-    child.stderr.on('data', chunk => { err += chunk })
+    child.stderr.on('data', chunk => {
+      err += chunk
+    })
     child.on('exit', (code, signal) => {
       clearTimeout(timer)
       if (signal !== 'SIGKILL') return reject(new Error(`writer exited with ${code}: ${err}`))
-      const acks = out.split('\n').filter(line => line.startsWith('ACK ')).map(line => line.split(' '))
+      const acks = out
+        .split('\n')
+        .filter(line => line.startsWith('ACK '))
+        .map(line => line.split(' '))
       if (!acks.length) return reject(new Error(`writer acknowledged nothing: ${err}`))
       const [, seq, digest] = acks.at(-1)!
       resolve({ seq: Number(seq), digest })
@@ -71,9 +79,11 @@ describe('crash safety', () => {
       const after = await persistence.files.read(before.path)
       expect(after.committedBytes).toBe(after.fileBytes)
       expect(after.closers).toEqual([])
-      const calls = events.flatMap(event => event.type === 'assistant/message'
-        ? (event.data as any).message.content.filter((block: any) => block.type === 'tool-call').map((block: any) => block.id)
-        : [])
+      const calls = events.flatMap(event =>
+        event.type === 'assistant/message'
+          ? (event.data as any).message.content.filter((block: any) => block.type === 'tool-call').map((block: any) => block.id)
+          : [],
+      )
       const results = new Set(events.filter(event => event.type === 'tool/result').map(event => (event.data as any).message.source.callId))
       expect(calls.filter(call => !results.has(call))).toEqual([])
     }

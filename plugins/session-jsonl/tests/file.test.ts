@@ -49,7 +49,7 @@ describe('materialize', () => {
     expect(fs.statSync(path.dirname(path.dirname(file))).mode & 0o777).toBe(0o700 & ~process.umask())
     // The temp link is gone.
     expect(siblings(file)).toEqual(['session.jsonl'])
-    expect(scanLog(fs.readFileSync(file, 'utf8'), file).events.map((e) => e.seq)).toEqual([0, 1, 2, 3])
+    expect(scanLog(fs.readFileSync(file, 'utf8'), file).events.map(e => e.seq)).toEqual([0, 1, 2, 3])
   })
 
   it('can publish a header-only log', async () => {
@@ -101,7 +101,12 @@ describe('materialize', () => {
   it('publishes nothing and leaves no temp file when the temp fsync fails', async () => {
     // Existing directories, so the failing fsync is the temp file's.
     fs.mkdirSync(path.dirname(file), { recursive: true })
-    const ops: FileOps = { ...nodeFileOps, sync: async () => { throw enospc() } }
+    const ops: FileOps = {
+      ...nodeFileOps,
+      sync: async () => {
+        throw enospc()
+      },
+    }
     await expect(materialize(file, HEADER, [], ops)).rejects.toThrow(/ENOSPC/)
     expect(fs.existsSync(file)).toBe(false)
     expect(siblings(file)).toEqual([])
@@ -145,7 +150,7 @@ describe('appendLines', () => {
     await expect(appendLines(file, batch, ops)).rejects.toThrow(/ENOSPC/)
     expect(size(file)).toBe(before)
     await appendLines(file, batch, ops)
-    expect(scanLog(fs.readFileSync(file, 'utf8'), file).events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
+    expect(scanLog(fs.readFileSync(file, 'utf8'), file).events.map(e => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
   })
 
   it('rolls back a partial write', async () => {
@@ -166,10 +171,17 @@ describe('appendLines', () => {
     const rollbackError = Object.assign(new Error('EIO: i/o error, ftruncate'), { code: 'EIO' })
     const ops: FileOps = {
       ...nodeFileOps,
-      sync: async () => { throw appendError },
-      truncate: async () => { throw rollbackError },
+      sync: async () => {
+        throw appendError
+      },
+      truncate: async () => {
+        throw rollbackError
+      },
     }
-    const err = await appendLines(file, ['{}'], ops).then(() => undefined, (e: unknown) => e)
+    const err = await appendLines(file, ['{}'], ops).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(err).toBeInstanceOf(AggregateError)
     expect((err as AggregateError).message).toBe(`failed to roll back append to "${file}"`)
     expect((err as AggregateError).errors).toEqual([appendError, rollbackError])

@@ -22,7 +22,9 @@ function ev(type: string, seq: number, data: unknown, extra: Record<string, unkn
 }
 function text(seq: number, t: string, opts: { time?: number; kind?: 'text-delta' | 'reasoning-delta'; index?: number; step?: number } = {}): SessionEvent {
   return {
-    type: 'assistant/chunk', seq, time: opts.time ?? seq * 10,
+    type: 'assistant/chunk',
+    seq,
+    time: opts.time ?? seq * 10,
     data: { turn: 1, step: opts.step ?? 1, chunk: { type: opts.kind ?? 'text-delta', index: opts.index ?? 0, text: t } },
   } as unknown as SessionEvent
 }
@@ -35,22 +37,30 @@ function toolDelta(seq: number, args: string, opts: { id?: string; name?: string
 
 function roundTrip(events: readonly SessionEvent[], packChunks = true): { lines: string[]; decoded: SessionEvent[] } {
   const lines = encodeEvents(events, { packChunks })
-  const decoded = lines.flatMap((line) => decodeRecord(JSON.parse(line)))
+  const decoded = lines.flatMap(line => decodeRecord(JSON.parse(line)))
   return { lines, decoded }
 }
 
 function expectByteIdentical(decoded: readonly SessionEvent[], original: readonly SessionEvent[]): void {
-  expect(decoded.map((e) => JSON.stringify(e))).toEqual(original.map((e) => JSON.stringify(e)))
+  expect(decoded.map(e => JSON.stringify(e))).toEqual(original.map(e => JSON.stringify(e)))
 }
 
 function tags(lines: readonly string[]): string[] {
-  return lines.map((line) => (JSON.parse(line) as { type: string }).type)
+  return lines.map(line => (JSON.parse(line) as { type: string }).type)
 }
 
 describe('header encoding', () => {
   it('writes the keys in the fixed order with type session and delegationDepth 0 for top level', () => {
     const header: SessionHeader = {
-      agentPreset: 'coder', origin: 'subagent', seedLength: 4, parentSession: 'p', cwd: '/proj', createdAt: 5, id: 's1', version: 0, delegationDepth: 2,
+      agentPreset: 'coder',
+      origin: 'subagent',
+      seedLength: 4,
+      parentSession: 'p',
+      cwd: '/proj',
+      createdAt: 5,
+      id: 's1',
+      version: 0,
+      delegationDepth: 2,
     }
     expect(encodeHeaderLine(header)).toBe(
       '{"type":"session","version":0,"id":"s1","createdAt":5,"cwd":"/proj","parentSession":"p","seedLength":4,"origin":"subagent","delegationDepth":2,"agentPreset":"coder"}',
@@ -61,7 +71,16 @@ describe('header encoding', () => {
   it('round-trips through parseHeaderRecord', () => {
     const top: SessionHeader = { version: 0, id: 'top', createdAt: 12, cwd: '/w' }
     expect(parseHeaderRecord(JSON.parse(encodeHeaderLine(top)), LOCATION)).toEqual(top)
-    const child: SessionHeader = { version: 0, id: 'c', createdAt: 12, parentSession: 'top', seedLength: 3, origin: 'subagent', delegationDepth: 1, agentPreset: 'x' }
+    const child: SessionHeader = {
+      version: 0,
+      id: 'c',
+      createdAt: 12,
+      parentSession: 'top',
+      seedLength: 3,
+      origin: 'subagent',
+      delegationDepth: 1,
+      agentPreset: 'x',
+    }
     const parsed = parseHeaderRecord(JSON.parse(encodeHeaderLine(child)), LOCATION)
     expect(parsed).toEqual(child)
     expect(Object.keys(parsed)).toEqual(['version', 'id', 'createdAt', 'parentSession', 'seedLength', 'origin', 'delegationDepth', 'agentPreset'])
@@ -107,8 +126,12 @@ describe('header validation (contract 133)', () => {
   })
 
   it('-0 survives JSON.parse, so a raw line with -0 is rejected too', () => {
-    expect(() => parseHeaderRecord(JSON.parse('{"type":"session","version":0,"id":"s","createdAt":-0,"delegationDepth":0}'), LOCATION)).toThrow(/session header/)
-    expect(() => parseHeaderRecord(JSON.parse('{"type":"session","version":0,"id":"s","createdAt":0,"delegationDepth":-0}'), LOCATION)).toThrow(/session header/)
+    expect(() => parseHeaderRecord(JSON.parse('{"type":"session","version":0,"id":"s","createdAt":-0,"delegationDepth":0}'), LOCATION)).toThrow(
+      /session header/,
+    )
+    expect(() => parseHeaderRecord(JSON.parse('{"type":"session","version":0,"id":"s","createdAt":0,"delegationDepth":-0}'), LOCATION)).toThrow(
+      /session header/,
+    )
   })
 
   it('rejects records that are not session headers', () => {
@@ -142,7 +165,9 @@ describe('version refusal (contract 139)', () => {
   })
 
   it('refuses an older version with the no-upgrade-path message', () => {
-    expect(refusal(rawHeader({ version: -1 })).message).toMatch(/^session "s1" uses log format v-1, .*older than the supported v0, and this build ships no upgrade path for it \(raw log: /)
+    expect(refusal(rawHeader({ version: -1 })).message).toMatch(
+      /^session "s1" uses log format v-1, .*older than the supported v0, and this build ships no upgrade path for it \(raw log: /,
+    )
   })
 
   it('checks the version before the shape: a future header with a foreign shape is unsupported, not corrupt', () => {
@@ -160,9 +185,9 @@ describe('packed chunk rows', () => {
   })
 
   it('packs reasoning and tool-call deltas (with and without name)', () => {
-    const reasoning = [0, 1, 2].map((i) => text(i, `r${i}`, { kind: 'reasoning-delta' }))
-    const named = [3, 4, 5].map((i) => toolDelta(i, `{${i}`, { name: 'read' }))
-    const unnamed = [6, 7, 8].map((i) => toolDelta(i, `${i}}`))
+    const reasoning = [0, 1, 2].map(i => text(i, `r${i}`, { kind: 'reasoning-delta' }))
+    const named = [3, 4, 5].map(i => toolDelta(i, `{${i}`, { name: 'read' }))
+    const unnamed = [6, 7, 8].map(i => toolDelta(i, `${i}}`))
     const events = [...reasoning, ...named, ...unnamed]
     const { lines, decoded } = roundTrip(events)
     expect(tags(lines)).toEqual(['reasoning-chunks', 'tool-call-chunks', 'tool-call-chunks'])
@@ -174,30 +199,45 @@ describe('packed chunk rows', () => {
   it('leaves runs of 2 verbatim', () => {
     const events = [text(0, 'a'), text(1, 'b'), ev('step/end', 2, { turn: 1, step: 1 }), text(3, 'c'), text(4, 'd')]
     const { lines, decoded } = roundTrip(events)
-    expect(lines).toEqual(events.map((e) => JSON.stringify(e)))
+    expect(lines).toEqual(events.map(e => JSON.stringify(e)))
     expectByteIdentical(decoded, events)
   })
 
   it('splits runs at a change of kind, index, step, tool id or name presence', () => {
     const events = [
-      text(0, 'a'), text(1, 'b'), text(2, 'c'),
-      ...[3, 4, 5, 6].map((seq) => text(seq, 'r', { kind: 'reasoning-delta' })),
-      text(7, 'i1', { index: 1 }), text(8, 'i1'),
-      text(9, 'x', { step: 2 }), text(10, 'y', { step: 2 }), text(11, 'z', { step: 2 }),
-      toolDelta(12, 'a'), toolDelta(13, 'b'), toolDelta(14, 'c', { id: 'call-2' }), toolDelta(15, 'd', { id: 'call-2', name: 'n' }),
+      text(0, 'a'),
+      text(1, 'b'),
+      text(2, 'c'),
+      ...[3, 4, 5, 6].map(seq => text(seq, 'r', { kind: 'reasoning-delta' })),
+      text(7, 'i1', { index: 1 }),
+      text(8, 'i1'),
+      text(9, 'x', { step: 2 }),
+      text(10, 'y', { step: 2 }),
+      text(11, 'z', { step: 2 }),
+      toolDelta(12, 'a'),
+      toolDelta(13, 'b'),
+      toolDelta(14, 'c', { id: 'call-2' }),
+      toolDelta(15, 'd', { id: 'call-2', name: 'n' }),
     ]
     const { lines, decoded } = roundTrip(events)
     expect(tags(lines)).toEqual([
-      'text-chunks', 'reasoning-chunks', 'assistant/chunk', 'assistant/chunk', 'text-chunks',
-      'assistant/chunk', 'assistant/chunk', 'assistant/chunk', 'assistant/chunk',
+      'text-chunks',
+      'reasoning-chunks',
+      'assistant/chunk',
+      'assistant/chunk',
+      'text-chunks',
+      'assistant/chunk',
+      'assistant/chunk',
+      'assistant/chunk',
+      'assistant/chunk',
     ])
     expectByteIdentical(decoded, events)
   })
 
   it('alternating kinds never pack', () => {
-    const events = [0, 1, 2, 3, 4, 5].map((i) => text(i, 't', { kind: i % 2 ? 'reasoning-delta' : 'text-delta' }))
+    const events = [0, 1, 2, 3, 4, 5].map(i => text(i, 't', { kind: i % 2 ? 'reasoning-delta' : 'text-delta' }))
     const { lines, decoded } = roundTrip(events)
-    expect(tags(lines).every((t) => t === 'assistant/chunk')).toBe(true)
+    expect(tags(lines).every(t => t === 'assistant/chunk')).toBe(true)
     expectByteIdentical(decoded, events)
   })
 
@@ -209,14 +249,24 @@ describe('packed chunk rows', () => {
   })
 
   it('does not pack chunks whose exact shape it could not rebuild', () => {
-    const reordered = [0, 1, 2].map((i) => ({ seq: i, type: 'assistant/chunk', time: i, data: { turn: 1, step: 1, chunk: { type: 'text-delta', index: 0, text: 'x' } } }))
-    const extraKey = [0, 1, 2].map((i) => ({ ...(text(i, 'x') as object), ignorable: true }))
-    const chunkKeyOrder = [0, 1, 2].map((i) => ({ type: 'assistant/chunk', seq: i, time: i, data: { turn: 1, step: 1, chunk: { index: 0, type: 'text-delta', text: 'x' } } }))
-    const fractionalTime = [0, 1, 2].map((i) => text(i, 'x', { time: i + 0.5 }))
+    const reordered = [0, 1, 2].map(i => ({
+      seq: i,
+      type: 'assistant/chunk',
+      time: i,
+      data: { turn: 1, step: 1, chunk: { type: 'text-delta', index: 0, text: 'x' } },
+    }))
+    const extraKey = [0, 1, 2].map(i => ({ ...(text(i, 'x') as object), ignorable: true }))
+    const chunkKeyOrder = [0, 1, 2].map(i => ({
+      type: 'assistant/chunk',
+      seq: i,
+      time: i,
+      data: { turn: 1, step: 1, chunk: { index: 0, type: 'text-delta', text: 'x' } },
+    }))
+    const fractionalTime = [0, 1, 2].map(i => text(i, 'x', { time: i + 0.5 }))
     const gap = [text(0, 'a'), text(1, 'b'), text(3, 'c')]
     for (const events of [reordered, extraKey, chunkKeyOrder, fractionalTime, gap] as unknown as SessionEvent[][]) {
       const { lines, decoded } = roundTrip(events)
-      expect(lines).toEqual(events.map((e) => JSON.stringify(e)))
+      expect(lines).toEqual(events.map(e => JSON.stringify(e)))
       expectByteIdentical(decoded, events)
     }
   })
@@ -224,7 +274,7 @@ describe('packed chunk rows', () => {
   it('writes everything verbatim with packChunks: false', () => {
     const events = [text(0, 'a'), text(1, 'b'), text(2, 'c')]
     const { lines, decoded } = roundTrip(events, false)
-    expect(lines).toEqual(events.map((e) => JSON.stringify(e)))
+    expect(lines).toEqual(events.map(e => JSON.stringify(e)))
     expectByteIdentical(decoded, events)
   })
 
@@ -233,8 +283,19 @@ describe('packed chunk rows', () => {
       ev('turn/start', 0, { turn: 1 }),
       ev('user/message', 1, { id: 'u1', role: 'user', content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } }, { surfaceOp: 'append' }),
       ev('step/start', 2, { turn: 1, step: 1 }),
-      text(3, 'Hé', { time: 2000 }), text(4, 'llo 😀', { time: 2003 }), text(5, '\n"q"', { time: 2001 }),
-      ev('assistant/message', 6, { turn: 1, step: 1, message: { id: 'a1', role: 'assistant', content: [{ type: 'text', text: 'Héllo 😀\n"q"' }], source: { kind: 'model', provider: 'p', model: 'm' } } }, { surfaceOp: 'append' }),
+      text(3, 'Hé', { time: 2000 }),
+      text(4, 'llo 😀', { time: 2003 }),
+      text(5, '\n"q"', { time: 2001 }),
+      ev(
+        'assistant/message',
+        6,
+        {
+          turn: 1,
+          step: 1,
+          message: { id: 'a1', role: 'assistant', content: [{ type: 'text', text: 'Héllo 😀\n"q"' }], source: { kind: 'model', provider: 'p', model: 'm' } },
+        },
+        { surfaceOp: 'append' },
+      ),
       ev('step/end', 7, { turn: 1, step: 1 }),
       ev('turn/end', 8, { turn: 1, reason: { kind: 'completed' } }),
     ]
@@ -251,7 +312,7 @@ describe('decodeRecord', () => {
   it('expands a row (any key order) into its events', () => {
     const reordered = { data: { texts: ['a', 'b'], dt: [1], index: 0, step: 1, turn: 1 }, time0: 100, seq0: 4, type: 'text-chunks' }
     for (const row of [goodText, reordered]) {
-      expect(decodeRecord(row).map((e) => JSON.stringify(e))).toEqual([
+      expect(decodeRecord(row).map(e => JSON.stringify(e))).toEqual([
         '{"type":"assistant/chunk","seq":4,"time":100,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"a"}}}',
         '{"type":"assistant/chunk","seq":5,"time":101,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"b"}}}',
       ])
@@ -266,7 +327,7 @@ describe('decodeRecord', () => {
     ['text-chunks', { ...goodText, data: null }],
     ['text-chunks', { ...goodText, data: { ...goodText.data, dt: [] } }],
     ['text-chunks', { ...goodText, data: { ...goodText.data, dt: [1.5] } }],
-    ['text-chunks', { ...goodText, data: { ...goodText.data, texts: [] , dt: [] } }],
+    ['text-chunks', { ...goodText, data: { ...goodText.data, texts: [], dt: [] } }],
     ['text-chunks', { ...goodText, data: { ...goodText.data, texts: ['a', 3] } }],
     ['text-chunks', { ...goodText, data: { ...goodText.data, turn: 'x' } }],
     ['text-chunks', { ...goodText, data: { ...goodText.data, name: 'n' } }],

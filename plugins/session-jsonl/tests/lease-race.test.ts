@@ -32,20 +32,25 @@ function startWriter(root: string, id: string): Writer {
     out += chunk
     for (const check of waiting.splice(0)) check()
   })
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk })
-  const exited = new Promise<number | null>(resolve => child.on('exit', code => {
-    for (const check of waiting.splice(0)) check()
-    resolve(code)
-  }))
-  const line = (pattern: RegExp) => new Promise<string>((resolve, reject) => {
-    const check = () => {
-      const found = out.split('\n').find(text => pattern.test(text))
-      if (found !== undefined) return resolve(found)
-      if (child.exitCode !== null) return reject(new Error(`writer exited with ${child.exitCode} before ${pattern}: ${out}${err}`))
-      waiting.push(check)
-    }
-    check()
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    err += chunk
   })
+  const exited = new Promise<number | null>(resolve =>
+    child.on('exit', code => {
+      for (const check of waiting.splice(0)) check()
+      resolve(code)
+    }),
+  )
+  const line = (pattern: RegExp) =>
+    new Promise<string>((resolve, reject) => {
+      const check = () => {
+        const found = out.split('\n').find(text => pattern.test(text))
+        if (found !== undefined) return resolve(found)
+        if (child.exitCode !== null) return reject(new Error(`writer exited with ${child.exitCode} before ${pattern}: ${out}${err}`))
+        waiting.push(check)
+      }
+      check()
+    })
   return { child, line, exited }
 }
 
@@ -55,7 +60,9 @@ async function race(root: string, id: string) {
   for (const writer of writers) writer.child.stdin.write('GO\n')
   const outcomes = await Promise.all(writers.map(writer => writer.line(/^(WROTE|REFUSED) /)))
   // The winner keeps its lease until the loser is done, so the two really overlap.
-  outcomes.forEach((outcome, i) => { if (outcome.startsWith('WROTE')) writers[i].child.stdin.write('EXIT\n') })
+  outcomes.forEach((outcome, i) => {
+    if (outcome.startsWith('WROTE')) writers[i].child.stdin.write('EXIT\n')
+  })
   const codes = await Promise.all(writers.map(writer => writer.exited))
   return writers.map((writer, i) => ({ pid: writer.child.pid!, outcome: outcomes[i], code: codes[i] }))
 }
@@ -96,9 +103,12 @@ describe('two processes, one session', () => {
       expect(losers, label).toHaveLength(1)
       expect(winners[0].code, label).toBe(0)
       expect(losers[0].code, label).toBe(1)
-      expect(losers[0].outcome, label).toMatch(new RegExp(
-        `^REFUSED session ${id} is being written by pid ${winners[0].pid} on host ${HOST.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `
-        + `since \\d\\d:\\d\\d:\\d\\d \\(lease-writer\\); wait for it to finish or stop it$`))
+      expect(losers[0].outcome, label).toMatch(
+        new RegExp(
+          `^REFUSED session ${id} is being written by pid ${winners[0].pid} on host ${HOST.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} ` +
+            `since \\d\\d:\\d\\d:\\d\\d \\(lease-writer\\); wait for it to finish or stop it$`,
+        ),
+      )
       // The winner exited without disposing: its exit hook released the lock.
       expect(fs.readdirSync(dirname(file)), label).toEqual(['session.jsonl'])
     }

@@ -109,7 +109,9 @@ describe('the write lease', () => {
     expect(error).toBeInstanceOf(SessionLeaseError)
     expect(error).toMatchObject({ name: 'SessionLeaseError', code: 'SESSION_LEASE_HELD', sessionId: 'busy' })
     expect((error as SessionLeaseError).holder).toEqual({ pid: process.pid, host: HOST, since: since.getTime(), command: 'loom run' })
-    expect(error.message).toBe(`session busy is being written by pid ${process.pid} on host ${HOST} since 12:01:03 (loom run); wait for it to finish or stop it`)
+    expect(error.message).toBe(
+      `session busy is being written by pid ${process.pid} on host ${HOST} since 12:01:03 (loom run); wait for it to finish or stop it`,
+    )
 
     await expect(persistence.prepare('busy')).rejects.toThrow(error.message)
     // A live session continuing the stored log is vetoed at publication.
@@ -211,7 +213,9 @@ describe('the write lease', () => {
     const error = await rejection(persistence.append('fenced', session.events.slice(6)))
     expect(error).toBeInstanceOf(SessionLeaseError)
     expect(error).toMatchObject({ code: 'SESSION_LEASE_LOST', holder: { pid: 4242, host: 'elsewhere.example' } })
-    expect(error.message).toMatch(/^session fenced: this writer \(pid \d+\) lost its write lease, now held by pid 4242 on host elsewhere\.example since .* \(loom sessions repair\); nothing more is written by this process$/)
+    expect(error.message).toMatch(
+      /^session fenced: this writer \(pid \d+\) lost its write lease, now held by pid 4242 on host elsewhere\.example since .* \(loom sessions repair\); nothing more is written by this process$/,
+    )
     expect(fs.readFileSync(file).equals(bytes)).toBe(true)
 
     // Even once the other writer is gone, a lost lease is not taken again: the log may have moved on.
@@ -326,7 +330,9 @@ describe('session/durable', () => {
 
     closedTurn(session, 1)
     let durable = false
-    const waiting = persistence.whenDurable('durable', 5).then(() => { durable = true })
+    const waiting = persistence.whenDurable('durable', 5).then(() => {
+      durable = true
+    })
     await new Promise(resolve => setTimeout(resolve, 20))
     expect(durable).toBe(false)
     expect(seen).toEqual([])
@@ -336,7 +342,10 @@ describe('session/durable', () => {
     expect(seen).toEqual([['durable', 5, true]])
     openTurn(session, 2)
     await sessions.flush(session)
-    expect(seen).toEqual([['durable', 5, true], ['durable', 8, true]])
+    expect(seen).toEqual([
+      ['durable', 5, true],
+      ['durable', 8, true],
+    ])
     // Already durable: at once.
     await persistence.whenDurable('durable', 3)
   })

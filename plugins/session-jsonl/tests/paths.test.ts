@@ -26,8 +26,33 @@ describe('encodeSegment', () => {
   it('is injective', () => {
     // Strings built to collide under a naive escape: literal escapes, dots, separators, surrogates.
     const inputs = [
-      '.', '..', '~002E', '~002E~002E', '~', '~007E', 'a/b', 'a~002Fb', 'a\\b', 'a:b', '/', '\\', ':',
-      'x', 'X', 'é', 'e\u0301', '\uD83D', '\uDE00', '😀', '\uD83D\uDE00x', ' ', '%20', '~0020', '...', '.a', 'a.',
+      '.',
+      '..',
+      '~002E',
+      '~002E~002E',
+      '~',
+      '~007E',
+      'a/b',
+      'a~002Fb',
+      'a\\b',
+      'a:b',
+      '/',
+      '\\',
+      ':',
+      'x',
+      'X',
+      'é',
+      'e\u0301',
+      '\uD83D',
+      '\uDE00',
+      '😀',
+      '\uD83D\uDE00x',
+      ' ',
+      '%20',
+      '~0020',
+      '...',
+      '.a',
+      'a.',
     ]
     const all = new Set(inputs)
     for (const a of inputs) for (const b of inputs) all.add(a + b)

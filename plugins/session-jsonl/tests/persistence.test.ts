@@ -48,14 +48,11 @@ function raw(firstSeq: number, fill: (sink: Sink) => void): SessionEvent[] {
 
 /** Appends to a live session (published through `session/event`). */
 function live(session: Session): Sink {
-  return (type, data, intent) => intent
-    ? session.append(type as 'user/message', data as never, intent)
-    : session.append(type as 'turn/start', data as never)
+  return (type, data, intent) => (intent ? session.append(type as 'user/message', data as never, intent) : session.append(type as 'turn/start', data as never))
 }
 
 const toolCallBlock = (id: string): ContentBlock => ({ type: 'tool-call', id, name: 'read_file', arguments: '{"path":"a.txt"}' })
-const assistant = (turn: number, step: number, content: ContentBlock[]) =>
-  ({ turn, step, message: createAssistantMessage({ content, source: MODEL }) })
+const assistant = (turn: number, step: number, content: ContentBlock[]) => ({ turn, step, message: createAssistantMessage({ content, source: MODEL }) })
 
 /** A closed turn without tools: 6 events. */
 function shortTurn(sink: Sink, turn: number) {
@@ -75,8 +72,11 @@ function toolTurn(sink: Sink, turn: number, callId = `call-${turn}`) {
   for (const text of ['Let ', 'me ', 'look.']) sink('assistant/chunk', { turn, step: 1, chunk: { type: 'text-delta', index: 0, text } })
   sink('assistant/message', assistant(turn, 1, [{ type: 'text', text: 'Let me look.' }, toolCallBlock(callId)]), { surfaceOp: 'append' })
   const call = sink('tool/call', { turn, step: 1, callId, name: 'read_file', arguments: '{"path":"a.txt"}' })
-  sink('tool/result', { turn, step: 1, message: createToolResultMessage({ callId, content: [{ type: 'text', text: `contents for ${callId}` }] }) },
-    { surfaceOp: 'append', sourceEventSeqs: [call.seq] })
+  sink(
+    'tool/result',
+    { turn, step: 1, message: createToolResultMessage({ callId, content: [{ type: 'text', text: `contents for ${callId}` }] }) },
+    { surfaceOp: 'append', sourceEventSeqs: [call.seq] },
+  )
   sink('step/end', { turn, step: 1 })
   sink('turn/end', { turn, reason: { kind: 'completed' } })
 }
@@ -139,8 +139,7 @@ async function lifecycle(maxDelayMs = 20) {
   return { root, backend, owner, ctx, sessions: ctx.sessions, persistence: ctx.sessionPersistence, errors }
 }
 
-const meta = (id: string, extra: Partial<SessionHeader> = {}): SessionHeader =>
-  ({ version: 0, id, createdAt: 1_700_000_000_000, cwd: CWD, ...extra })
+const meta = (id: string, extra: Partial<SessionHeader> = {}): SessionHeader => ({ version: 0, id, createdAt: 1_700_000_000_000, cwd: CWD, ...extra })
 
 /** A log stored through the seam in its own lifecycle; returns its path. */
 async function stored(id: string, events: SessionEvent[], header = meta(id)): Promise<string> {
@@ -171,7 +170,10 @@ describe('lazy materialization (127)', () => {
     expect(fs.readdirSync(dir)).toEqual([])
     expect(await persistence.list()).toEqual([])
 
-    await persistence.append('empty', raw(0, s => shortTurn(s, 1)))
+    await persistence.append(
+      'empty',
+      raw(0, s => shortTurn(s, 1)),
+    )
     expect(fs.existsSync(persistence.locate(meta('empty')).path)).toBe(true)
     expect((await persistence.list()).map(header => header.id)).toEqual(['empty'])
   })
@@ -183,7 +185,10 @@ describe('lazy materialization (127)', () => {
   })
 
   it('create for an id already on disk throws', async () => {
-    await stored('on-disk', raw(0, s => shortTurn(s, 1)))
+    await stored(
+      'on-disk',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const { persistence } = await lifecycle()
     expect(() => persistence.create(meta('on-disk'))).toThrow(/session "on-disk" already has a persisted log on disk/)
   })
@@ -235,11 +240,19 @@ describe('seam append and load (128)', () => {
 
 describe('torn tail', () => {
   it('load cuts the torn fragment and closes the open turn; later appends continue the log (129)', async () => {
-    const file = await stored('torn', raw(0, s => shortTurn(s, 1)))
-    fs.appendFileSync(file, lines(raw(6, s => {
-      s('turn/start', { turn: 2 })
-      s('step/start', { turn: 2, step: 1 })
-    })) + '{"type":"assistant/chunk","seq":8,"ti')
+    const file = await stored(
+      'torn',
+      raw(0, s => shortTurn(s, 1)),
+    )
+    fs.appendFileSync(
+      file,
+      lines(
+        raw(6, s => {
+          s('turn/start', { turn: 2 })
+          s('step/start', { turn: 2, step: 1 })
+        }),
+      ) + '{"type":"assistant/chunk","seq":8,"ti',
+    )
 
     const { persistence } = await lifecycle()
     const { events } = await persistence.load('torn')
@@ -248,23 +261,32 @@ describe('torn tail', () => {
     expect(events[9]).toMatchObject({ type: 'turn/end', data: { turn: 2, reason: { kind: 'interrupted' } } })
     expect(events.some(event => event.type === 'assistant/chunk')).toBe(false)
 
-    await persistence.append('torn', raw(10, s => {
-      s('turn/start', { turn: 3 })
-      s('turn/end', { turn: 3, reason: { kind: 'completed' } })
-    }))
+    await persistence.append(
+      'torn',
+      raw(10, s => {
+        s('turn/start', { turn: 3 })
+        s('turn/end', { turn: 3, reason: { kind: 'completed' } })
+      }),
+    )
     const reloaded = await (await lifecycle()).persistence.load('torn')
     expect(seqs(reloaded.events)).toEqual(range(0, 11))
     expect(json(reloaded.events.slice(0, 10))).toBe(json(events))
   })
 
   it('repair leaves the committed prefix byte for byte (130)', async () => {
-    const file = await stored('prefix', raw(0, s => shortTurn(s, 1)))
+    const file = await stored(
+      'prefix',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const original = fs.readFileSync(file)
     fs.appendFileSync(file, '\n{"partial')
 
     const { persistence } = await lifecycle()
     expect(seqs((await persistence.load('prefix')).events)).toEqual(range(0, 5))
-    await persistence.append('prefix', raw(6, s => shortTurn(s, 2)))
+    await persistence.append(
+      'prefix',
+      raw(6, s => shortTurn(s, 2)),
+    )
 
     const after = fs.readFileSync(file)
     expect(after.subarray(0, original.length).equals(original)).toBe(true)
@@ -275,11 +297,19 @@ describe('torn tail', () => {
 
 describe('inspect (131)', () => {
   it('shows the repaired view without touching the file; load then commits it', async () => {
-    const file = await stored('peek', raw(0, s => shortTurn(s, 1)))
-    fs.appendFileSync(file, lines(raw(6, s => {
-      s('turn/start', { turn: 2 })
-      s('step/start', { turn: 2, step: 1 })
-    })))
+    const file = await stored(
+      'peek',
+      raw(0, s => shortTurn(s, 1)),
+    )
+    fs.appendFileSync(
+      file,
+      lines(
+        raw(6, s => {
+          s('turn/start', { turn: 2 })
+          s('step/start', { turn: 2, step: 1 })
+        }),
+      ),
+    )
     const bytes = fs.readFileSync(file)
     const before = statOf(file)
 
@@ -302,7 +332,10 @@ describe('inspect (131)', () => {
 
 describe('recovery tool results (132)', () => {
   it('a tool call without a tool/call record is closed with TOOL_NOT_STARTED', async () => {
-    await stored('not-started', raw(0, s => openToolTurn(s, 1, 'call-x', false)))
+    await stored(
+      'not-started',
+      raw(0, s => openToolTurn(s, 1, 'call-x', false)),
+    )
     const { events } = await (await lifecycle()).persistence.load('not-started')
     expect(types(events)).toEqual(['turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/result', 'step/end', 'turn/end'])
     const result = events[4] as SessionEvent<'tool/result'>
@@ -320,7 +353,10 @@ describe('recovery tool results (132)', () => {
   })
 
   it('a recorded tool/call without a result is closed with TOOL_OUTCOME_UNKNOWN', async () => {
-    await stored('unknown', raw(0, s => openToolTurn(s, 1, 'call-x', true)))
+    await stored(
+      'unknown',
+      raw(0, s => openToolTurn(s, 1, 'call-x', true)),
+    )
     const { events } = await (await lifecycle()).persistence.load('unknown')
     expect(types(events).slice(-4)).toEqual(['tool/call', 'tool/result', 'step/end', 'turn/end'])
     const result = events[5] as SessionEvent<'tool/result'>
@@ -357,7 +393,10 @@ describe('append failure rollback (134)', () => {
     backends.push(backend)
 
     persistence.create(meta('enospc'))
-    await persistence.append('enospc', raw(0, s => shortTurn(s, 1)))
+    await persistence.append(
+      'enospc',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const file = persistence.locate(meta('enospc')).path
     const size = fs.statSync(file).size
     const bytes = fs.readFileSync(file)
@@ -381,11 +420,19 @@ describe('append contiguity (135)', () => {
   it('a batch that does not start at the stored length is refused', async () => {
     const { persistence } = await lifecycle()
     persistence.create(meta('gap'))
-    await persistence.append('gap', raw(0, s => shortTurn(s, 1)))
+    await persistence.append(
+      'gap',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const file = persistence.locate(meta('gap')).path
     const size = fs.statSync(file).size
 
-    const error = await rejection(persistence.append('gap', raw(3, s => s('turn/start', { turn: 2 }))))
+    const error = await rejection(
+      persistence.append(
+        'gap',
+        raw(3, s => s('turn/start', { turn: 2 })),
+      ),
+    )
     expect(error.message).toMatch(/append seq mismatch for "gap": expected 6 at index 0, got 3/)
     expect(fs.statSync(file).size).toBe(size)
   })
@@ -393,7 +440,10 @@ describe('append contiguity (135)', () => {
   it('a gap inside a batch is refused and nothing of the batch is written', async () => {
     const { persistence } = await lifecycle()
     persistence.create(meta('gap'))
-    await persistence.append('gap', raw(0, s => shortTurn(s, 1)))
+    await persistence.append(
+      'gap',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const file = persistence.locate(meta('gap')).path
     const size = fs.statSync(file).size
 
@@ -402,7 +452,10 @@ describe('append contiguity (135)', () => {
     expect(error.message).toMatch(/expected 7 at index 1, got 8/)
     expect(fs.statSync(file).size).toBe(size)
     // The cursor did not move: the right continuation is still accepted.
-    await persistence.append('gap', raw(6, s => shortTurn(s, 2)))
+    await persistence.append(
+      'gap',
+      raw(6, s => shortTurn(s, 2)),
+    )
     expect(seqs((await persistence.load('gap')).events)).toEqual(range(0, 11))
   })
 })
@@ -412,8 +465,10 @@ describe('stored-log refusals', () => {
     const { persistence } = await lifecycle()
     const file = persistence.locate(meta('future')).path
     fs.mkdirSync(path.dirname(file), { recursive: true })
-    fs.writeFileSync(file, '{"type":"session","version":1,"id":"future","createdAt":1,"delegationDepth":0}\n'
-      + '{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n')
+    fs.writeFileSync(
+      file,
+      '{"type":"session","version":1,"id":"future","createdAt":1,"delegationDepth":0}\n' + '{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n',
+    )
     const bytes = fs.readFileSync(file)
 
     const error = await rejection(persistence.load('future'))
@@ -439,7 +494,10 @@ describe('stored-log refusals', () => {
   })
 
   it('damage before a committed turn/end is corruption: load rejects naming the line and leaves the file alone', async () => {
-    const file = await stored('damaged', raw(0, s => shortTurn(s, 1)))
+    const file = await stored(
+      'damaged',
+      raw(0, s => shortTurn(s, 1)),
+    )
     // Line 1 is the header; line 4 holds seq 2 (the user message), followed by the turn's end.
     const text = fs.readFileSync(file, 'utf8').split('\n')
     text[3] = '{"type":"user/message","seq":2,"ti'
@@ -455,7 +513,10 @@ describe('stored-log refusals', () => {
   })
 
   it('an unknown event type in a stored log is refused', async () => {
-    const file = await stored('unknown-type', raw(0, s => shortTurn(s, 1)))
+    const file = await stored(
+      'unknown-type',
+      raw(0, s => shortTurn(s, 1)),
+    )
     fs.appendFileSync(file, lines(raw(6, s => s('future/thing', { x: 1 }))))
     const bytes = fs.readFileSync(file)
 
@@ -467,7 +528,10 @@ describe('stored-log refusals', () => {
   })
 
   it('an unknown event type marked ignorable is kept', async () => {
-    const file = await stored('ignorable', raw(0, s => shortTurn(s, 1)))
+    const file = await stored(
+      'ignorable',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const extra = { type: 'future/thing', seq: 6, time: 1_700_000_000_006, data: { x: 1 }, ignorable: true }
     fs.appendFileSync(file, JSON.stringify(extra) + '\n')
 
@@ -573,7 +637,7 @@ describe('fork persistence (3.8)', () => {
 })
 
 describe('disposal', () => {
-  it('disposing the owner plugin flushes its sessions\' pending events', async () => {
+  it("disposing the owner plugin flushes its sessions' pending events", async () => {
     const { sessions, persistence, owner } = await lifecycle(10_000)
     const session = sessions.create('owned', { meta: { cwd: CWD } })
     toolTurn(live(session), 1)
@@ -609,11 +673,19 @@ describe('disposal', () => {
 
 describe('reads', () => {
   it('readFrom returns the stored suffix from the committed prefix, without repair', async () => {
-    const file = await stored('suffix', raw(0, s => shortTurn(s, 1)))
-    fs.appendFileSync(file, lines(raw(6, s => {
-      s('turn/start', { turn: 2 })
-      s('step/start', { turn: 2, step: 1 })
-    })) + '{"type":"assistant/ch')
+    const file = await stored(
+      'suffix',
+      raw(0, s => shortTurn(s, 1)),
+    )
+    fs.appendFileSync(
+      file,
+      lines(
+        raw(6, s => {
+          s('turn/start', { turn: 2 })
+          s('step/start', { turn: 2, step: 1 })
+        }),
+      ) + '{"type":"assistant/ch',
+    )
     const bytes = fs.readFileSync(file)
 
     const { persistence } = await lifecycle()
@@ -626,7 +698,10 @@ describe('reads', () => {
   })
 
   it('readFrom rejects a negative fromSeq with a TypeError', async () => {
-    await stored('suffix', raw(0, s => shortTurn(s, 1)))
+    await stored(
+      'suffix',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const { persistence } = await lifecycle()
     await expect(persistence.readFrom('suffix', -1)).rejects.toBeInstanceOf(TypeError)
     await expect(persistence.readFrom('suffix', 1.5)).rejects.toBeInstanceOf(TypeError)
@@ -639,15 +714,24 @@ describe('reads', () => {
     persistence.create(b)
     persistence.create(a)
     persistence.create(meta('c', { createdAt: 500 }))
-    await persistence.append('b', raw(0, s => shortTurn(s, 1)))
-    await persistence.append('a', raw(0, s => shortTurn(s, 1)))
+    await persistence.append(
+      'b',
+      raw(0, s => shortTurn(s, 1)),
+    )
+    await persistence.append(
+      'a',
+      raw(0, s => shortTurn(s, 1)),
+    )
 
     expect(await persistence.list()).toEqual([a, b])
     expect(await (await lifecycle()).persistence.list()).toEqual([a, b])
   })
 
   it('a missing id rejects with "not found"', async () => {
-    await stored('present', raw(0, s => shortTurn(s, 1)))
+    await stored(
+      'present',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const { persistence } = await lifecycle()
     await expect(persistence.load('missing')).rejects.toThrow(/session "missing" not found/)
     await expect(persistence.inspect('missing')).rejects.toThrow(/not found/)
@@ -658,7 +742,10 @@ describe('reads', () => {
 
 describe('id collision', () => {
   it('a live session whose events differ from the stored log of its id is vetoed at creation', async () => {
-    const file = await stored('dup', raw(0, s => shortTurn(s, 1)))
+    const file = await stored(
+      'dup',
+      raw(0, s => shortTurn(s, 1)),
+    )
     const bytes = fs.readFileSync(file)
     const { sessions } = await lifecycle()
     const seed = raw(0, s => shortTurn(s, 7))

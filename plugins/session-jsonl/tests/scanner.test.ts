@@ -18,7 +18,7 @@ const chunk = (seq: number, text: string) => ev('assistant/chunk', seq, { turn: 
 
 /** A log of newline-terminated lines (plus an optional torn fragment). */
 function log(lines: readonly string[], fragment = ''): string {
-  return [HEADER, ...lines].map((line) => line + '\n').join('') + fragment
+  return [HEADER, ...lines].map(line => line + '\n').join('') + fragment
 }
 const line = (event: SessionEvent) => JSON.stringify(event)
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8')
@@ -40,7 +40,7 @@ describe('scanLog', () => {
     const text = log(encodeEvents(TURN_1.concat([turnStart(6, 2), chunk(7, 'x'), chunk(8, 'y'), chunk(9, 'z'), turnEnd(10, 2)])))
     const result = scanLog(text, LOCATION)
     expect(result.header).toEqual({ version: 0, id: 's1', createdAt: 1000, cwd: '/proj' })
-    expect(result.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    expect(result.events.map(e => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
     expect(result.committedBytes).toBe(bytes(text))
   })
 
@@ -54,7 +54,7 @@ describe('scanLog', () => {
     const committed = log(TURN_1.map(line).concat([line(turnStart(6, 2)), line(stepStart(7))]))
     const text = committed + '{"type":"assistant/chunk","seq":8,"ti'
     const result = scanLog(text, LOCATION)
-    expect(result.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
+    expect(result.events.map(e => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
     expect(result.committedBytes).toBe(bytes(committed))
     expect(result.committedBytes).toBeLessThan(bytes(text))
   })
@@ -91,30 +91,30 @@ describe('scanLog', () => {
       const prefix = log(TURN_1.map(line))
       const text = prefix + line(turnStart(7, 2)) + '\n' + line(stepStart(8)) + '\n'
       const result = scanLog(text, LOCATION)
-      expect(result.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5])
+      expect(result.events.map(e => e.seq)).toEqual([0, 1, 2, 3, 4, 5])
       expect(result.committedBytes).toBe(bytes(prefix))
     })
 
     it('tolerates a seq gap when there is no turn/end at all', () => {
       const result = scanLog(log([line(turnStart(0)), line(stepStart(1)), line(chunk(3, 'x'))]), LOCATION)
-      expect(result.events.map((e) => e.seq)).toEqual([0, 1])
+      expect(result.events.map(e => e.seq)).toEqual([0, 1])
     })
 
     it('tolerates an unparsable line after the last turn/end', () => {
       const prefix = log(TURN_1.map(line).concat(line(turnStart(6, 2))))
       const result = scanLog(prefix + '{"partial\n' + line(stepStart(7)) + '\n', LOCATION)
-      expect(result.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6])
+      expect(result.events.map(e => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6])
       expect(result.committedBytes).toBe(bytes(prefix))
     })
 
     it('ignores every line after the first issue, even well-formed contiguous ones', () => {
       const result = scanLog(log([line(turnStart(0)), 'not json', line(stepStart(1)), line(stepStart(2))]), LOCATION)
-      expect(result.events.map((e) => e.seq)).toEqual([0])
+      expect(result.events.map(e => e.seq)).toEqual([0])
     })
 
     it('treats a malformed packed row as unparsable', () => {
       const result = scanLog(log([line(turnStart(0)), '{"type":"text-chunks","seq0":1}']), LOCATION)
-      expect(result.events.map((e) => e.seq)).toEqual([0])
+      expect(result.events.map(e => e.seq)).toEqual([0])
     })
   })
 
@@ -134,8 +134,9 @@ describe('scanLog', () => {
     })
 
     it('throws on a duplicated seq (a replayed batch) before a turn/end', () => {
-      expect(scanError(log([line(turnStart(0)), line(stepStart(1)), line(stepStart(1)), line(turnEnd(2))])).message)
-        .toMatch(/seq gap in committed region at line 4 \(expected 2, got 1\)/)
+      expect(scanError(log([line(turnStart(0)), line(stepStart(1)), line(stepStart(1)), line(turnEnd(2))])).message).toMatch(
+        /seq gap in committed region at line 4 \(expected 2, got 1\)/,
+      )
     })
 
     it('throws on a corrupt line before a turn/end, naming the corrupt line', () => {
@@ -148,9 +149,8 @@ describe('scanLog', () => {
       const rows = encodeEvents([chunk(2, 'a'), chunk(3, 'b'), chunk(4, 'c')])
       expect(rows).toHaveLength(1)
       // Without a later turn/end the damage is a tail; with one it is corruption.
-      expect(scanLog(log([line(turnStart(0)), 'garbage', ...rows]), LOCATION).events.map((e) => e.seq)).toEqual([0])
-      expect(scanError(log([line(turnStart(0)), 'garbage', ...rows, line(turnEnd(5))])).message)
-        .toMatch(/unparsable committed event at line 3\b/)
+      expect(scanLog(log([line(turnStart(0)), 'garbage', ...rows]), LOCATION).events.map(e => e.seq)).toEqual([0])
+      expect(scanError(log([line(turnStart(0)), 'garbage', ...rows, line(turnEnd(5))])).message).toMatch(/unparsable committed event at line 3\b/)
     })
   })
 

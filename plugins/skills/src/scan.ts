@@ -38,8 +38,10 @@ export function parseSkill(text: string, file: string, dir: string): ParsedSkill
     data = parseYaml(match[1])
   } catch (error) {
     // Line numbers of the file, not of the front matter (which starts on line 2).
-    const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]
-      .replace(/ at line (\d+)/, (_, line: string) => ` at line ${Number(line) + 1} of the file`).replace(/:$/, '')
+    const message = (error instanceof Error ? error.message : String(error))
+      .split('\n')[0]
+      .replace(/ at line (\d+)/, (_, line: string) => ` at line ${Number(line) + 1} of the file`)
+      .replace(/:$/, '')
     const hint = /nested mappings|mapping values/i.test(message) ? ' (quote a value that contains ": ")' : ''
     return { ok: false, reason: `has front matter that is not valid YAML: ${message}${hint}` }
   }
@@ -58,11 +60,17 @@ export function parseSkill(text: string, file: string, dir: string): ParsedSkill
   if (oneLine.length > MAX_DESCRIPTION_LENGTH) {
     return { ok: false, reason: `has a \`description\` of ${oneLine.length} characters (at most ${MAX_DESCRIPTION_LENGTH})` }
   }
-  const body = source.slice(match[0].length).replace(/^(?:[ \t]*\r?\n)+/, '').replace(/\s+$/, '')
+  const body = source
+    .slice(match[0].length)
+    .replace(/^(?:[ \t]*\r?\n)+/, '')
+    .replace(/\s+$/, '')
   return { ok: true, skill: { name: name.trim(), description: oneLine, body, file, dir } }
 }
 
-interface CacheEntry { stamp: string; parsed: ParsedSkill }
+interface CacheEntry {
+  stamp: string
+  parsed: ParsedSkill
+}
 
 /** The skills found in some directories, and the files skipped with the reason. */
 export interface ScanResult {

@@ -50,19 +50,24 @@ describe('the catalog', () => {
     expect(await mounted.delta()).toEqual({
       sections: [{ name: 'skills:catalog', order: 120, stability: 'session', literal: true, text, rendered: text }],
       contexts: [],
-      tools: [{
-        name: 'load_skill',
-        description: 'Loads the full instructions of a skill from the skills catalog in the system prompt. Call it when a task matches a skill\'s description, then follow the instructions.',
-        parameters: {
-          type: 'object',
-          properties: { name: { type: 'string', description: 'The skill name, exactly as listed in the catalog.' } },
-          required: ['name'],
-          additionalProperties: false,
+      tools: [
+        {
+          name: 'load_skill',
+          description:
+            "Loads the full instructions of a skill from the skills catalog in the system prompt. Call it when a task matches a skill's description, then follow the instructions.",
+          parameters: {
+            type: 'object',
+            properties: { name: { type: 'string', description: 'The skill name, exactly as listed in the catalog.' } },
+            required: ['name'],
+            additionalProperties: false,
+          },
         },
-      }],
+      ],
       variables: [],
     })
-    expect(CATALOG_INTRO).toBe('Skills: instructions for specific tasks, loaded on demand. Only each skill\'s name and description are listed here. When a task matches a skill, call `load_skill` with its name before you start, then follow the instructions it returns.')
+    expect(CATALOG_INTRO).toBe(
+      "Skills: instructions for specific tasks, loaded on demand. Only each skill's name and description are listed here. When a task matches a skill, call `load_skill` with its name before you start, then follow the instructions it returns.",
+    )
     expect(text).not.toContain('git diff') // bodies stay out of the system prompt
   })
 
@@ -73,7 +78,9 @@ describe('the catalog', () => {
   })
 
   test('a multi-line YAML description is one line; `{{` in it reaches the model as written (the section is literal)', async () => {
-    const root = tree({ '.loom/skills/x/SKILL.md': '---\nname: ci\ndescription: >\n  Edit workflows that use\n  ${{ secrets.TOKEN }} and {{not_a_var}}.\n---\nBody.\n' })
+    const root = tree({
+      '.loom/skills/x/SKILL.md': '---\nname: ci\ndescription: >\n  Edit workflows that use\n  ${{ secrets.TOKEN }} and {{not_a_var}}.\n---\nBody.\n',
+    })
     const h = await host(root)
     await h.mount(plugin)
     const text = catalog('- ci: Edit workflows that use ${{ secrets.TOKEN }} and {{not_a_var}}.')
@@ -94,7 +101,9 @@ describe('the catalog', () => {
     const h = await host(root)
     const mounted = await h.mount(plugin, { skillsDir: ['skills', shared] })
     expect((await mounted.delta()).sections[0].rendered).toBe(catalog('- lint: Run the linters.', '- release: Cut a release (bump, tag, publish).'))
-    expect(warnings(h)).toEqual([`skill file ${join(shared, 'release/SKILL.md')} skipped: it has the skill name "release" already used by ${join(root, 'skills/release/SKILL.md')}`])
+    expect(warnings(h)).toEqual([
+      `skill file ${join(shared, 'release/SKILL.md')} skipped: it has the skill name "release" already used by ${join(root, 'skills/release/SKILL.md')}`,
+    ])
   })
 
   test('the catalog follows the files: a new or changed SKILL.md shows at the next assembly', async () => {
@@ -106,7 +115,9 @@ describe('the catalog', () => {
     const path = join(root, '.loom/skills/review/SKILL.md')
     writeFileSync(path, skill('review-diff', 'Review staged changes.', 'new body'))
     utimesSync(path, new Date(), new Date(Date.now() + 10_000))
-    expect((await mounted.delta()).sections[0].rendered).toBe(catalog('- release: Cut a release (bump, tag, publish).', '- review-diff: Review staged changes.'))
+    expect((await mounted.delta()).sections[0].rendered).toBe(
+      catalog('- release: Cut a release (bump, tag, publish).', '- review-diff: Review staged changes.'),
+    )
   })
 })
 
@@ -136,7 +147,9 @@ describe('malformed skills are skipped with a warning naming the file', () => {
       `skill file ${file('nodesc')} skipped: it has no \`description\` (a non-empty string) in its front matter`,
       `skill file ${file('number')} skipped: it has no \`name\` (a non-empty string) in its front matter`,
       `skill file ${file('plain')} skipped: it has no front matter (a leading "---" block with \`name\` and \`description\`)`,
-      expect.stringMatching(new RegExp(`^skill file ${file('yaml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} skipped: it has front matter that is not valid YAML: .+`)),
+      expect.stringMatching(
+        new RegExp(`^skill file ${file('yaml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} skipped: it has front matter that is not valid YAML: .+`),
+      ),
     ])
     // Warned once per version of a file, not at every assembly.
     await mounted.delta()
@@ -155,7 +168,12 @@ describe('load_skill', () => {
     const result = await h.callTool('load_skill', { name: 'review-diff' }, { cwd: root })
     expect(result).toMatchObject({
       isError: false,
-      content: [{ type: 'text', text: 'Skill "review-diff" (.loom/skills/review/SKILL.md). Paths it mentions are relative to .loom/skills/review.\n\n# Review\n\n1. Run `git diff`.\n2. Check each hunk.' }],
+      content: [
+        {
+          type: 'text',
+          text: 'Skill "review-diff" (.loom/skills/review/SKILL.md). Paths it mentions are relative to .loom/skills/review.\n\n# Review\n\n1. Run `git diff`.\n2. Check each hunk.',
+        },
+      ],
       meta: { skill: 'review-diff', file: join(root, '.loom/skills/review/SKILL.md') },
     })
   })

@@ -23,8 +23,9 @@ export const inject: string[] = []
 /** The meter has no settings: its heuristic is fixed so that every figure is reproducible. */
 export type Config = Record<string, never>
 
-export const Config: Schema<Config> = Schema.object({})
-  .description('No settings: the token meter uses a fixed heuristic (~4 characters per token plus structural overhead).') as Schema<Config>
+export const Config: Schema<Config> = Schema.object({}).description(
+  'No settings: the token meter uses a fixed heuristic (~4 characters per token plus structural overhead).',
+) as Schema<Config>
 
 /** Refuses any key, as the spec demands: a setting that silently does nothing would mislead. */
 export function checkConfig(config: unknown): void {
@@ -94,7 +95,7 @@ export class TokenMeter extends Service {
    */
   measure(session: MeteredSession, header?: RequestHeader): TokenMeasurement {
     let state = this.states.get(session)
-    if (!state) this.states.set(session, state = createReplayState())
+    if (!state) this.states.set(session, (state = createReplayState()))
     return measureState(this.advance(session, state), header)
   }
 
@@ -116,7 +117,7 @@ export function breakdown(assembly: PromptAssembly): TokenBreakdown {
   const owners = new Map<string, OwnerTokens>()
   const add = (owner: string, kind: 'system' | 'tools' | 'contexts', tokens: number) => {
     let row = owners.get(owner)
-    if (!row) owners.set(owner, row = { owner, system: 0, tools: 0, contexts: 0, total: 0 })
+    if (!row) owners.set(owner, (row = { owner, system: 0, tools: 0, contexts: 0, total: 0 }))
     row[kind] += tokens
     row.total += tokens
   }

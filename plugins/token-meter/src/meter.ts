@@ -1,22 +1,8 @@
 // The replay fold of the token meter (agent-session-spec 4.2): one state per
 // session, advanced event by event. Every event is checked before anything
 // changes, so a malformed event throws and leaves the state where it was.
-import {
-  BlockAssembler,
-  deepFreeze,
-  estimateHeader,
-  estimateMessage,
-  type TokenUsage,
-} from '@loom/llm'
-import {
-  canonicalHeader,
-  checkSurfaceMarkers,
-  dataProblem,
-  headerEquals,
-  SURFACE_EVENT_TYPES,
-  type RequestHeader,
-  type SessionEvent,
-} from '@loom/session'
+import { BlockAssembler, deepFreeze, estimateHeader, estimateMessage, type TokenUsage } from '@loom/llm'
+import { canonicalHeader, checkSurfaceMarkers, dataProblem, headerEquals, SURFACE_EVENT_TYPES, type RequestHeader, type SessionEvent } from '@loom/session'
 
 /** The estimated tokens of one surface node (a message the model sees). */
 export interface TokenNode {
@@ -113,9 +99,10 @@ function providerAssistantTokens(event: SessionEvent<'assistant/message'>, event
   for (const seq of cited) {
     const source = events[seq]
     const chunk = source?.type === 'assistant/chunk' ? source.data : undefined
-    if (seq >= event.seq || seen.has(seq) || !isRecord(chunk)
-      || chunk.turn !== open.turn || chunk.step !== open.step || !isRecord(chunk.chunk)) {
-      throw new Error(`token meter: assistant/message at seq ${event.seq} cites seq ${seq}, which is not an earlier, distinct assistant/chunk of step ${open.step} of turn ${open.turn}`)
+    if (seq >= event.seq || seen.has(seq) || !isRecord(chunk) || chunk.turn !== open.turn || chunk.step !== open.step || !isRecord(chunk.chunk)) {
+      throw new Error(
+        `token meter: assistant/message at seq ${event.seq} cites seq ${seq}, which is not an earlier, distinct assistant/chunk of step ${open.step} of turn ${open.turn}`,
+      )
     }
     seen.add(seq)
     assembler.push(chunk.chunk)
@@ -207,9 +194,10 @@ export function foldEvent(state: ReplayState, event: SessionEvent, events: reado
         anchor = {
           header,
           surfaceTokens: anchorSurface,
-          baseline: providerTokens >= estimatedAnchor
-            ? { kind: 'usage', tokens: providerTokens, usage: structuredClone(data.usage) }
-            : { kind: 'estimated', tokens: estimatedAnchor },
+          baseline:
+            providerTokens >= estimatedAnchor
+              ? { kind: 'usage', tokens: providerTokens, usage: structuredClone(data.usage) }
+              : { kind: 'estimated', tokens: estimatedAnchor },
         }
       } else {
         const anchorSurface = stepStart.surfaceTokens + eventTokens

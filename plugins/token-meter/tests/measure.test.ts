@@ -1,6 +1,15 @@
 // `measure` on hand-built sessions (agent-session-spec 4.2).
 import { describe, expect, it } from 'vitest'
-import { createAssistantMessage, createToolResultMessage, estimateHeader, estimateMessage, userText, type StreamChunk, type TokenUsage, type ToolResultMessage } from '@loom/llm'
+import {
+  createAssistantMessage,
+  createToolResultMessage,
+  estimateHeader,
+  estimateMessage,
+  userText,
+  type StreamChunk,
+  type TokenUsage,
+  type ToolResultMessage,
+} from '@loom/llm'
 import { Session, type RequestHeader, type SessionEvent } from '@loom/session'
 import { Context } from '@deepseek-ai/cordis'
 import { createReplayState, foldEvent, measureState, type MeteredSession, type TokenMeasurement } from '../src/index.ts'
@@ -34,8 +43,11 @@ function step(session: Session, turn: number, prompt: string, answer: string, us
   session.append('user/message', userText(prompt), { surfaceOp: 'append' })
   const seqs = textChunks(answer, usage).map(chunk => session.append('assistant/chunk', { turn, step: 1, chunk }).seq)
   const message = createAssistantMessage({ content: [{ type: 'text', text: answer }], source: { provider: 'p', model: 'm' } })
-  session.append('assistant/message', { turn, step: 1, message, ...(usage && { usage }) },
-    cite ? { surfaceOp: 'append', sourceEventSeqs: seqs } : { surfaceOp: 'append' })
+  session.append(
+    'assistant/message',
+    { turn, step: 1, message, ...(usage && { usage }) },
+    cite ? { surfaceOp: 'append', sourceEventSeqs: seqs } : { surfaceOp: 'append' },
+  )
   session.append('step/end', { turn, step: 1 })
 }
 
@@ -54,7 +66,12 @@ describe('measure', () => {
     const session = Session.create('s')
     session.append('user/message', userText('abcd'), { surfaceOp: 'append' })
     expect(tokenMeter.measure(session)).toEqual({
-      logRevision: 1, baseline: { kind: 'estimated', tokens: 9 }, surfaceDeltaTokens: 0, totalTokens: 9, surfaceTokens: 9, nodes: [{ seq: 0, tokens: 9 }],
+      logRevision: 1,
+      baseline: { kind: 'estimated', tokens: 9 },
+      surfaceDeltaTokens: 0,
+      totalTokens: 9,
+      surfaceTokens: 9,
+      nodes: [{ seq: 0, tokens: 9 }],
     })
     expect(tokenMeter.estimateMessage(userText('abcd'))).toBe(9)
   })
@@ -76,7 +93,11 @@ describe('measure', () => {
     expect(sum(first)).toBe(first.surfaceTokens)
 
     // A tool result arrives: the growth since the anchor is estimated on top of the usage.
-    session.append('tool/result', { turn: 1, step: 1, message: createToolResultMessage({ callId: 'c1', content: [{ type: 'text', text: 'x'.repeat(40) }] }) }, { surfaceOp: 'append' })
+    session.append(
+      'tool/result',
+      { turn: 1, step: 1, message: createToolResultMessage({ callId: 'c1', content: [{ type: 'text', text: 'x'.repeat(40) }] }) },
+      { surfaceOp: 'append' },
+    )
     const second = tokenMeter.measure(session)
     expect(second.logRevision).toBe(session.events.length)
     expect(second.surfaceDeltaTokens).toBe(prompt + (10 + 4 + 4 + 4))
@@ -130,15 +151,20 @@ describe('measure', () => {
     const before = tokenMeter.measure(session)
     expect(before.nodes.map(node => node.tokens)).toEqual([2 + 4 + 4, 100 + 4 + 4 + 4])
     const pruned: ToolResultMessage = { ...original, content: [{ ...original.content[0], content: [{ type: 'text', text: 'y'.repeat(8) }] }] }
-    session.append('tool/result', { turn: 1, step: 1, message: pruned },
-      { surfaceOp: { op: 'replace', start: result.seq, end: result.seq }, sourceEventSeqs: [result.seq] })
+    session.append(
+      'tool/result',
+      { turn: 1, step: 1, message: pruned },
+      { surfaceOp: { op: 'replace', start: result.seq, end: result.seq }, sourceEventSeqs: [result.seq] },
+    )
     const after = tokenMeter.measure(session)
     expect(after.nodes).toEqual([before.nodes[0], { seq: 2, tokens: 2 + 4 + 4 + 4 }])
     expect(after.surfaceTokens).toBe(sum(after))
 
     // A summary replacing the whole history.
-    session.append('user/message', userText('<compacted-summary>s</compacted-summary>'),
-      { surfaceOp: { op: 'replace', start: 0, end: 2 }, sourceEventSeqs: [0, 2] })
+    session.append('user/message', userText('<compacted-summary>s</compacted-summary>'), {
+      surfaceOp: { op: 'replace', start: 0, end: 2 },
+      sourceEventSeqs: [0, 2],
+    })
     const summarized = tokenMeter.measure(session)
     expect(summarized.nodes).toEqual([{ seq: 3, tokens: estimateMessage(userText('<compacted-summary>s</compacted-summary>')) }])
     expect(summarized.totalTokens).toBe(summarized.surfaceTokens)
@@ -146,8 +172,7 @@ describe('measure', () => {
 })
 
 describe('malformed logs', () => {
-  const ev = (seq: number, type: string, data: unknown, extra: Partial<SessionEvent> = {}) =>
-    ({ type, seq, time: 0, data, ...extra }) as SessionEvent
+  const ev = (seq: number, type: string, data: unknown, extra: Partial<SessionEvent> = {}) => ({ type, seq, time: 0, data, ...extra }) as SessionEvent
 
   function expectNoAdvance(events: SessionEvent[], message: RegExp) {
     const state = createReplayState()
@@ -159,19 +184,27 @@ describe('malformed logs', () => {
   }
 
   it('throws on a second step/start, an unmatched step/end and an unmatched assistant/message, without advancing', () => {
-    expectNoAdvance([ev(0, 'step/start', { turn: 1, step: 1 }), ev(1, 'step/start', { turn: 1, step: 2 })], /step\/start at seq 1 while step 1 of turn 1 is still open/)
+    expectNoAdvance(
+      [ev(0, 'step/start', { turn: 1, step: 1 }), ev(1, 'step/start', { turn: 1, step: 2 })],
+      /step\/start at seq 1 while step 1 of turn 1 is still open/,
+    )
     expectNoAdvance([ev(0, 'step/start', { turn: 1, step: 1 }), ev(1, 'step/end', { turn: 1, step: 2 })], /step\/end at seq 1 has no matching step\/start/)
     const message = createAssistantMessage({ content: [{ type: 'text', text: 'a' }], source: { provider: 'p', model: 'm' } })
-    const state = expectNoAdvance([ev(0, 'user/message', userText('abcd'), { surfaceOp: 'append' }), ev(1, 'assistant/message', { turn: 1, step: 1, message }, { surfaceOp: 'append' })],
-      /token meter: assistant\/message at seq 1 has no matching step\/start event/)
+    const state = expectNoAdvance(
+      [ev(0, 'user/message', userText('abcd'), { surfaceOp: 'append' }), ev(1, 'assistant/message', { turn: 1, step: 1, message }, { surfaceOp: 'append' })],
+      /token meter: assistant\/message at seq 1 has no matching step\/start event/,
+    )
     expect(state).toMatchObject({ consumedEvents: 1, surfaceTokens: 9 })
   })
 
   it('throws on a replace whose range is not current', () => {
-    expectNoAdvance([
-      ev(0, 'user/message', userText('a'), { surfaceOp: 'append' }),
-      ev(1, 'user/message', userText('b'), { surfaceOp: { op: 'replace', start: 0, end: 7 }, sourceEventSeqs: [0] }),
-    ], /^token surface: replace at seq 1 has invalid current range 0-7$/)
+    expectNoAdvance(
+      [
+        ev(0, 'user/message', userText('a'), { surfaceOp: 'append' }),
+        ev(1, 'user/message', userText('b'), { surfaceOp: { op: 'replace', start: 0, end: 7 }, sourceEventSeqs: [0] }),
+      ],
+      /^token surface: replace at seq 1 has invalid current range 0-7$/,
+    )
   })
 
   it('throws on bad data, bad citations and gaps', () => {
@@ -179,12 +212,15 @@ describe('malformed logs', () => {
     expectNoAdvance([ev(0, 'user/message', userText('a'))], /requires a surfaceOp/)
     expectNoAdvance([ev(0, 'step/start', { turn: 1, step: 1 }), ev(2, 'step/end', { turn: 1, step: 1 })], /has seq 2/)
     const message = createAssistantMessage({ content: [{ type: 'text', text: 'a' }], source: { provider: 'p', model: 'm' } })
-    expectNoAdvance([
-      ev(0, 'request/header', { header: HEADER, reason: 'initial' }),
-      ev(1, 'step/start', { turn: 1, step: 1 }),
-      ev(2, 'user/message', userText('a'), { surfaceOp: 'append' }),
-      ev(3, 'assistant/message', { turn: 1, step: 1, message, usage: { inputTokens: 1, outputTokens: 1 } }, { surfaceOp: 'append', sourceEventSeqs: [2] }),
-    ], /cites seq 2, which is not an earlier, distinct assistant\/chunk/)
+    expectNoAdvance(
+      [
+        ev(0, 'request/header', { header: HEADER, reason: 'initial' }),
+        ev(1, 'step/start', { turn: 1, step: 1 }),
+        ev(2, 'user/message', userText('a'), { surfaceOp: 'append' }),
+        ev(3, 'assistant/message', { turn: 1, step: 1, message, usage: { inputTokens: 1, outputTokens: 1 } }, { surfaceOp: 'append', sourceEventSeqs: [2] }),
+      ],
+      /cites seq 2, which is not an earlier, distinct assistant\/chunk/,
+    )
   })
 
   it('measure keeps throwing on a malformed session and never half-applies it', async () => {

@@ -65,10 +65,14 @@ export async function editText(file: WorkspacePath, args: EditArgs, signal: Abor
     }
   }
   if (at.length === 0) {
-    throw new Error(`old_string was not found in "${file.display}" (0 matches); it must match the file's text exactly, including whitespace and indentation, without read's line-number prefixes; read the file again to copy the current text`)
+    throw new Error(
+      `old_string was not found in "${file.display}" (0 matches); it must match the file's text exactly, including whitespace and indentation, without read's line-number prefixes; read the file again to copy the current text`,
+    )
   }
   if (at.length > 1 && args.replace_all !== true) {
-    throw new Error(`old_string matches ${at.length} times in "${file.display}"; it must match exactly once: include more surrounding lines to pick one place, or set replace_all to true to replace all ${at.length}`)
+    throw new Error(
+      `old_string matches ${at.length} times in "${file.display}"; it must match exactly once: include more surrounding lines to pick one place, or set replace_all to true to replace all ${at.length}`,
+    )
   }
 
   // The new content: the unchanged slices of the file (views, not copies) with new_string between them.

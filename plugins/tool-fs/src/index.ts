@@ -18,10 +18,18 @@ export interface Config extends ReadLimits {
 }
 
 export const Config: Schema<Config> = Schema.object({
-  root: Schema.string().description('Workspace root every path is confined to (a leading ~/ is the home directory). Absent: the calling agent\'s session cwd, else the process cwd.'),
+  root: Schema.string().description(
+    "Workspace root every path is confined to (a leading ~/ is the home directory). Absent: the calling agent's session cwd, else the process cwd.",
+  ),
   readLimit: Schema.natural().min(1).default(2000).description('Lines `read` shows per call: the default and the maximum of its `limit`.'),
-  maxLineLength: Schema.natural().min(1).default(2000).description('Characters `read` keeps of one line; longer lines end in "... (line truncated to N chars)".'),
-  maxBytes: Schema.natural().min(1).default(51200).description('Bytes of numbered lines `read` returns at most; past it the output stops with a notice giving the offset to continue from.'),
+  maxLineLength: Schema.natural()
+    .min(1)
+    .default(2000)
+    .description('Characters `read` keeps of one line; longer lines end in "... (line truncated to N chars)".'),
+  maxBytes: Schema.natural()
+    .min(1)
+    .default(51200)
+    .description('Bytes of numbered lines `read` returns at most; past it the output stops with a notice giving the offset to continue from.'),
   timeoutMs: Schema.natural().min(1).default(30000).description('Milliseconds a read, write or edit may take before it is aborted.'),
 }) as unknown as Schema<Config>
 
@@ -32,7 +40,8 @@ export const SECTIONS = { read: ['tool:read', 100], write: ['tool:write', 101], 
 export function guidance(config: Pick<Config, 'readLimit' | 'maxLineLength'>) {
   return {
     read: `Use \`read\` to look at a file, not \`cat\`, \`head\` or \`tail\` in a shell. It shows numbered lines like \`cat -n\`: the number and the tab before each line are not part of the file. One call shows at most ${config.readLimit} lines from \`offset\` (1-based, default 1); when a file is longer, the footer tells you the offset to continue from. Lines longer than ${config.maxLineLength} characters are cut. Binary files are refused.`,
-    write: 'Use `write` to create a file or to replace all of its content; missing parent directories are created. Read an existing file before you overwrite it, and prefer `edit` for changing part of a file: it sends only the change.',
+    write:
+      'Use `write` to create a file or to replace all of its content; missing parent directories are created. Read an existing file before you overwrite it, and prefer `edit` for changing part of a file: it sends only the change.',
     edit: 'Use `edit` to change part of a file; read the file first. `old_string` is matched literally (no regex or wildcards), including whitespace and indentation: copy it from `read` output without the line-number prefix. It must occur exactly once; if it occurs several times, add surrounding lines to make it unique, or set `replace_all` to change every occurrence.',
   }
 }
@@ -51,65 +60,72 @@ export function apply(ctx: Context, config: Config) {
   ctx.systemPrompt.section({ name: SECTIONS.write[0], order: SECTIONS.write[1], text: texts.write })
   ctx.systemPrompt.section({ name: SECTIONS.edit[0], order: SECTIONS.edit[1], text: texts.edit })
 
-  ctx.tools.register(defineTool<ReadArgs>({
-    name: 'read',
-    description: `Reads a text file from the workspace and returns its lines numbered like \`cat -n\`, at most ${config.readLimit} lines and ${config.maxBytes} bytes per call; a footer says whether the end of the file was reached or which offset to continue from.`,
-    parameters: {
-      type: 'object',
-      properties: {
-        path: pathProperty,
-        offset: { type: 'integer', minimum: 1, description: 'Line number to start from (1-based). Default 1.' },
-        limit: { type: 'integer', minimum: 1, description: `Lines to show (default and maximum ${config.readLimit}).` },
+  ctx.tools.register(
+    defineTool<ReadArgs>({
+      name: 'read',
+      description: `Reads a text file from the workspace and returns its lines numbered like \`cat -n\`, at most ${config.readLimit} lines and ${config.maxBytes} bytes per call; a footer says whether the end of the file was reached or which offset to continue from.`,
+      parameters: {
+        type: 'object',
+        properties: {
+          path: pathProperty,
+          offset: { type: 'integer', minimum: 1, description: 'Line number to start from (1-based). Default 1.' },
+          limit: { type: 'integer', minimum: 1, description: `Lines to show (default and maximum ${config.readLimit}).` },
+        },
+        required: ['path'],
+        additionalProperties: false,
       },
-      required: ['path'],
-      additionalProperties: false,
-    },
-    isConcurrencySafe: true,
-    timeoutMs: config.timeoutMs,
-    async execute(args, exec) {
-      return readLines(await locate(exec, args.path), args, config, exec.signal)
-    },
-  }))
+      isConcurrencySafe: true,
+      timeoutMs: config.timeoutMs,
+      async execute(args, exec) {
+        return readLines(await locate(exec, args.path), args, config, exec.signal)
+      },
+    }),
+  )
 
-  ctx.tools.register(defineTool<WriteArgs>({
-    name: 'write',
-    description: 'Writes a UTF-8 text file in the workspace, replacing its content if it exists and creating missing parent directories. Reports the bytes written.',
-    parameters: {
-      type: 'object',
-      properties: {
-        path: pathProperty,
-        content: { type: 'string', description: 'The complete new content of the file.' },
+  ctx.tools.register(
+    defineTool<WriteArgs>({
+      name: 'write',
+      description:
+        'Writes a UTF-8 text file in the workspace, replacing its content if it exists and creating missing parent directories. Reports the bytes written.',
+      parameters: {
+        type: 'object',
+        properties: {
+          path: pathProperty,
+          content: { type: 'string', description: 'The complete new content of the file.' },
+        },
+        required: ['path', 'content'],
+        additionalProperties: false,
       },
-      required: ['path', 'content'],
-      additionalProperties: false,
-    },
-    isConcurrencySafe: false,
-    timeoutMs: config.timeoutMs,
-    async execute(args, exec) {
-      return writeText(await locate(exec, args.path), args, exec.signal)
-    },
-  }))
+      isConcurrencySafe: false,
+      timeoutMs: config.timeoutMs,
+      async execute(args, exec) {
+        return writeText(await locate(exec, args.path), args, exec.signal)
+      },
+    }),
+  )
 
-  ctx.tools.register(defineTool<EditArgs>({
-    name: 'edit',
-    description: 'Replaces text in a workspace file: `old_string` is matched literally and must occur exactly once, unless `replace_all` is true.',
-    parameters: {
-      type: 'object',
-      properties: {
-        path: pathProperty,
-        old_string: { type: 'string', description: 'The exact text to replace, whitespace and indentation included.' },
-        new_string: { type: 'string', description: 'The text to put in its place (must differ from old_string).' },
-        replace_all: { type: 'boolean', description: 'Replace every occurrence instead of requiring exactly one. Default false.' },
+  ctx.tools.register(
+    defineTool<EditArgs>({
+      name: 'edit',
+      description: 'Replaces text in a workspace file: `old_string` is matched literally and must occur exactly once, unless `replace_all` is true.',
+      parameters: {
+        type: 'object',
+        properties: {
+          path: pathProperty,
+          old_string: { type: 'string', description: 'The exact text to replace, whitespace and indentation included.' },
+          new_string: { type: 'string', description: 'The text to put in its place (must differ from old_string).' },
+          replace_all: { type: 'boolean', description: 'Replace every occurrence instead of requiring exactly one. Default false.' },
+        },
+        required: ['path', 'old_string', 'new_string'],
+        additionalProperties: false,
       },
-      required: ['path', 'old_string', 'new_string'],
-      additionalProperties: false,
-    },
-    isConcurrencySafe: false,
-    timeoutMs: config.timeoutMs,
-    async execute(args, exec) {
-      return editText(await locate(exec, args.path), args, exec.signal)
-    },
-  }))
+      isConcurrencySafe: false,
+      timeoutMs: config.timeoutMs,
+      async execute(args, exec) {
+        return editText(await locate(exec, args.path), args, exec.signal)
+      },
+    }),
+  )
 }
 
 export { displayPath, isInside, OutsideWorkspaceError, realpathLoose, resolveInWorkspace, workspaceRootOf, type WorkspacePath } from '@loom/tools/workspace'

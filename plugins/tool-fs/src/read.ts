@@ -49,7 +49,9 @@ export async function statRegularFile(file: WorkspacePath) {
     throw new Error(`cannot read "${file.display}": ${(error as Error).message}`)
   }
   if (info.isDirectory()) {
-    throw new Error(`"${file.display}" is a directory, not a file; use glob to list its files (e.g. pattern "${file.display === '.' ? '' : `${file.display}/`}*")`)
+    throw new Error(
+      `"${file.display}" is a directory, not a file; use glob to list its files (e.g. pattern "${file.display === '.' ? '' : `${file.display}/`}*")`,
+    )
   }
   if (!info.isFile()) throw new Error(`"${file.display}" is not a regular file (a device, socket or pipe); only regular files can be read`)
   return info
@@ -167,11 +169,12 @@ export async function readLines(file: WorkspacePath, args: ReadArgs, limits: Rea
   const last = offset + out.length - 1
   if (stop === undefined || (stop === 'limit' && total === last)) stop = 'eof'
   const of = total === null ? `of more than ${last}` : `of ${total}`
-  const footer = stop === 'eof'
-    ? `(End of file: showed lines ${first}-${last} of ${last}.)`
-    : stop === 'limit'
-      ? `(Showing lines ${first}-${last} ${of}. To read more, call read with offset=${last + 1}.)`
-      : `(Output capped at ${limits.maxBytes} bytes: showing lines ${first}-${last} ${of}. To read more, call read with offset=${last + 1}.)`
+  const footer =
+    stop === 'eof'
+      ? `(End of file: showed lines ${first}-${last} of ${last}.)`
+      : stop === 'limit'
+        ? `(Showing lines ${first}-${last} ${of}. To read more, call read with offset=${last + 1}.)`
+        : `(Output capped at ${limits.maxBytes} bytes: showing lines ${first}-${last} ${of}. To read more, call read with offset=${last + 1}.)`
   return {
     content: `${out.join('')}\n${footer}`,
     meta: meta(file, first, last, total, stop, truncatedLines),

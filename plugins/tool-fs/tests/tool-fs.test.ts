@@ -6,9 +6,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import * as toolFs from '../src/index.ts'
 import { makeDirs, textOf } from './helpers.ts'
 
-const READ_TEXT = 'Use `read` to look at a file, not `cat`, `head` or `tail` in a shell. It shows numbered lines like `cat -n`: the number and the tab before each line are not part of the file. One call shows at most 2000 lines from `offset` (1-based, default 1); when a file is longer, the footer tells you the offset to continue from. Lines longer than 2000 characters are cut. Binary files are refused.'
-const WRITE_TEXT = 'Use `write` to create a file or to replace all of its content; missing parent directories are created. Read an existing file before you overwrite it, and prefer `edit` for changing part of a file: it sends only the change.'
-const EDIT_TEXT = 'Use `edit` to change part of a file; read the file first. `old_string` is matched literally (no regex or wildcards), including whitespace and indentation: copy it from `read` output without the line-number prefix. It must occur exactly once; if it occurs several times, add surrounding lines to make it unique, or set `replace_all` to change every occurrence.'
+const READ_TEXT =
+  'Use `read` to look at a file, not `cat`, `head` or `tail` in a shell. It shows numbered lines like `cat -n`: the number and the tab before each line are not part of the file. One call shows at most 2000 lines from `offset` (1-based, default 1); when a file is longer, the footer tells you the offset to continue from. Lines longer than 2000 characters are cut. Binary files are refused.'
+const WRITE_TEXT =
+  'Use `write` to create a file or to replace all of its content; missing parent directories are created. Read an existing file before you overwrite it, and prefer `edit` for changing part of a file: it sends only the change.'
+const EDIT_TEXT =
+  'Use `edit` to change part of a file; read the file first. `old_string` is matched literally (no regex or wildcards), including whitespace and indentation: copy it from `read` output without the line-number prefix. It must occur exactly once; if it occurs several times, add surrounding lines to make it unique, or set `replace_all` to change every occurrence.'
 
 type Host = Awaited<ReturnType<typeof createHost>>
 type Mounted = Awaited<ReturnType<Host['mount']>>
@@ -118,7 +121,10 @@ describe('read', () => {
   })
 
   it('shows 2000 lines by default and never more, even when asked', async () => {
-    await writeFile(join(ws, 'long.txt'), lines(2500, i => `${i}`))
+    await writeFile(
+      join(ws, 'long.txt'),
+      lines(2500, i => `${i}`),
+    )
     for (const args of [{ path: 'long.txt' }, { path: 'long.txt', limit: 5000 }]) {
       const r = await call('read', args)
       const body = r.text.split('\n\n(')[0]
@@ -138,7 +144,10 @@ describe('read', () => {
   })
 
   it('caps the output at 51200 bytes with a notice giving the offset to continue from', async () => {
-    await writeFile(join(ws, 'wide-lines.txt'), lines(2000, i => `${i}:${'y'.repeat(100)}`))
+    await writeFile(
+      join(ws, 'wide-lines.txt'),
+      lines(2000, i => `${i}:${'y'.repeat(100)}`),
+    )
     const r = await call('read', { path: 'wide-lines.txt' })
     const [body, footer] = r.text.split('\n\n(')
     const shown = body.split('\n').length
@@ -155,7 +164,9 @@ describe('read', () => {
       await h.mount(toolFs, { readLimit: 3, maxLineLength: 4, maxBytes: 30 })
       await writeFile(join(ws, 'c.txt'), 'abcdefgh\n1\n2\n3\n4\n')
       const r = await h.callTool('read', { path: 'c.txt' }, { cwd: ws })
-      expect(textOf(r)).toBe(`${numbered(1, ['abcd... (line truncated to 4 chars)'])}\n(Output capped at 30 bytes: showing lines 1-1 of 5. To read more, call read with offset=2.)`)
+      expect(textOf(r)).toBe(
+        `${numbered(1, ['abcd... (line truncated to 4 chars)'])}\n(Output capped at 30 bytes: showing lines 1-1 of 5. To read more, call read with offset=2.)`,
+      )
       const r2 = await h.callTool('read', { path: 'c.txt', offset: 2, limit: 10 }, { cwd: ws })
       expect(textOf(r2)).toBe(`${numbered(2, ['1', '2', '3'])}\n(Showing lines 2-4 of 5. To read more, call read with offset=5.)`)
     } finally {
@@ -200,7 +211,7 @@ describe('read', () => {
   it('reads the start of a huge file quickly without counting all of it', async () => {
     // 12 MiB: past the 10 MiB line-counting bound.
     const line = `${'z'.repeat(99)}\n`
-    await writeFile(join(ws, 'huge.txt'), line.repeat(12 * 1024 * 1024 / 100))
+    await writeFile(join(ws, 'huge.txt'), line.repeat((12 * 1024 * 1024) / 100))
     const started = Date.now()
     const r = await call('read', { path: 'huge.txt', limit: 2 })
     expect(r.text).toBe(`${numbered(1, ['z'.repeat(99), 'z'.repeat(99)])}\n(Showing lines 1-2 of more than 2. To read more, call read with offset=3.)`)
@@ -215,7 +226,7 @@ describe('read', () => {
     expect(r.text).toBe(`${numbered(1, [`${'q'.repeat(2000)}... (line truncated to 2000 chars)`])}\n(End of file: showed lines 1-1 of 1.)`)
   })
 
-  it('resolves paths against the agent\'s cwd, or the configured root', async () => {
+  it("resolves paths against the agent's cwd, or the configured root", async () => {
     await writeFile(join(ws, 'where.txt'), 'workspace\n')
     await writeFile(join(outside, 'where.txt'), 'outside\n')
     expect((await call('read', { path: 'where.txt' }, outside)).text).toContain('outside')
@@ -287,7 +298,9 @@ describe('edit', () => {
   it('refuses an ambiguous match, saying how many it found', async () => {
     const r = await call('edit', { path: 'code.ts', old_string: 'const a', new_string: 'let a' })
     expect(r.isError).toBe(true)
-    expect(r.text).toBe('Error: old_string matches 2 times in "code.ts"; it must match exactly once: include more surrounding lines to pick one place, or set replace_all to true to replace all 2')
+    expect(r.text).toBe(
+      'Error: old_string matches 2 times in "code.ts"; it must match exactly once: include more surrounding lines to pick one place, or set replace_all to true to replace all 2',
+    )
     expect(await readFile(join(ws, 'code.ts'), 'utf8')).toBe('const a = 1\nconst b = 2\nconst a2 = a + b\n')
   })
 
@@ -300,7 +313,9 @@ describe('edit', () => {
   it('reports zero matches', async () => {
     const r = await call('edit', { path: 'code.ts', old_string: 'const c', new_string: 'x' })
     expect(r.isError).toBe(true)
-    expect(r.text).toBe('Error: old_string was not found in "code.ts" (0 matches); it must match the file\'s text exactly, including whitespace and indentation, without read\'s line-number prefixes; read the file again to copy the current text')
+    expect(r.text).toBe(
+      'Error: old_string was not found in "code.ts" (0 matches); it must match the file\'s text exactly, including whitespace and indentation, without read\'s line-number prefixes; read the file again to copy the current text',
+    )
   })
 
   it('matches and replaces literally: no regex, no $ patterns', async () => {
@@ -312,8 +327,12 @@ describe('edit', () => {
   })
 
   it('refuses an empty old_string and a no-op', async () => {
-    expect((await call('edit', { path: 'code.ts', old_string: '', new_string: 'x' })).text).toBe('Error: old_string is empty; to create a file or replace all of it, use write')
-    expect((await call('edit', { path: 'code.ts', old_string: 'a', new_string: 'a' })).text).toBe('Error: old_string and new_string are the same; there is nothing to change')
+    expect((await call('edit', { path: 'code.ts', old_string: '', new_string: 'x' })).text).toBe(
+      'Error: old_string is empty; to create a file or replace all of it, use write',
+    )
+    expect((await call('edit', { path: 'code.ts', old_string: 'a', new_string: 'a' })).text).toBe(
+      'Error: old_string and new_string are the same; there is nothing to change',
+    )
   })
 
   it('matches \\n against a CRLF file and keeps its line endings', async () => {
@@ -331,10 +350,16 @@ describe('edit', () => {
 
   it('refuses binary, non-UTF-8, missing files and directories', async () => {
     await writeFile(join(ws, 'bin'), Buffer.from([1, 2, 0, 3]))
-    expect((await call('edit', { path: 'bin', old_string: 'a', new_string: 'b' })).text).toBe('Error: "bin" is a binary file (4 bytes); only text files can be read or edited')
+    expect((await call('edit', { path: 'bin', old_string: 'a', new_string: 'b' })).text).toBe(
+      'Error: "bin" is a binary file (4 bytes); only text files can be read or edited',
+    )
     await writeFile(join(ws, 'latin1.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]))
-    expect((await call('edit', { path: 'latin1.txt', old_string: 'caf', new_string: 'x' })).text).toBe('Error: "latin1.txt" is not valid UTF-8 text; edit only changes UTF-8 files (rewrite it with write if you must)')
-    expect((await call('edit', { path: 'gone.txt', old_string: 'a', new_string: 'b' })).text).toBe('Error: file not found: "gone.txt" (paths are relative to the workspace root)')
+    expect((await call('edit', { path: 'latin1.txt', old_string: 'caf', new_string: 'x' })).text).toBe(
+      'Error: "latin1.txt" is not valid UTF-8 text; edit only changes UTF-8 files (rewrite it with write if you must)',
+    )
+    expect((await call('edit', { path: 'gone.txt', old_string: 'a', new_string: 'b' })).text).toBe(
+      'Error: file not found: "gone.txt" (paths are relative to the workspace root)',
+    )
     await mkdir(join(ws, 'd'))
     expect((await call('edit', { path: 'd', old_string: 'a', new_string: 'b' })).text).toContain('is a directory, not a file; use glob')
   })
@@ -351,13 +376,7 @@ describe('confinement', () => {
     await mkdir(join(ws, 'sub'))
   })
 
-  const attacks = () => [
-    '../outside/secret.txt',
-    'sub/../../outside/secret.txt',
-    join(outside, 'secret.txt'),
-    'link-dir/secret.txt',
-    'link-file',
-  ]
+  const attacks = () => ['../outside/secret.txt', 'sub/../../outside/secret.txt', join(outside, 'secret.txt'), 'link-dir/secret.txt', 'link-file']
 
   it('refuses read outside the workspace by .., absolute path or symlink', async () => {
     for (const path of attacks()) {
@@ -461,7 +480,9 @@ describe('hard links and replacement by rename', () => {
   it('still refuses a symlink to the hard-linked store file outside', async () => {
     await symlink(join(outside, 'store.js'), join(ws, 'store-link.js'))
     expect((await call('write', { path: 'store-link.js', content: 'x' })).text).toMatch(/^Error: path "store-link.js" is outside the workspace/)
-    expect((await call('edit', { path: 'store-link.js', old_string: '1.0.0', new_string: 'x' })).text).toMatch(/^Error: path "store-link.js" is outside the workspace/)
+    expect((await call('edit', { path: 'store-link.js', old_string: '1.0.0', new_string: 'x' })).text).toMatch(
+      /^Error: path "store-link.js" is outside the workspace/,
+    )
     expect((await readFile(join(outside, 'store.js'))).equals(STORE)).toBe(true)
   })
 

@@ -22,12 +22,24 @@ export interface Config extends SearchLimits {
 export const GREP_HOST_TIMEOUT_GRACE_MS = 1000
 
 export const Config: Schema<Config> = Schema.object({
-  root: Schema.string().description('Workspace root every search is confined to (a leading ~/ is the home directory). Absent: the calling agent\'s session cwd, else the process cwd.'),
+  root: Schema.string().description(
+    "Workspace root every search is confined to (a leading ~/ is the home directory). Absent: the calling agent's session cwd, else the process cwd.",
+  ),
   globMaxResults: Schema.natural().min(1).default(100).description('Files `glob` lists at most; past it a notice says "Showing N of M files".'),
   grepMaxMatches: Schema.natural().min(1).default(250).description('Matching lines `grep` returns at most; past it the search stops with a notice.'),
-  grepMaxLineBytes: Schema.natural().min(1).default(2000).description('Bytes kept of one matching line; longer lines end in "... (line truncated to N bytes)".'),
-  ignore: Schema.array(Schema.string()).default(['.git', 'node_modules']).description('File and directory names skipped wherever they occur in a walk (a `path` naming one explicitly is still searched).'),
-  timeoutMs: Schema.natural().min(1).default(30000).description('Milliseconds a glob or grep may take: glob is aborted (a TIMEOUT error); grep stops its search and returns the matches found so far with a notice.'),
+  grepMaxLineBytes: Schema.natural()
+    .min(1)
+    .default(2000)
+    .description('Bytes kept of one matching line; longer lines end in "... (line truncated to N bytes)".'),
+  ignore: Schema.array(Schema.string())
+    .default(['.git', 'node_modules'])
+    .description('File and directory names skipped wherever they occur in a walk (a `path` naming one explicitly is still searched).'),
+  timeoutMs: Schema.natural()
+    .min(1)
+    .default(30000)
+    .description(
+      'Milliseconds a glob or grep may take: glob is aborted (a TIMEOUT error); grep stops its search and returns the matches found so far with a notice.',
+    ),
 }) as unknown as Schema<Config>
 
 /** Section names and orders (first-party tool guidance band). */
@@ -59,41 +71,45 @@ export function apply(ctx: Context, config: Config) {
   ctx.systemPrompt.section({ name: SECTIONS.glob[0], order: SECTIONS.glob[1], text: texts.glob })
   ctx.systemPrompt.section({ name: SECTIONS.grep[0], order: SECTIONS.grep[1], text: texts.grep })
 
-  ctx.tools.register(defineTool<GlobArgs>({
-    name: 'glob',
-    description: `Lists the workspace files whose path matches a glob pattern (\`**\`, \`*\`, \`?\`, \`{a,b}\`, \`[a-z]\`), newest first, at most ${config.globMaxResults}. Paths are relative to the workspace root.`,
-    parameters: {
-      type: 'object',
-      properties: {
-        pattern: { type: 'string', minLength: 1, description: 'Glob matched against paths relative to `path`, e.g. "**/*.ts" or "src/*.{js,ts}".' },
-        path: pathProperty('Directory to search in'),
+  ctx.tools.register(
+    defineTool<GlobArgs>({
+      name: 'glob',
+      description: `Lists the workspace files whose path matches a glob pattern (\`**\`, \`*\`, \`?\`, \`{a,b}\`, \`[a-z]\`), newest first, at most ${config.globMaxResults}. Paths are relative to the workspace root.`,
+      parameters: {
+        type: 'object',
+        properties: {
+          pattern: { type: 'string', minLength: 1, description: 'Glob matched against paths relative to `path`, e.g. "**/*.ts" or "src/*.{js,ts}".' },
+          path: pathProperty('Directory to search in'),
+        },
+        required: ['pattern'],
+        additionalProperties: false,
       },
-      required: ['pattern'],
-      additionalProperties: false,
-    },
-    isConcurrencySafe: true,
-    timeoutMs: config.timeoutMs,
-    execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, exec.signal),
-  }))
+      isConcurrencySafe: true,
+      timeoutMs: config.timeoutMs,
+      execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, exec.signal),
+    }),
+  )
 
-  ctx.tools.register(defineTool<GrepArgs>({
-    name: 'grep',
-    description: `Searches text files of the workspace for a JavaScript regular expression and returns matching lines as \`file:line: text\`, at most ${config.grepMaxMatches}.`,
-    parameters: {
-      type: 'object',
-      properties: {
-        pattern: { type: 'string', minLength: 1, description: 'JavaScript regular expression (no slashes or flags), matched against each line.' },
-        path: pathProperty('Directory or file to search'),
-        glob: { type: 'string', description: 'Only search files matching this glob; without a "/" it matches the file name at any depth (e.g. "*.ts").' },
-        ignore_case: { type: 'boolean', description: 'Match case-insensitively. Default false.' },
+  ctx.tools.register(
+    defineTool<GrepArgs>({
+      name: 'grep',
+      description: `Searches text files of the workspace for a JavaScript regular expression and returns matching lines as \`file:line: text\`, at most ${config.grepMaxMatches}.`,
+      parameters: {
+        type: 'object',
+        properties: {
+          pattern: { type: 'string', minLength: 1, description: 'JavaScript regular expression (no slashes or flags), matched against each line.' },
+          path: pathProperty('Directory or file to search'),
+          glob: { type: 'string', description: 'Only search files matching this glob; without a "/" it matches the file name at any depth (e.g. "*.ts").' },
+          ignore_case: { type: 'boolean', description: 'Match case-insensitively. Default false.' },
+        },
+        required: ['pattern'],
+        additionalProperties: false,
       },
-      required: ['pattern'],
-      additionalProperties: false,
-    },
-    isConcurrencySafe: true,
-    timeoutMs: Math.min(config.timeoutMs + GREP_HOST_TIMEOUT_GRACE_MS, 2 ** 31 - 1),
-    execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal),
-  }))
+      isConcurrencySafe: true,
+      timeoutMs: Math.min(config.timeoutMs + GREP_HOST_TIMEOUT_GRACE_MS, 2 ** 31 - 1),
+      execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal),
+    }),
+  )
 }
 
 export { compileGlob, GLOB_MAX_LENGTH, splitGlob, type GlobMatcher } from './pattern.ts'

@@ -153,10 +153,11 @@ function emit(parts: Part[], program: Op[]): void {
     if (part.kind === 'char') char(part.test)
     else if (part.kind === 'name') repeat(() => char(notSlash))
     else if (part.kind === 'rest') repeat(() => char(anything))
-    else if (part.kind === 'dirs') repeat(() => {
-      repeat(() => char(notSlash))
-      char(c => c === SLASH)
-    })
+    else if (part.kind === 'dirs')
+      repeat(() => {
+        repeat(() => char(notSlash))
+        char(c => c === SLASH)
+      })
     else {
       const fork: Fork = { op: 'fork', to: [] }
       program.push(fork)

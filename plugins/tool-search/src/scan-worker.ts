@@ -32,7 +32,7 @@ function scan(job: ScanJob): boolean {
     }
     const text = bytes.toString('utf8')
     let lineNo = 0
-    for (let start = 0; start < text.length;) {
+    for (let start = 0; start < text.length; ) {
       const newline = text.indexOf('\n', start)
       const end = newline === -1 ? text.length : newline
       let line = text.slice(start, end)

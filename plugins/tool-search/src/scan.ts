@@ -118,9 +118,11 @@ export class ScanWorkers {
     if (worker === undefined) {
       const fresh = new Worker(WORKER)
       // While idle nobody else listens: an unhandled 'error' event would throw in the host.
-      fresh.on('error', () => {}).on('exit', () => {
-        if (this.#idle === fresh) this.#idle = undefined
-      })
+      fresh
+        .on('error', () => {})
+        .on('exit', () => {
+          if (this.#idle === fresh) this.#idle = undefined
+        })
       worker = fresh
     }
     worker.ref()

@@ -127,7 +127,14 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
     const files = isFile
       ? [{ display: at.display, real: at.path, size: (await stat(at.path)).size }]
       : await filesToGrep(at, args.glob, limits, signal, deadline.signal)
-    const job = { source: regex.source, flags: regex.flags, files, maxMatches: limits.grepMaxMatches, maxLineBytes: limits.grepMaxLineBytes, maxFileBytes: GREP_MAX_FILE_BYTES }
+    const job = {
+      source: regex.source,
+      flags: regex.flags,
+      files,
+      maxMatches: limits.grepMaxMatches,
+      maxLineBytes: limits.grepMaxLineBytes,
+      maxFileBytes: GREP_MAX_FILE_BYTES,
+    }
     found = await workers.run(job, signal, deadline.signal)
   } finally {
     clearTimeout(timer)
@@ -136,12 +143,24 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
   const notes: string[] = []
   if (found.timedOut) {
     const where = found.stoppedIn === undefined ? '' : ` while searching "${found.stoppedIn}"`
-    notes.push(`(grep timed out after ${limits.timeoutMs} ms and was stopped${where}: the results are partial. A pattern with nested quantifiers such as (a+)+ can take exponential time on one line; simplify it, or narrow the path or the glob.)`)
+    notes.push(
+      `(grep timed out after ${limits.timeoutMs} ms and was stopped${where}: the results are partial. A pattern with nested quantifiers such as (a+)+ can take exponential time on one line; simplify it, or narrow the path or the glob.)`,
+    )
   }
   if (found.cut) notes.push(`(Showing the first ${limits.grepMaxMatches} matches; there are more. Narrow the pattern, the path or the glob to see the others.)`)
   if (found.large > 0) notes.push(`(Skipped ${plural(found.large, 'file')} larger than ${GREP_MAX_FILE_BYTES / 1024 / 1024} MiB.)`)
   if (isFile && found.binary > 0) notes.push(`("${at.display}" is a binary file; grep searches text files only.)`)
-  const meta = { pattern: args.pattern, path: at.display, matches: found.lines.length, files: found.files, cut: found.cut, binarySkipped: found.binary, largeSkipped: found.large, truncatedLines: found.truncatedLines, timedOut: found.timedOut }
+  const meta = {
+    pattern: args.pattern,
+    path: at.display,
+    matches: found.lines.length,
+    files: found.files,
+    cut: found.cut,
+    binarySkipped: found.binary,
+    largeSkipped: found.large,
+    truncatedLines: found.truncatedLines,
+    timedOut: found.timedOut,
+  }
   if (found.lines.length === 0) {
     const where = args.glob ? `"${at.display}" (glob "${args.glob}")` : `"${at.display}"`
     return { content: [`No matches for /${args.pattern}/${args.ignore_case ? 'i' : ''} in ${where}.`, ...notes].join('\n'), meta }
@@ -159,12 +178,20 @@ async function filesToGrep(at: WorkspacePath, glob: string | undefined, limits: 
   }
   const files: ScanFile[] = []
   try {
-    for await (const file of walkFiles(at.path, { root: at.root, display: at.display, ignore: limits.ignore, maxDepth: Infinity, signal: AbortSignal.any([signal, deadline]) })) {
+    for await (const file of walkFiles(at.path, {
+      root: at.root,
+      display: at.display,
+      ignore: limits.ignore,
+      maxDepth: Infinity,
+      signal: AbortSignal.any([signal, deadline]),
+    })) {
       if (filter === undefined || filter(file)) files.push({ display: file.display, real: file.real, size: file.size })
     }
   } catch (error) {
     if (signal.aborted || !deadline.aborted) throw error
-    throw new Error(`grep timed out after ${limits.timeoutMs} ms while listing the files in "${at.display}" (nothing was searched); narrow the path or the glob`)
+    throw new Error(
+      `grep timed out after ${limits.timeoutMs} ms while listing the files in "${at.display}" (nothing was searched); narrow the path or the glob`,
+    )
   }
   return files.sort((a, b) => (a.display < b.display ? -1 : a.display > b.display ? 1 : 0))
 }

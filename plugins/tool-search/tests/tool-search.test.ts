@@ -7,8 +7,10 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import * as toolSearch from '../src/index.ts'
 import { compileGlob, splitGlob } from '../src/pattern.ts'
 
-const GLOB_TEXT = 'Use `glob` to find files by name, not `find` or `ls -R` in a shell. Patterns are relative to `path` (default: the workspace root): `**` matches any number of directories, `*` and `?` match within one name, and `{a,b}` and `[abc]` work, so `**/*.ts` finds every TypeScript file and `*.ts` only those directly in `path`. Results are the newest files first, at most 100. `.git` and `node_modules` are skipped.'
-const GREP_TEXT = 'Use `grep` to search file contents, not `grep` or `rg` in a shell. `pattern` is a JavaScript regular expression, matched line by line; narrow the search with `path` (a directory or one file) and `glob` (`*.ts` matches file names at any depth). Results read `file:line: text`, in path order, at most 250 lines; binary files are skipped. `.git` and `node_modules` are skipped.'
+const GLOB_TEXT =
+  'Use `glob` to find files by name, not `find` or `ls -R` in a shell. Patterns are relative to `path` (default: the workspace root): `**` matches any number of directories, `*` and `?` match within one name, and `{a,b}` and `[abc]` work, so `**/*.ts` finds every TypeScript file and `*.ts` only those directly in `path`. Results are the newest files first, at most 100. `.git` and `node_modules` are skipped.'
+const GREP_TEXT =
+  'Use `grep` to search file contents, not `grep` or `rg` in a shell. `pattern` is a JavaScript regular expression, matched line by line; narrow the search with `path` (a directory or one file) and `glob` (`*.ts` matches file names at any depth). Results read `file:line: text`, in path order, at most 250 lines; binary files are skipped. `.git` and `node_modules` are skipped.'
 
 type Host = Awaited<ReturnType<typeof createHost>>
 type Mounted = Awaited<ReturnType<Host['mount']>>
@@ -188,7 +190,14 @@ describe('glob', () => {
     try {
       await h.mount(toolSearch, { ignore: [] })
       const r = await h.callTool('glob', { pattern: '**/*.ts' }, { cwd: ws })
-      expect(textOf(r).split('\n').sort()).toEqual(['.git/config.ts', 'node_modules/pkg/index.ts', 'old.ts', 'src/mid.ts', 'src/new.ts', 'src/node_modules/inner.ts'])
+      expect(textOf(r).split('\n').sort()).toEqual([
+        '.git/config.ts',
+        'node_modules/pkg/index.ts',
+        'old.ts',
+        'src/mid.ts',
+        'src/new.ts',
+        'src/node_modules/inner.ts',
+      ])
     } finally {
       await h.dispose()
     }
@@ -259,7 +268,9 @@ describe('grep', () => {
   it('says when nothing matches, and when the file named is binary', async () => {
     expect((await call('grep', { pattern: 'absent' })).text).toBe('No matches for /absent/ in ".".')
     expect((await call('grep', { pattern: 'x', glob: '*.md', ignore_case: true })).text).toBe('No matches for /x/i in "." (glob "*.md").')
-    expect((await call('grep', { pattern: 'TODO', path: 'bin.dat' })).text).toBe('No matches for /TODO/ in "bin.dat".\n("bin.dat" is a binary file; grep searches text files only.)')
+    expect((await call('grep', { pattern: 'TODO', path: 'bin.dat' })).text).toBe(
+      'No matches for /TODO/ in "bin.dat".\n("bin.dat" is a binary file; grep searches text files only.)',
+    )
   })
 
   it('reports an invalid regular expression', async () => {
@@ -300,7 +311,9 @@ describe('grep', () => {
     const h = await createHost()
     try {
       await h.mount(toolSearch, { grepMaxMatches: 1, grepMaxLineBytes: 5, globMaxResults: 1 })
-      expect(textOf(await h.callTool('grep', { pattern: 'TODO', glob: '*.ts' }, { cwd: ws }))).toBe('a.ts:3: TODO ... (line truncated to 5 bytes)\n\n(Showing the first 1 matches; there are more. Narrow the pattern, the path or the glob to see the others.)')
+      expect(textOf(await h.callTool('grep', { pattern: 'TODO', glob: '*.ts' }, { cwd: ws }))).toBe(
+        'a.ts:3: TODO ... (line truncated to 5 bytes)\n\n(Showing the first 1 matches; there are more. Narrow the pattern, the path or the glob to see the others.)',
+      )
       expect(textOf(await h.callTool('glob', { pattern: '*.ts' }, { cwd: ws }))).toMatch(/\n\n\(Showing 1 of 2 files, newest first\./)
     } finally {
       await h.dispose()
@@ -330,7 +343,9 @@ describe('bounded search', () => {
     const r = await call('glob', { pattern: long })
     expect(r.isError).toBe(true)
     expect(r.text).toBe(`Error: invalid glob pattern "${long}": it is 1002 characters long; at most 1000 are supported`)
-    expect((await call('grep', { pattern: 'x', glob: long })).text).toBe(`Error: invalid glob "${long}": it is 1002 characters long; at most 1000 are supported`)
+    expect((await call('grep', { pattern: 'x', glob: long })).text).toBe(
+      `Error: invalid glob "${long}": it is 1002 characters long; at most 1000 are supported`,
+    )
     expect((await call('glob', { pattern: '*a'.repeat(500) })).isError).toBe(false)
   })
 
@@ -350,7 +365,9 @@ describe('bounded search', () => {
       }
       const elapsed = Date.now() - started
       expect(r.isError).toBe(false)
-      expect(textOf(r)).toBe('a-first.txt:1: aa\n\n(grep timed out after 2000 ms and was stopped while searching "evil.txt": the results are partial. A pattern with nested quantifiers such as (a+)+ can take exponential time on one line; simplify it, or narrow the path or the glob.)')
+      expect(textOf(r)).toBe(
+        'a-first.txt:1: aa\n\n(grep timed out after 2000 ms and was stopped while searching "evil.txt": the results are partial. A pattern with nested quantifiers such as (a+)+ can take exponential time on one line; simplify it, or narrow the path or the glob.)',
+      )
       expect(r.meta).toMatchObject({ matches: 1, files: 1, timedOut: true })
       expect(elapsed).toBeGreaterThanOrEqual(1900)
       expect(elapsed).toBeLessThan(2000 + 10_000) // the timeout plus generous slack; it ran for 30 s+ before
@@ -444,7 +461,15 @@ describe('lifecycle', () => {
     const fs = await host.mount(toolFs)
     const delta = await fs.delta({ cwd: ws })
     expect(delta.sections.map(s => s.order)).toEqual([100, 101, 102])
-    host.scriptedModel([{ toolCalls: [{ name: 'glob', arguments: { pattern: '**/*.ts' } }, { name: 'grep', arguments: { pattern: 'x', path: '../' } }] }, 'done'])
+    host.scriptedModel([
+      {
+        toolCalls: [
+          { name: 'glob', arguments: { pattern: '**/*.ts' } },
+          { name: 'grep', arguments: { pattern: 'x', path: '../' } },
+        ],
+      },
+      'done',
+    ])
     const run = await host.run('find', { cwd: ws })
     expect(run.text).toBe('done')
     const request = host.snapshot(run.requests[1])

@@ -50,14 +50,23 @@ export const Config: Schema<Config> = Schema.object({
   maxOutputBytes: Schema.natural().min(1).default(64_000).description('Bytes kept per stream (stdout, stderr); the tail is kept.'),
   graceMs: Schema.natural().default(3_000).description('Time between SIGTERM and SIGKILL when a command is stopped, in ms.'),
   shell: Schema.string().default('bash').description('Shell executable, run as `<shell> -c <command>`.'),
-  sandbox: Schema.union(['auto', 'bwrap', 'none'] as const).default('auto')
-    .description('Process isolation: `bwrap` runs each command in its own PID namespace through bubblewrap (nothing it starts survives the call or the host); `none` uses a process group plus /proc tracking; `auto` is `bwrap` when it works here, else `none`.'),
+  sandbox: Schema.union(['auto', 'bwrap', 'none'] as const)
+    .default('auto')
+    .description(
+      'Process isolation: `bwrap` runs each command in its own PID namespace through bubblewrap (nothing it starts survives the call or the host); `none` uses a process group plus /proc tracking; `auto` is `bwrap` when it works here, else `none`.',
+    ),
   env: Schema.object({
-    secretPatterns: Schema.array(String).default([])
-      .description('More secret variable names, removed from the commands\' environment and redacted from their output: exact names or globs (`*`), case-insensitive, e.g. `DATABASE_URL`, `MYCORP_*`. Added to the default rule of @loom/secrets (`*_API_KEY`, `*_KEY`, `*_TOKEN`, `*_SECRET`, `*PASSWORD*`, ...).'),
-    allow: Schema.array(String).default([])
-      .description('Secret variables passed to commands anyway (exact names or globs), e.g. `GITHUB_TOKEN` for `gh`. Their values are still redacted from the output.'),
-  }).description('The environment of the commands: the host\'s, without secrets.'),
+    secretPatterns: Schema.array(String)
+      .default([])
+      .description(
+        "More secret variable names, removed from the commands' environment and redacted from their output: exact names or globs (`*`), case-insensitive, e.g. `DATABASE_URL`, `MYCORP_*`. Added to the default rule of @loom/secrets (`*_API_KEY`, `*_KEY`, `*_TOKEN`, `*_SECRET`, `*PASSWORD*`, ...).",
+      ),
+    allow: Schema.array(String)
+      .default([])
+      .description(
+        'Secret variables passed to commands anyway (exact names or globs), e.g. `GITHUB_TOKEN` for `gh`. Their values are still redacted from the output.',
+      ),
+  }).description("The environment of the commands: the host's, without secrets."),
 }) as Schema<Config>
 
 /** Variables set for every command so that nothing waits for a terminal or paints colours. */
@@ -174,10 +183,13 @@ export function apply(ctx: Context, config: Config) {
   // Runs that are not over yet: an unload kills their trees, and so does the host's exit
   // (synchronously, in 'exit', which also runs after an uncaught error).
   const live = new Set<ShellRun>()
-  ctx.effect(() => () => {
-    for (const run of [...live]) run.dispose()
-    live.clear()
-  }, `${name}: running commands`)
+  ctx.effect(
+    () => () => {
+      for (const run of [...live]) run.dispose()
+      live.clear()
+    },
+    `${name}: running commands`,
+  )
   ctx.effect(() => {
     const onExit = () => {
       for (const run of live) run.killTree()
@@ -188,66 +200,72 @@ export function apply(ctx: Context, config: Config) {
 
   ctx.systemPrompt.section({ name: SECTION_NAME, order: SECTION_ORDER, text: guidance(config) })
 
-  ctx.tools.register(defineTool<BashArgs>({
-    name: 'bash',
-    description: 'Runs a shell command with `bash -c` in the workspace root and returns its stdout, its stderr (under `[stderr]`) and `[exit code: N]`. Each call gets a fresh, non-interactive shell.',
-    parameters: {
-      type: 'object',
-      properties: {
-        command: { type: 'string', minLength: 1, description: 'The command line to run.' },
-        timeout: {
-          type: 'integer',
-          minimum: 1,
-          description: `Timeout in milliseconds (default ${config.timeoutMs}, at most ${config.maxTimeoutMs}).`,
+  ctx.tools.register(
+    defineTool<BashArgs>({
+      name: 'bash',
+      description:
+        'Runs a shell command with `bash -c` in the workspace root and returns its stdout, its stderr (under `[stderr]`) and `[exit code: N]`. Each call gets a fresh, non-interactive shell.',
+      parameters: {
+        type: 'object',
+        properties: {
+          command: { type: 'string', minLength: 1, description: 'The command line to run.' },
+          timeout: {
+            type: 'integer',
+            minimum: 1,
+            description: `Timeout in milliseconds (default ${config.timeoutMs}, at most ${config.maxTimeoutMs}).`,
+          },
         },
+        required: ['command'],
+        additionalProperties: false,
       },
-      required: ['command'],
-      additionalProperties: false,
-    },
-    // A command can change anything: it never runs alongside other calls.
-    isConcurrencySafe: false,
-    // No declarative `timeoutMs`: the tool stops its own process tree and still returns the output.
-    async execute(args, exec) {
-      const cwd = await workingDirectory(config, exec)
-      const requested = args.timeout ?? config.timeoutMs
-      const timeoutMs = Math.min(requested, config.maxTimeoutMs)
-      let run: ShellRun
-      try {
-        run = new ShellRun({
-          shell: config.shell,
-          command: args.command,
-          cwd,
-          env: shellEnv(secretPatterns, config.env.allow),
-          sandbox,
-          timeoutMs,
-          graceMs: config.graceMs,
-          maxOutputBytes: config.maxOutputBytes,
-          signal: exec.signal,
-        }, done => live.delete(done))
-      } catch (error) {
-        throw new Error(`cannot start shell "${config.shell}" (${name} config shell): ${(error as Error).message}`)
-      }
-      live.add(run)
-      let result: RunResult
-      try {
-        result = await run.done
-      } catch (error) {
-        throw new Error(`cannot start shell "${config.shell}" (${name} config shell): ${(error as Error).message}`)
-      }
-      result = redactOutput(result, currentRedactor())
-      return {
-        content: formatResult(result, { timeoutMs, ...(requested > timeoutMs && { clampedFromMs: requested }) }),
-        meta: {
-          exitCode: result.exitCode,
-          signal: result.signal,
-          timedOut: result.timedOut,
-          aborted: result.aborted,
-          durationMs: result.durationMs,
-          stdoutBytes: result.stdout.total,
-          stderrBytes: result.stderr.total,
-          truncatedBytes: result.stdout.truncated + result.stderr.truncated,
-        },
-      }
-    },
-  }))
+      // A command can change anything: it never runs alongside other calls.
+      isConcurrencySafe: false,
+      // No declarative `timeoutMs`: the tool stops its own process tree and still returns the output.
+      async execute(args, exec) {
+        const cwd = await workingDirectory(config, exec)
+        const requested = args.timeout ?? config.timeoutMs
+        const timeoutMs = Math.min(requested, config.maxTimeoutMs)
+        let run: ShellRun
+        try {
+          run = new ShellRun(
+            {
+              shell: config.shell,
+              command: args.command,
+              cwd,
+              env: shellEnv(secretPatterns, config.env.allow),
+              sandbox,
+              timeoutMs,
+              graceMs: config.graceMs,
+              maxOutputBytes: config.maxOutputBytes,
+              signal: exec.signal,
+            },
+            done => live.delete(done),
+          )
+        } catch (error) {
+          throw new Error(`cannot start shell "${config.shell}" (${name} config shell): ${(error as Error).message}`)
+        }
+        live.add(run)
+        let result: RunResult
+        try {
+          result = await run.done
+        } catch (error) {
+          throw new Error(`cannot start shell "${config.shell}" (${name} config shell): ${(error as Error).message}`)
+        }
+        result = redactOutput(result, currentRedactor())
+        return {
+          content: formatResult(result, { timeoutMs, ...(requested > timeoutMs && { clampedFromMs: requested }) }),
+          meta: {
+            exitCode: result.exitCode,
+            signal: result.signal,
+            timedOut: result.timedOut,
+            aborted: result.aborted,
+            durationMs: result.durationMs,
+            stdoutBytes: result.stdout.total,
+            stderrBytes: result.stderr.total,
+            truncatedBytes: result.stdout.truncated + result.stderr.truncated,
+          },
+        }
+      },
+    }),
+  )
 }

@@ -185,7 +185,7 @@ export function reapOrphans(): number[] {
       let alive = hostAlive.get(host)
       if (alive === undefined) {
         const stat = readStat(Number(hostPid))
-        hostAlive.set(host, alive = stat !== undefined && stat.state !== 'Z' && stat.startTime === hostStart)
+        hostAlive.set(host, (alive = stat !== undefined && stat.state !== 'Z' && stat.startTime === hostStart))
       }
       if (!alive && kill(proc.pid, 'SIGKILL')) {
         killed.add(proc.pid)

@@ -83,7 +83,10 @@ export class ShellRun {
   private readonly onAbort = () => this.terminate('abort')
 
   /** `onRelease` runs once the run is over: settled, its processes killed, no timer left. */
-  constructor(private readonly options: RunOptions, private readonly onRelease: (run: ShellRun) => void) {
+  constructor(
+    private readonly options: RunOptions,
+    private readonly onRelease: (run: ShellRun) => void,
+  ) {
     this.done = new Promise((resolve, reject) => {
       this.resolve = resolve
       this.reject = reject

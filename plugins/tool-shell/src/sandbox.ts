@@ -11,9 +11,12 @@ export type SandboxMode = 'auto' | 'bwrap' | 'none'
  */
 export const BWRAP_ARGS: readonly string[] = Object.freeze([
   // The whole filesystem, writable as without bwrap, devices included.
-  '--dev-bind', '/', '/',
+  '--dev-bind',
+  '/',
+  '/',
   // A /proc of the new PID namespace (`ps` sees only the command's processes).
-  '--proc', '/proc',
+  '--proc',
+  '/proc',
   // Its own PID namespace: when the shell exits, or bwrap is killed, the kernel
   // kills every process in it, `setsid` ones included.
   '--unshare-pid',
@@ -48,7 +51,9 @@ export function resolveSandbox(mode: SandboxMode, owner: string): 'bwrap' | 'non
   const probe = probeBwrap()
   if (probe.ok) return 'bwrap'
   if (mode === 'auto') return 'none'
-  throw new Error(`${owner}: config sandbox is 'bwrap' but bubblewrap does not work here (${probe.reason}); install it (apt-get install bubblewrap) or set sandbox to 'auto' or 'none'`)
+  throw new Error(
+    `${owner}: config sandbox is 'bwrap' but bubblewrap does not work here (${probe.reason}); install it (apt-get install bubblewrap) or set sandbox to 'auto' or 'none'`,
+  )
 }
 
 /**
@@ -59,7 +64,10 @@ export function resolveSandbox(mode: SandboxMode, owner: string): 'bwrap' | 'non
 export function findExecutable(file: string, cwd: string, path = process.env.PATH ?? ''): string {
   const candidates = file.includes('/')
     ? [isAbsolute(file) ? file : resolve(cwd, file)]
-    : path.split(delimiter).filter(Boolean).map(dir => join(dir, file))
+    : path
+        .split(delimiter)
+        .filter(Boolean)
+        .map(dir => join(dir, file))
   for (const candidate of candidates) {
     try {
       accessSync(candidate, constants.X_OK)

@@ -53,8 +53,9 @@ describe('scrubbed environment', () => {
     const env = await bash('env')
     expect(env).toContain('LOOM_TEST_GITHUB_TOKEN=[REDACTED]')
     expect(env).not.toContain(GH)
-    expect(await bash('[ "$LOOM_TEST_GITHUB_TOKEN" = "$(printenv LOOM_TEST_GITHUB_TOKEN)" ] && echo ${#LOOM_TEST_GITHUB_TOKEN}'))
-      .toBe(`${GH.length}\n[exit code: 0]`)
+    expect(await bash('[ "$LOOM_TEST_GITHUB_TOKEN" = "$(printenv LOOM_TEST_GITHUB_TOKEN)" ] && echo ${#LOOM_TEST_GITHUB_TOKEN}')).toBe(
+      `${GH.length}\n[exit code: 0]`,
+    )
   })
 
   it('removes the configured extra patterns too', async () => {
@@ -85,8 +86,9 @@ describe('redacted output', () => {
 
   it('redacts credentials in header echoes even when they are not known', async () => {
     await host.mount(shell)
-    expect(await bash(`echo '> Authorization: Bearer abc123def456ghi'; echo 'x-api-key: zz99zz99zz99'`))
-      .toBe('> Authorization: Bearer [REDACTED]\nx-api-key: [REDACTED]\n[exit code: 0]')
+    expect(await bash(`echo '> Authorization: Bearer abc123def456ghi'; echo 'x-api-key: zz99zz99zz99'`)).toBe(
+      '> Authorization: Bearer [REDACTED]\nx-api-key: [REDACTED]\n[exit code: 0]',
+    )
   })
 
   it('redacts the end of a secret that the output cap cut in two', async () => {
@@ -98,7 +100,6 @@ describe('redacted output', () => {
 
   it('changes nothing in ordinary output', async () => {
     await host.mount(shell)
-    expect(await bash(`printf 'const token = getToken()\\npassword: string\\n'`))
-      .toBe('const token = getToken()\npassword: string\n[exit code: 0]')
+    expect(await bash(`printf 'const token = getToken()\\npassword: string\\n'`)).toBe('const token = getToken()\npassword: string\n[exit code: 0]')
   })
 })

@@ -16,9 +16,10 @@ async function startHost(sandbox: string, ending: 'wait' | 'throw', t: string) {
   const command = `setsid sleep ${t} & (setsid bash -c 'sleep ${t}; true' &); sleep ${t}`
   const child = spawn(process.execPath, ['--import', 'tsx', fixture, sandbox, ending, command], { stdio: ['ignore', 'pipe', 'pipe'] })
   let stderr = ''
-  child.stderr.on('data', chunk => { stderr += chunk })
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>(resolve =>
-    child.on('exit', (code, signal) => resolve({ code, signal })))
+  child.stderr.on('data', chunk => {
+    stderr += chunk
+  })
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>(resolve => child.on('exit', (code, signal) => resolve({ code, signal })))
   // The shell (exec'd into its last sleep), the setsid sleep, and the setsid bash with its sleep.
   await waitStarted(t, 4, 10_000).catch(error => {
     child.kill('SIGKILL')
@@ -48,12 +49,16 @@ describe('host exit', () => {
   })
 
   for (const sandbox of ['bwrap', 'none'] as const) {
-    it.skipIf(sandbox === 'bwrap' && !bwrap.ok)(`${sandbox}: a host that dies of an uncaught error kills its commands on exit`, { timeout: 20_000 }, async () => {
-      const t = uniqueSleep()
-      const { exited, stderr } = await startHost(sandbox, 'throw', t)
-      expect((await exited).code).toBe(1)
-      expect(stderr()).toContain('host crashed')
-      expect(await waitGone(t)).toEqual([])
-    })
+    it.skipIf(sandbox === 'bwrap' && !bwrap.ok)(
+      `${sandbox}: a host that dies of an uncaught error kills its commands on exit`,
+      { timeout: 20_000 },
+      async () => {
+        const t = uniqueSleep()
+        const { exited, stderr } = await startHost(sandbox, 'throw', t)
+        expect((await exited).code).toBe(1)
+        expect(stderr()).toContain('host crashed')
+        expect(await waitGone(t)).toEqual([])
+      },
+    )
   }
 })

@@ -109,7 +109,9 @@ describe.each([
     await host.mount(shell, { sandbox, timeoutMs: 300, maxTimeoutMs: 500, graceMs: 200 })
     expect(textOf(await bash('sleep 100'))).toBe('(no output)\n[timed out after 0.3 s]\n[killed by signal SIGTERM]')
     const result = await bash('sleep 100', { timeout: 60_000 })
-    expect(textOf(result)).toBe('(no output)\n[requested timeout 60 s exceeds the maximum; clamped to 0.5 s]\n[timed out after 0.5 s]\n[killed by signal SIGTERM]')
+    expect(textOf(result)).toBe(
+      '(no output)\n[requested timeout 60 s exceeds the maximum; clamped to 0.5 s]\n[timed out after 0.5 s]\n[killed by signal SIGTERM]',
+    )
   })
 
   test('a shell that kills itself: a signal without bwrap, 128 + n with it', async () => {
@@ -150,8 +152,7 @@ describe('reapOrphans', () => {
     const dead = `${ns}.999999999.1.dead` // no such pid
     const orphan = uniqueSleep()
     const kept = uniqueSleep()
-    const start = (t: string, marker: string) =>
-      spawn('sleep', [t], { env: { ...process.env, [shell.MARKER_VAR]: marker }, stdio: 'ignore', detached: true })
+    const start = (t: string, marker: string) => spawn('sleep', [t], { env: { ...process.env, [shell.MARKER_VAR]: marker }, stdio: 'ignore', detached: true })
     const children = [start(orphan, dead), start(kept, live)]
     await waitStarted(orphan, 1)
     await waitStarted(kept, 1)

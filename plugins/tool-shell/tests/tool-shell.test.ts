@@ -18,8 +18,7 @@ afterEach(async () => {
   work.remove()
 })
 
-const bash = (command: string, extra: Record<string, unknown> = {}, cwd?: string) =>
-  host.callTool('bash', { command, ...extra }, cwd ? { cwd } : {})
+const bash = (command: string, extra: Record<string, unknown> = {}, cwd?: string) => host.callTool('bash', { command, ...extra }, cwd ? { cwd } : {})
 
 describe('prompt delta', () => {
   it('adds the tool bash and the static guidance section tool:bash (105), nothing else', async () => {
@@ -29,10 +28,17 @@ describe('prompt delta', () => {
     expect(delta.variables).toEqual([])
     expect(delta.tools.map(tool => tool.name)).toEqual(['bash'])
     expect(delta.tools[0].parameters).toMatchObject({ required: ['command'], properties: { command: { type: 'string' }, timeout: { type: 'integer' } } })
-    expect(delta.sections.map(({ name, order, stability }) => ({ name, order, stability })))
-      .toEqual([{ name: 'tool:bash', order: 105, stability: 'static' }])
+    expect(delta.sections.map(({ name, order, stability }) => ({ name, order, stability }))).toEqual([{ name: 'tool:bash', order: 105, stability: 'static' }])
     expect(delta.sections[0].rendered).toBe(shell.guidance(mounted.config as shell.Config))
-    for (const phrase of ['fresh, non-interactive', '[exit code: N]', 'stopped after 120 s', 'at most 600 s', 'last 64000 bytes', 'ends with the call', '`[REDACTED]`']) {
+    for (const phrase of [
+      'fresh, non-interactive',
+      '[exit code: N]',
+      'stopped after 120 s',
+      'at most 600 s',
+      'last 64000 bytes',
+      'ends with the call',
+      '`[REDACTED]`',
+    ]) {
       expect(delta.sections[0].text).toContain(phrase)
     }
   })
@@ -56,7 +62,9 @@ describe('prompt delta', () => {
 })
 
 describe('results', () => {
-  beforeEach(async () => { await host.mount(shell) })
+  beforeEach(async () => {
+    await host.mount(shell)
+  })
 
   it('gives stdout then [exit code: 0]', async () => {
     const result = await bash('echo hello; echo world')
@@ -86,7 +94,9 @@ describe('results', () => {
   })
 
   it('runs non-interactively: dumb terminal, no colours, cat pagers, empty stdin', async () => {
-    const result = await bash('echo "$TERM $NO_COLOR $PAGER $GIT_PAGER"; [ -t 0 ] && echo tty || echo no-tty; read line; echo "read=$?"; echo "color=${FORCE_COLOR:-none}"')
+    const result = await bash(
+      'echo "$TERM $NO_COLOR $PAGER $GIT_PAGER"; [ -t 0 ] && echo tty || echo no-tty; read line; echo "read=$?"; echo "color=${FORCE_COLOR:-none}"',
+    )
     expect(textOf(result)).toBe('dumb 1 cat cat\nno-tty\nread=1\ncolor=none\n[exit code: 0]')
   })
 

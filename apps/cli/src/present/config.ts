@@ -16,7 +16,10 @@ export function printConfig(io: Io, composition: Composition, json: boolean) {
   const header = [
     '# The deployment as it boots: these rows, in this order, mounted by the Cordis loader.',
     '# Layers, applied in order over an empty list:',
-    ...layers.map(layer => `#   ${`${layer.kind} ${layer.label}`.padEnd(width)}  ${layer.file.startsWith(CLI_ROOT) ? '<loom>/' + layer.file.slice(CLI_ROOT.length) : layer.file}`),
+    ...layers.map(
+      layer =>
+        `#   ${`${layer.kind} ${layer.label}`.padEnd(width)}  ${layer.file.startsWith(CLI_ROOT) ? '<loom>/' + layer.file.slice(CLI_ROOT.length) : layer.file}`,
+    ),
   ]
   io.stdout.write(header.join('\n') + '\n' + dumpRows(rows))
 }

@@ -6,16 +6,22 @@ import { clip } from './term.ts'
 
 /** The text of content blocks (tool results nest theirs). */
 export function blockText(blocks: readonly ContentBlock[]): string {
-  return blocks.map(block => {
-    if (block.type === 'text') return block.text
-    if (block.type === 'tool-result') return blockText(block.content)
-    return ''
-  }).filter(Boolean).join('\n')
+  return blocks
+    .map(block => {
+      if (block.type === 'text') return block.text
+      if (block.type === 'tool-result') return blockText(block.content)
+      return ''
+    })
+    .filter(Boolean)
+    .join('\n')
 }
 
 /** The visible text of an assistant message. */
 export function assistantText(message: AssistantMessage): string {
-  return message.content.filter(block => block.type === 'text').map(block => (block as { text: string }).text).join('')
+  return message.content
+    .filter(block => block.type === 'text')
+    .map(block => (block as { text: string }).text)
+    .join('')
 }
 
 /** Tool arguments as the model sent them (raw JSON text), parsed when they parse. */
@@ -63,19 +69,26 @@ export function describeResult(message: ToolResultMessage): { ok: boolean; summa
 
 export function describeReason(reason: TurnEndReason): string {
   switch (reason.kind) {
-    case 'error': return `error: ${reason.error.code}: ${reason.error.message}`
-    case 'aborted': return `aborted (${reason.reason.kind === 'hook' ? `hook: ${reason.reason.reason}` : reason.reason.kind})`
-    case 'limit': return `stopped at the ${describeLimit(reason)}`
-    default: return reason.kind
+    case 'error':
+      return `error: ${reason.error.code}: ${reason.error.message}`
+    case 'aborted':
+      return `aborted (${reason.reason.kind === 'hook' ? `hook: ${reason.reason.reason}` : reason.reason.kind})`
+    case 'limit':
+      return `stopped at the ${describeLimit(reason)}`
+    default:
+      return reason.kind
   }
 }
 
 /** `limit of 50 steps per turn (50 used)`, `limit of $0.50 per turn ($0.52 used)`. */
 function describeLimit(reason: Extract<TurnEndReason, { kind: 'limit' }>): string {
   switch (reason.limit) {
-    case 'max-steps': return `limit of ${reason.max} model requests per turn (--max-steps)`
-    case 'max-input-tokens': return `limit of ${reason.max} input tokens per turn (${reason.used} used; --max-input-tokens)`
-    case 'max-cost-usd': return `limit of $${reason.max} per turn ($${reason.used.toFixed(4)} used; --max-cost)`
+    case 'max-steps':
+      return `limit of ${reason.max} model requests per turn (--max-steps)`
+    case 'max-input-tokens':
+      return `limit of ${reason.max} input tokens per turn (${reason.used} used; --max-input-tokens)`
+    case 'max-cost-usd':
+      return `limit of $${reason.max} per turn ($${reason.used.toFixed(4)} used; --max-cost)`
   }
 }
 
@@ -158,9 +171,11 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
       case 'request/header': {
         const { header, reason, changes } = event.data
         // A change is printed from what the loop recorded when it logged the header: one diff, in the log.
-        out.push(reason === 'change'
-          ? `[request header, change] ${changes ? describeHeaderChanges(changes) : 'request header changed'}`
-          : `[request header, ${reason}] ${headerSummary(header)}`)
+        out.push(
+          reason === 'change'
+            ? `[request header, change] ${changes ? describeHeaderChanges(changes) : 'request header changed'}`
+            : `[request header, ${reason}] ${headerSummary(header)}`,
+        )
         break
       }
       case 'request/context': {
@@ -222,5 +237,8 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
 }
 
 export function formatTime(ms: number): string {
-  return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC')
+  return new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, ' UTC')
 }

@@ -22,7 +22,7 @@ export function printPrompt(io: Io, report: PromptReport, json: boolean) {
   const { rows, totals } = report.manifest
   const table = (head: string[], body: string[][], right: number[]) => {
     const widths = head.map((h, i) => Math.max(h.length, ...body.map(r => r[i].length)))
-    const fmt = (r: string[]) => r.map((c, i) => right.includes(i) ? c.padStart(widths[i]) : i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')
+    const fmt = (r: string[]) => r.map((c, i) => (right.includes(i) ? c.padStart(widths[i]) : i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ')
     return [out.bold(fmt(head)), ...body.map(fmt)].join('\n') + '\n'
   }
   text += '\n' + rule(`manifest (${rows.length} rows, ~${totals.tokens} tokens estimated)`)
@@ -31,6 +31,12 @@ export function printPrompt(io: Io, report: PromptReport, json: boolean) {
     rows.map(r => [r.kind, r.name, r.owner, String(r.order), r.stability ?? '-', String(r.chars), String(r.tokens), r.sha256.slice(0, 12)]),
     [3, 5, 6],
   )
-  text += '\n' + table(['OWNER', 'ROWS', 'CHARS', 'TOKENS'], totals.byOwner.map(t => [t.owner, String(t.rows), String(t.chars), String(t.tokens)]), [1, 2, 3])
+  text +=
+    '\n' +
+    table(
+      ['OWNER', 'ROWS', 'CHARS', 'TOKENS'],
+      totals.byOwner.map(t => [t.owner, String(t.rows), String(t.chars), String(t.tokens)]),
+      [1, 2, 3],
+    )
   io.stdout.write(redact(text, hostSecrets()))
 }

@@ -16,7 +16,7 @@ export function printSessionList(io: Io, sessions: readonly SessionSummary[], js
   const rows = sessions.map(s => [s.id, formatTime(s.createdAt), String(s.turns), s.lastStatus ?? '-', s.cwd ?? '-'])
   const head = ['ID', 'CREATED', 'TURNS', 'LAST', 'CWD']
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)))
-  const fmt = (r: string[]) => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')
+  const fmt = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ')
   io.stdout.write([fmt(head), ...rows.map(fmt)].join('\n') + '\n')
 }
 
@@ -51,21 +51,45 @@ export function printRepair(io: Io, id: string, { before, after }: { before: Ver
   if (before.tornBytes) done.push(`cut a torn tail of ${before.tornBytes} bytes`)
   for (const compaction of before.unfinishedCompactions ?? []) done.push(`closed the unfinished compaction ${compaction.compactionId}: appended compaction/end`)
   if (before.openTurn) done.push(`closed the open turn ${before.openTurn.turn}: appended ${before.openTurn.closers.join(', ')}`)
-  io.stdout.write(`repaired session ${id}: ${done.join('; ')}\n${after.clean ? `the log is clean now (${after.events} events)` : 'the log is still not clean'}\n`)
+  io.stdout.write(
+    `repaired session ${id}: ${done.join('; ')}\n${after.clean ? `the log is clean now (${after.events} events)` : 'the log is still not clean'}\n`,
+  )
 }
 
 /** One row per request (its prefix reuse and estimated cost, beside what the provider reported), then the totals. */
 export function printStats(io: Io, stats: StatsReport, json: boolean) {
   if (json) return io.stdout.write(pretty(stats))
   const { requests, totals, prices } = stats
-  const percent = (share: number | null) => share === null ? '-' : `${(Math.floor(share * 1000) / 10).toFixed(1)}%`
+  const percent = (share: number | null) => (share === null ? '-' : `${(Math.floor(share * 1000) / 10).toFixed(1)}%`)
   const money = (value: number) => `$${value.toFixed(6)}`
   const head = ['#', 'TURN', 'STEP', 'CHARS', 'REUSE', 'HIT TOK', 'MISS TOK', 'OUT TOK', 'INPUT COST', 'REPORTED IN', 'CACHED', 'REPORTED COST']
-  const reported = (r: ReportedEconomics | null) => r ? [String(r.inputTokens), percent(r.hitShare), money(r.inputCost + r.outputCost)] : ['-', '-', '-']
-  const rows = requests.map(r => [String(r.index + 1), String(r.turn ?? '-'), String(r.step ?? '-'), String(r.chars), percent(r.reuse), String(r.hitTokens), String(r.missTokens), String(r.outputTokens), money(r.inputCost), ...reported(r.reported)])
-  const total = ['total', '', '', String(totals.chars), percent(totals.meanReuse), String(totals.hitTokens), String(totals.missTokens), String(totals.outputTokens), money(totals.inputCost), ...reported(totals.reported)]
+  const reported = (r: ReportedEconomics | null) => (r ? [String(r.inputTokens), percent(r.hitShare), money(r.inputCost + r.outputCost)] : ['-', '-', '-'])
+  const rows = requests.map(r => [
+    String(r.index + 1),
+    String(r.turn ?? '-'),
+    String(r.step ?? '-'),
+    String(r.chars),
+    percent(r.reuse),
+    String(r.hitTokens),
+    String(r.missTokens),
+    String(r.outputTokens),
+    money(r.inputCost),
+    ...reported(r.reported),
+  ])
+  const total = [
+    'total',
+    '',
+    '',
+    String(totals.chars),
+    percent(totals.meanReuse),
+    String(totals.hitTokens),
+    String(totals.missTokens),
+    String(totals.outputTokens),
+    money(totals.inputCost),
+    ...reported(totals.reported),
+  ]
   const widths = head.map((h, i) => Math.max(h.length, ...[...rows, total].map(r => r[i].length)))
-  const fmt = (r: string[]) => r.map((c, i) => i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i])).join('  ')
+  const fmt = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')
   const lines = [
     `session ${stats.id}: ${totals.requests} request${totals.requests === 1 ? '' : 's'}`,
     `  prices per million tokens: cache hit ${prices.hit}, cache miss ${prices.miss}, output ${prices.output}; tokens ~ characters / 4 of the serialized request`,
@@ -89,7 +113,9 @@ export function printCompact(io: Io, report: CompactReport, json: boolean) {
   if (json) return io.stdout.write(pretty(report))
   const tokens = `~${report.tokensBefore} → ~${report.tokensAfter} estimated tokens`
   const pruned = report.pruned ? `, ${report.pruned} tool results pruned` : ''
-  io.stdout.write(report.status === 'compacted'
-    ? `compacted session ${report.id}: ${report.summarized} messages summarized${pruned}; ${tokens}\n`
-    : `session ${report.id} was not summarized (${report.status}: ${report.reason})${pruned}; ${tokens}\n`)
+  io.stdout.write(
+    report.status === 'compacted'
+      ? `compacted session ${report.id}: ${report.summarized} messages summarized${pruned}; ${tokens}\n`
+      : `session ${report.id} was not summarized (${report.status}: ${report.reason})${pruned}; ${tokens}\n`,
+  )
 }

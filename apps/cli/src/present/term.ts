@@ -20,7 +20,7 @@ export const hostSecrets = () => secretValues(process.env)
 /** Styles text when the stream is a TTY (and NO_COLOR is not set); otherwise returns it unchanged. */
 export function styler(stream: Stream) {
   const on = Boolean(stream.isTTY) && !process.env.NO_COLOR && process.env.TERM !== 'dumb'
-  const wrap = (open: number, close: number) => (text: string) => on ? `\x1b[${open}m${text}\x1b[${close}m` : text
+  const wrap = (open: number, close: number) => (text: string) => (on ? `\x1b[${open}m${text}\x1b[${close}m` : text)
   return {
     enabled: on,
     bold: wrap(1, 22),
@@ -44,7 +44,10 @@ export class Spinner {
   private frame = 0
   private label = ''
 
-  constructor(private readonly stream: Stream, private readonly enabled = Boolean(stream.isTTY)) {}
+  constructor(
+    private readonly stream: Stream,
+    private readonly enabled = Boolean(stream.isTTY),
+  ) {}
 
   start(label: string): void {
     if (!this.enabled) return

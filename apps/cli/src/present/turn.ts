@@ -68,7 +68,10 @@ class LiveTurn {
   /** What the last streamed delta was: reasoning is set apart from the answer by a line break. */
   private streaming: 'text' | 'reasoning' | undefined
 
-  constructor(private readonly io: Io, private readonly showReasoning: boolean) {
+  constructor(
+    private readonly io: Io,
+    private readonly showReasoning: boolean,
+  ) {
     this.out = styler(io.stdout)
     this.spinner = new Spinner(io.stderr)
   }
@@ -178,8 +181,13 @@ class LiveTurn {
 }
 
 /** The turn's events as data: the last answer, the tool calls with their results, usage and cost. */
-export function runReport(sessionId: string, route: { provider: string; model: string }, events: readonly SessionEvent[], reason: TurnEndReason | undefined,
-  prices: CachePrices = DEFAULT_CACHE_PRICES): RunReport {
+export function runReport(
+  sessionId: string,
+  route: { provider: string; model: string },
+  events: readonly SessionEvent[],
+  reason: TurnEndReason | undefined,
+  prices: CachePrices = DEFAULT_CACHE_PRICES,
+): RunReport {
   const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
   const calls = new Map<string, ToolCallReport>()
   let text = ''
@@ -208,8 +216,16 @@ export function runReport(sessionId: string, route: { provider: string; model: s
   const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
   const costUsd = (usage.cacheReadTokens * prices.hit + (input - usage.cacheReadTokens) * prices.miss + usage.outputTokens * prices.output) / 1e6
   return {
-    sessionId, status: reason?.kind ?? 'not-started', reason: detail, text, toolCalls: [...calls.values()], usage,
-    cacheHitShare: input ? usage.cacheReadTokens / input : null, costUsd, provider: route.provider, model: route.model,
+    sessionId,
+    status: reason?.kind ?? 'not-started',
+    reason: detail,
+    text,
+    toolCalls: [...calls.values()],
+    usage,
+    cacheHitShare: input ? usage.cacheReadTokens / input : null,
+    costUsd,
+    provider: route.provider,
+    model: route.model,
   }
 }
 

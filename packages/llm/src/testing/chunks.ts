@@ -68,7 +68,11 @@ function slices(text: string, size: number): string[] {
  * several deltas and a `block-end`; then usage and `finish` (`tool-calls` when a
  * tool call was emitted, else `stop`).
  */
-export function blockChunks(blocks: readonly ContentBlock[], request: Pick<GenerateOptions, 'messages' | 'system' | 'tools'>, usage?: TokenUsage): StreamChunk[] {
+export function blockChunks(
+  blocks: readonly ContentBlock[],
+  request: Pick<GenerateOptions, 'messages' | 'system' | 'tools'>,
+  usage?: TokenUsage,
+): StreamChunk[] {
   const chunks: StreamChunk[] = []
   let output = 0
   let reasoning = 0
@@ -86,9 +90,11 @@ export function blockChunks(blocks: readonly ContentBlock[], request: Pick<Gener
         break
       case 'tool-call':
         slices(block.arguments, 12).forEach((argumentsDelta, i) => {
-          chunks.push(i === 0
-            ? { type: 'tool-call-delta', index, id: block.id, name: block.name, argumentsDelta }
-            : { type: 'tool-call-delta', index, id: block.id, argumentsDelta })
+          chunks.push(
+            i === 0
+              ? { type: 'tool-call-delta', index, id: block.id, name: block.name, argumentsDelta }
+              : { type: 'tool-call-delta', index, id: block.id, argumentsDelta },
+          )
         })
         output += estimateText(block.name) + estimateText(block.arguments)
         break

@@ -1,12 +1,4 @@
-import {
-  LlmAdapter,
-  type ContentBlock,
-  type GenerateOptions,
-  type LlmFailure,
-  type LlmModelInfo,
-  type StreamChunk,
-  type TokenUsage,
-} from '../index.ts'
+import { LlmAdapter, type ContentBlock, type GenerateOptions, type LlmFailure, type LlmModelInfo, type StreamChunk, type TokenUsage } from '../index.ts'
 import { blockChunks } from './chunks.ts'
 import { loadReplay } from './replay.ts'
 
@@ -64,7 +56,7 @@ const REPLY_KEYS = ['text', 'reasoning', 'toolCalls']
 const TOOL_CALL_KEYS = ['id', 'name', 'arguments']
 
 function describe(value: unknown): string {
-  return typeof value === 'function' ? 'a function' : JSON.stringify(value) ?? String(value)
+  return typeof value === 'function' ? 'a function' : (JSON.stringify(value) ?? String(value))
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -110,7 +102,8 @@ function toStep(entry: unknown, where: string, allowFunction: boolean): Step {
     }
     if (typeof call.name !== 'string' || !call.name) throw new TypeError(`${at} needs a non-empty "name"`)
     if (call.id !== undefined && (typeof call.id !== 'string' || !call.id)) throw new TypeError(`${at}: "id" must be a non-empty string`)
-    if (call.arguments !== undefined && !isPlainObject(call.arguments)) throw new TypeError(`${at}: "arguments" must be an object, got ${describe(call.arguments)}`)
+    if (call.arguments !== undefined && !isPlainObject(call.arguments))
+      throw new TypeError(`${at}: "arguments" must be an object, got ${describe(call.arguments)}`)
   })
   return { kind: 'reply', reply: structuredClone(entry) as ScriptReply }
 }
@@ -142,7 +135,7 @@ export class ScriptedAdapter extends LlmAdapter {
     if (config.replay !== undefined) {
       for (const { blocks, usage } of loadReplay(config.replay)) this.#steps.push({ kind: 'blocks', blocks, ...(usage && { usage }) })
     }
-    this.append(...config.script ?? [])
+    this.append(...(config.script ?? []))
   }
 
   /** Adds entries at the end of the script. */
@@ -197,7 +190,7 @@ export class ScriptedAdapter extends LlmAdapter {
         }
         return
       }
-      step = toStep(result, 'the script function\'s result', false)
+      step = toStep(result, "the script function's result", false)
     }
     for (const chunk of this.#chunks(step as Exclude<Step, { kind: 'function' }>, request)) {
       signal?.throwIfAborted()
@@ -207,9 +200,12 @@ export class ScriptedAdapter extends LlmAdapter {
 
   #chunks(step: Exclude<Step, { kind: 'function' }>, request: GenerateOptions): readonly StreamChunk[] {
     switch (step.kind) {
-      case 'failure': return [{ type: 'finish', reason: { kind: 'error', failure: { ...step.failure } } }]
-      case 'chunks': return structuredClone(step.chunks)
-      case 'blocks': return blockChunks(step.blocks, request, step.usage)
+      case 'failure':
+        return [{ type: 'finish', reason: { kind: 'error', failure: { ...step.failure } } }]
+      case 'chunks':
+        return structuredClone(step.chunks)
+      case 'blocks':
+        return blockChunks(step.blocks, request, step.usage)
       case 'reply': {
         const { reasoning, text, toolCalls = [] } = step.reply
         const blocks: ContentBlock[] = []

@@ -100,9 +100,11 @@ export async function resolveInWorkspace(root: string, input: string): Promise<W
   const real = await realpathLoose(lexical)
   if (!isInside(realRoot, real)) {
     const viaLink = isInside(root, lexical) || isInside(realRoot, lexical)
-    throw new OutsideWorkspaceError(viaLink
-      ? `path "${input}" is outside the workspace: it resolves through a symlink to "${real}", and only files under "${realRoot}" are allowed`
-      : `path "${input}" is outside the workspace; only files under "${realRoot}" are allowed (use a path relative to it)`)
+    throw new OutsideWorkspaceError(
+      viaLink
+        ? `path "${input}" is outside the workspace: it resolves through a symlink to "${real}", and only files under "${realRoot}" are allowed`
+        : `path "${input}" is outside the workspace; only files under "${realRoot}" are allowed (use a path relative to it)`,
+    )
   }
   const display = isInside(root, lexical) ? displayPath(root, lexical) : displayPath(realRoot, real)
   return { input, root: realRoot, path: real, display }
