@@ -138,6 +138,8 @@ const ROUTE_VARIABLES: Record<string, string> = {
  * creates belong to it: unloading the runner disposes them.
  */
 export class Runner extends Service {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = name
   static readonly inject = ['agents', 'llm', 'sessions', 'systemPrompt', 'tools']
   static readonly Config = Config
 
@@ -336,8 +338,6 @@ export class Runner extends Service {
     return persistence
   }
 }
-
-Object.defineProperty(Runner, 'name', { value: name })
 
 export default Runner
 

@@ -50,6 +50,8 @@ type ResultOf<K extends AgentWaterfall> = Awaited<ReturnType<Events[K]>>
  * created it: unloading that plugin disposes the agent.
  */
 export class AgentLoop extends Service {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = name
   static readonly inject = ['systemPrompt', 'sessions', 'llm', 'tools']
   static readonly Config: Schema<Partial<AgentLoopConfig>, AgentLoopConfig> = Schema.object({
     maxParallelToolCalls: Schema.natural().min(1).default(10).description('Concurrency-safe tool calls of one step that may run at once.'),
@@ -191,7 +193,5 @@ export class AgentLoop extends Service {
     await this.home.serial(scopeTarget(this, agent), name, payload)
   }
 }
-
-Object.defineProperty(AgentLoop, 'name', { value: name })
 
 export default AgentLoop

@@ -140,16 +140,24 @@ function materialize(config: LlmCallConfig, info: LlmModelInfo) {
 }
 
 class PreparedCall implements PreparedLlmCall {
+  readonly config: LlmCallConfig
+  readonly retryPolicy: ResolvedRetryPolicy
+  readonly adapterDefaults: LlmCallConfigAdapterDefaults
+  private readonly dispatch: (options: GenerateOptions) => AsyncIterable<StreamChunk>
   declare readonly context?: { contextWindow: number }
   #used = false
 
   constructor(
-    readonly config: LlmCallConfig,
-    readonly retryPolicy: ResolvedRetryPolicy,
-    readonly adapterDefaults: LlmCallConfigAdapterDefaults,
+    config: LlmCallConfig,
+    retryPolicy: ResolvedRetryPolicy,
+    adapterDefaults: LlmCallConfigAdapterDefaults,
     context: { contextWindow: number } | undefined,
-    private readonly dispatch: (options: GenerateOptions) => AsyncIterable<StreamChunk>,
+    dispatch: (options: GenerateOptions) => AsyncIterable<StreamChunk>,
   ) {
+    this.config = config
+    this.retryPolicy = retryPolicy
+    this.adapterDefaults = adapterDefaults
+    this.dispatch = dispatch
     if (context !== undefined) this.context = context
   }
 
@@ -175,6 +183,8 @@ class PreparedCall implements PreparedLlmCall {
  * then the routed adapter, turning every failure into a terminal `finish` chunk.
  */
 export class Llm extends Service {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = PACKAGE
   private readonly routes = new Map<string, Registration>()
   private readonly home: Context
 
@@ -431,6 +441,3 @@ function replayIndices(history: readonly Message[]): number[] {
   replayScans.set(messages[0], { messages, frozen, replay })
   return replay
 }
-
-// The plugin name is what `fiber.name` reports.
-Object.defineProperty(Llm, 'name', { value: PACKAGE })

@@ -55,7 +55,11 @@ interface VariableEntry extends Entry<VariableProvider> {
 }
 
 class PromptLayer {
-  constructor(private readonly scoped: boolean) {}
+  private readonly scoped: boolean
+
+  constructor(scoped: boolean) {
+    this.scoped = scoped
+  }
 
   readonly sections = new NamedEntries<Entry<PromptSection>>(name => this.duplicate('section', name))
   readonly contexts = new NamedEntries<Entry<PromptContext>>(name => this.duplicate('context', name))
@@ -107,6 +111,8 @@ export interface SystemPromptConfig {
  * builds one deterministic view for a scope.
  */
 export class SystemPrompt extends Service {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = PACKAGE
   static readonly Config: Schema<SystemPromptConfig> = Schema.object({
     identity: Schema.string().default(DEFAULT_IDENTITY).description('Text of the harness identity section (order -100).'),
     includeHarnessIdentity: Schema.boolean().default(true).description('Register the identity section.'),
@@ -316,6 +322,3 @@ function assertStableSections(assembly: PromptAssembly) {
     }
   }
 }
-
-// The plugin name is what `fiber.name` reports, so the built-ins are owned by the package.
-Object.defineProperty(SystemPrompt, 'name', { value: PACKAGE })

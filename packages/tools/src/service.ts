@@ -52,10 +52,12 @@ interface Entry<T> {
 type Predicate = (name: string) => boolean
 
 class ToolLayer {
+  readonly scoped: boolean
   readonly tools: NamedEntries<Entry<CompiledTool>>
   readonly restrictions = new AnonymousEntries<Entry<Predicate>>()
 
-  constructor(readonly scoped: boolean) {
+  constructor(scoped: boolean) {
+    this.scoped = scoped
     this.tools = new NamedEntries(name => new Error(`tool "${name}" is already registered ${this.where}`))
   }
 
@@ -80,6 +82,8 @@ export const beginCall: unique symbol = Symbol('loom.tools.begin')
  * what can run are decided by the same lookup.
  */
 export class ToolRuntime extends Service {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = PACKAGE
   static readonly inject = ['systemPrompt']
 
   private readonly layers: ScopedLayers<ToolLayer>
@@ -262,6 +266,3 @@ function checkInput(input: ToolCallInput) {
     throw new TypeError(`tool call "${input.callId}": scope must be an object`)
   }
 }
-
-// The plugin name is what `fiber.name` reports: the provider is owned by the package.
-Object.defineProperty(ToolRuntime, 'name', { value: PACKAGE })

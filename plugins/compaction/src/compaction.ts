@@ -2,7 +2,8 @@
 // a share of the context window, prune large tool results; if that is not
 // enough, summarize the older part of the history through one model call and
 // replace it on the surface with the summary. The log itself only grows.
-import type { Context, Logger } from '@deepseek-ai/cordis'
+import { type Context, type Logger, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
 import type { Agent } from '@loom/agent-loop'
 import {
   BlockAssembler,
@@ -18,7 +19,7 @@ import {
   type UserMessage,
 } from '@loom/llm'
 import type { RequestHeader, Session } from '@loom/session'
-import { pruneSession, type PruneReport, type PrunerConfig } from './pruner.ts'
+import { PRUNER_DEFAULTS, prunerConfig, pruneSession, ToolResultPruner, type PruneReport, type PrunerConfig } from './pruner.ts'
 import { chooseCut, surfaceNodes, type SurfaceNode } from './surface.ts'
 
 export const COMPACTION_PLUGIN = '@loom/compaction'
@@ -61,6 +62,32 @@ export interface CompactionConfig {
   pruner: PrunerConfig
 }
 
+const ratio = (fallback: number) => Schema.number().min(0).max(1).default(fallback)
+
+const CompactionSchema: Schema<CompactionConfig> = Schema.object({
+  auto: Schema.boolean().default(true).description('Compact automatically before a step whose projected prompt passes `thresholdRatio` of the context window.'),
+  thresholdRatio: ratio(0.8).description('Share of the context window the projected prompt may fill before compaction starts.'),
+  retainRatio: ratio(0.16).description('Share of the history (in estimated tokens) kept verbatim after a summary: the most recent part.'),
+  retainTokens: Schema.natural().description('Absolute number of recent history tokens to keep; overrides `retainRatio`.'),
+  contextWindow: Schema.natural().min(1).description('Context window (tokens) when the model route reports none.'),
+  maxTokens: Schema.natural().min(1).default(8192).description('Output cap of the summary call.'),
+  summarizationProvider: Schema.string().default('').description("Provider of the summary call; empty: the route the session used last, else the agent's."),
+  summarizationModel: Schema.string().default('').description('Model of the summary call; empty: as for the provider.'),
+  maxOverflowRetries: Schema.natural()
+    .default(1)
+    .description('Compactions (then a retry of the request) after a context-overflow failure, per step; 0 turns the reaction off.'),
+  pruner: Schema.object({
+    thresholdChars: Schema.natural()
+      .min(1)
+      .default(PRUNER_DEFAULTS.thresholdChars)
+      .description('A tool result longer than this (code points of its text) is pruned.'),
+    headChars: Schema.natural().default(PRUNER_DEFAULTS.headChars).description('Code points kept from the start of a pruned result.'),
+    tailChars: Schema.natural().default(PRUNER_DEFAULTS.tailChars).description('Code points kept from the end of a pruned result.'),
+  })
+    .default({ ...PRUNER_DEFAULTS })
+    .description('The tool-result pruner.'),
+}) as Schema<CompactionConfig>
+
 /** The failure codes that mean the request did not fit the model's context window. */
 export const OVERFLOW_CODES: readonly string[] = Object.freeze(['CONTEXT_OVERFLOW', 'CONTEXT_WINDOW_EXCEEDED'])
 
@@ -100,7 +127,16 @@ export interface CompactionResult {
   replacementSeq?: number
 }
 
-export class Compaction {
+/**
+ * The compaction plugin (ctx key `compaction`; its pruner is `ctx.toolResultPruner`):
+ * with `auto`, checks the projected prompt of every agent before each step; after
+ * a context-overflow failure (`agent/request-error`), compacts and asks for a retry.
+ */
+export class Compaction extends Service {
+  static override readonly name = COMPACTION_PLUGIN
+  static readonly inject = ['llm']
+  static readonly Config = CompactionSchema
+
   readonly config: Readonly<CompactionConfig>
   private readonly home: Context
   private readonly logger: Logger
@@ -110,9 +146,22 @@ export class Compaction {
   private readonly overflows = new WeakMap<Session, { turn: number; step: number; count: number }>()
 
   constructor(ctx: Context, config: CompactionConfig) {
+    super(ctx, 'compaction')
+    if (!(config.thresholdRatio > 0)) throw new Error(`@loom/compaction: thresholdRatio must be > 0, got ${config.thresholdRatio}`)
     this.home = ctx
-    this.config = config
+    this.config = { ...config, pruner: prunerConfig({ ...config.pruner }) }
     this.logger = ctx.logger('compaction')
+    ctx.plugin(ToolResultPruner, this.config.pruner)
+    if (config.auto) {
+      ctx.on('agent/pre-step', async (payload, next) => {
+        await this.preStep(payload)
+        return next()
+      })
+    }
+    ctx.on('agent/request-error', async (payload, next) => {
+      if (await this.requestError(payload)) return { kind: 'retry' }
+      return next()
+    })
   }
 
   /** The context window for this agent: the route's, else the configured one. */

@@ -2,6 +2,7 @@
 // threshold keeps its head and its tail, with a marker where the middle was.
 // The original event stays in the log; a replacing `tool/result` (same message
 // id, only the content changed) takes its place on the surface.
+import { type Context, Service } from '@deepseek-ai/cordis'
 import { estimateMessage, type ContentBlock, type ToolResultMessage } from '@loom/llm'
 import type { Session } from '@loom/session'
 
@@ -131,11 +132,13 @@ export function pruneSession(session: Session, config: PrunerConfig = PRUNER_DEF
   return report
 }
 
-/** The pruner with one config (ctx key `toolResultPruner`). */
-export class ToolResultPruner {
+/** The pruner with one config (ctx key `toolResultPruner`), provided by the compaction plugin. */
+export class ToolResultPruner extends Service {
+  static override readonly name = '@loom/compaction'
   readonly config: Readonly<PrunerConfig>
 
-  constructor(config: Partial<PrunerConfig> = {}) {
+  constructor(ctx: Context, config: Partial<PrunerConfig> = {}) {
+    super(ctx, 'toolResultPruner')
     this.config = Object.freeze(prunerConfig(config))
   }
 

@@ -48,7 +48,7 @@ async function setup(config: Record<string, unknown>, blobChars = 1200): Promise
   host.ctx.systemPrompt.context({ name: 'clock', order: 0, text: 'Time: noon.' })
   // Created first: the agent is the test's, not the plugin's.
   const agent = host.ctx.agents.create('a1', { provider: 'scripted', model: 'scripted', cwd: '/srv/project' })
-  const mounted = await host.mount(compaction, config)
+  const mounted = await host.mount(compaction.default, config)
   return { mounted, agent }
 }
 

@@ -3,7 +3,7 @@ import { Session, type SessionEventMap } from '@loom/session'
 import { createHost, type Host } from '@loom/testkit'
 import { afterEach, describe, expect, it } from 'vitest'
 import * as compaction from '../src/index.ts'
-import { measureContent, PRUNE_MARKER, PRUNE_MARKER_LENGTH, pruneContent, prunerConfig, pruneSession, ToolResultPruner } from '../src/index.ts'
+import { measureContent, PRUNE_MARKER, PRUNE_MARKER_LENGTH, pruneContent, prunerConfig, pruneSession } from '../src/index.ts'
 
 const text = (value: string): ContentBlock => ({ type: 'text', text: value })
 
@@ -55,7 +55,7 @@ describe('pruner config', () => {
     expect(() => prunerConfig({ tailChars: -1 })).toThrow('"tailChars" must be >= 0')
     expect(() => prunerConfig({ thresholdChars: 100, headChars: 31, tailChars: 31 })).toThrow('must not exceed thresholdChars (100)')
     expect(() => prunerConfig({ thresholdChars: 100, headChars: 30, tailChars: 31 })).not.toThrow()
-    expect(() => new ToolResultPruner({ middleChars: 3 } as any)).toThrow('unknown key "middleChars"')
+    expect(() => prunerConfig({ middleChars: 3 } as any)).toThrow('unknown key "middleChars"')
   })
 })
 
@@ -148,19 +148,21 @@ describe('the plugin', () => {
 
   it('provides ctx.toolResultPruner with its config, and leaves nothing behind', async () => {
     host = await createHost()
-    const mounted = await host.mount(compaction, { pruner: { thresholdChars: 100, headChars: 10, tailChars: 20 } })
-    const pruner = mounted.ctx.toolResultPruner
+    const mounted = await host.mount(compaction.default, { pruner: { thresholdChars: 100, headChars: 10, tailChars: 20 } })
+    const pruner = host.root.get('toolResultPruner')!
     expect(pruner.config).toEqual({ thresholdChars: 100, headChars: 10, tailChars: 20 })
     expect(pruner.pruneContent([text('x'.repeat(101))])).toEqual([text('x'.repeat(10) + PRUNE_MARKER + 'x'.repeat(20))])
     expect(mounted.ctx.compaction.config.thresholdRatio).toBe(0.8)
     expect(mounted.ctx.compaction.config.retainRatio).toBe(0.16)
     await mounted.dispose()
+    expect(host.root.get('toolResultPruner')).toBeUndefined()
+    expect(host.root.get('compaction')).toBeUndefined()
     await host.assertZeroResidue(mounted)
   })
 
   it('rejects a pruner config that cannot fit the marker', async () => {
     host = await createHost()
-    await expect(host.mount(compaction, { pruner: { thresholdChars: 40, headChars: 1, tailChars: 1 } })).rejects.toThrow(
+    await expect(host.mount(compaction.default, { pruner: { thresholdChars: 40, headChars: 1, tailChars: 1 } })).rejects.toThrow(
       /failed to start[\s\S]*must not exceed thresholdChars \(40\)/,
     )
   })

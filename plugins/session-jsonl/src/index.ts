@@ -97,6 +97,8 @@ interface DurableWaiter {
  * fenced by it, so a second process is refused before it writes anything.
  */
 export class JsonlPersistence extends Service implements SessionPersistence {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = name
   static readonly inject = inject
   static readonly Config = Config
 
@@ -451,8 +453,5 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     if (errors.length) throw new AggregateError(errors, `${name} dispose failed`)
   }
 }
-
-// The loader mounts the default export; its plugin name is the package name.
-Object.defineProperty(JsonlPersistence, 'name', { value: name })
 
 export default JsonlPersistence

@@ -67,10 +67,15 @@ export interface TokenBreakdown {
  * breakdown of an assembly by the plugins that own its parts.
  */
 export class TokenMeter extends Service {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = name
+  static readonly inject = inject
+  static readonly Config = Config
   private readonly states = new WeakMap<object, ReplayState>()
 
-  constructor(ctx: Context) {
+  constructor(ctx: Context, config?: Config) {
     super(ctx, 'tokenMeter')
+    checkConfig(config)
     // Eager fold, only for sessions already measured; a malformed event is left
     // unfolded here and reported by the next `measure`.
     ctx.on('session/event', session => {
@@ -110,8 +115,6 @@ export class TokenMeter extends Service {
   }
 }
 
-Object.defineProperty(TokenMeter, 'name', { value: name })
-
 /** See `TokenMeter.breakdown`: sections and contexts as rendered, tools as their schema JSON. */
 export function breakdown(assembly: PromptAssembly): TokenBreakdown {
   const owners = new Map<string, OwnerTokens>()
@@ -133,7 +136,4 @@ export function breakdown(assembly: PromptAssembly): TokenBreakdown {
   return { systemTokens, toolsTokens, contextTokens, totalTokens: systemTokens + toolsTokens + contextTokens, byOwner }
 }
 
-export function apply(ctx: Context, config: Config) {
-  checkConfig(config)
-  new TokenMeter(ctx)
-}
+export default TokenMeter

@@ -19,7 +19,7 @@ const answer = (text: string, inputTokens: number): StreamChunk[] => [
 describe('@loom/token-meter on a host', () => {
   it('provides ctx.tokenMeter, adds nothing to the prompt and leaves no residue', async () => {
     host = await createHost()
-    const mounted = await host.mount(tokenMeter, {})
+    const mounted = await host.mount(tokenMeter.default, {})
     expect(host.root.tokenMeter).toBeInstanceOf(tokenMeter.TokenMeter)
     expect(await mounted.delta()).toEqual({ sections: [], contexts: [], tools: [], variables: [] })
     await mounted.dispose()
@@ -29,12 +29,14 @@ describe('@loom/token-meter on a host', () => {
 
   it('refuses any config key', async () => {
     host = await createHost()
-    await expect(host.mount(tokenMeter, { charsPerToken: 3 })).rejects.toThrow('TokenMeterConfig: unknown key "charsPerToken" (no settings are supported)')
+    await expect(host.mount(tokenMeter.default, { charsPerToken: 3 })).rejects.toThrow(
+      'TokenMeterConfig: unknown key "charsPerToken" (no settings are supported)',
+    )
   })
 
   it('measures a real turn: the provider usage plus the estimated growth since the call', async () => {
     host = await createHost()
-    await host.mount(tokenMeter, {})
+    await host.mount(tokenMeter.default, {})
     host.scriptedModel([answer('done', 6000)])
     const run = await host.run('what is here?')
     const measured = host.root.tokenMeter.measure(run.agent.session)
@@ -62,7 +64,7 @@ describe('@loom/token-meter on a host', () => {
 
   it('breaks an assembly down by the plugins that own its sections, tools and contexts', async () => {
     host = await createHost()
-    await host.mount(tokenMeter, {})
+    await host.mount(tokenMeter.default, {})
     const guide = {
       name: 'guide',
       inject: ['systemPrompt', 'tools'],

@@ -23,7 +23,7 @@ const HEADER: RequestHeader = {
 
 async function meter() {
   const root = new Context()
-  await root.plugin(meterPlugin)
+  await root.plugin(meterPlugin.default)
   return root.tokenMeter
 }
 
