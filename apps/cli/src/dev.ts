@@ -206,9 +206,11 @@ const FAILED = 3
  * when that version does not start, the old module and its fibers come back.
  */
 class GoodModules {
+  private readonly root: Context
   private readonly good = new Map<string, unknown>()
 
-  constructor(private readonly root: Context) {
+  constructor(root: Context) {
+    this.root = root
     this.remember()
   }
 

@@ -5,12 +5,11 @@ export class ConfigError extends Error {
 
 /** The deployment did not start: one line per row that failed, naming the row and its module. */
 export class BootError extends Error {
+  readonly problems: readonly string[]
   override name = 'BootError'
-  constructor(
-    readonly problems: readonly string[],
-    headline = 'the deployment failed to start',
-  ) {
+  constructor(problems: readonly string[], headline = 'the deployment failed to start') {
     super(`${headline}:\n  ${problems.join('\n  ')}`)
+    this.problems = problems
   }
 }
 

@@ -80,12 +80,16 @@ function flatten(rows: readonly EntryOptions[]): EntryOptions[] {
 
 /** The stored sessions of one JSONL store: read, checked and repaired. */
 export class StoredSessions {
-  constructor(
-    readonly persistence: JsonlPersistence,
-    private readonly prices: Record<string, CachePrices>,
-    /** Unmounts the store rows. */
-    readonly dispose: () => Promise<void>,
-  ) {}
+  readonly persistence: JsonlPersistence
+  private readonly prices: Record<string, CachePrices>
+  /** Unmounts the store rows. */
+  readonly dispose: () => Promise<void>
+
+  constructor(persistence: JsonlPersistence, prices: Record<string, CachePrices>, dispose: () => Promise<void>) {
+    this.persistence = persistence
+    this.prices = prices
+    this.dispose = dispose
+  }
 
   /** Every stored session, oldest first, with its turn count. */
   async list(): Promise<SessionSummary[]> {

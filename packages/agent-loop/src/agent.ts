@@ -86,6 +86,9 @@ type StepEnd = TurnEndReason | null
  * model, runs the tools it asked for, and repeats until the model is done.
  */
 export class Agent implements AgentRef {
+  private readonly loop: AgentLoop
+  readonly session: Session
+  readonly options: Readonly<AgentOptions>
   readonly inbox: Inbox
   #phase: Phase
   #activity: Promise<void> | undefined
@@ -99,12 +102,10 @@ export class Agent implements AgentRef {
   readonly ctx: Context
   readonly #scope: Scope
 
-  constructor(
-    private readonly loop: AgentLoop,
-    home: Context,
-    readonly session: Session,
-    readonly options: Readonly<AgentOptions>,
-  ) {
+  constructor(loop: AgentLoop, home: Context, session: Session, options: Readonly<AgentOptions>) {
+    this.loop = loop
+    this.session = session
+    this.options = options
     // The agent is its own scope key: `assemble({ scope: agent })` sees its layer.
     this.#scope = createScope(home, this)
     this.ctx = this.#scope.ctx

@@ -17,12 +17,13 @@ export interface InboxNotify {
  * a restart and the in-memory lists can always be rebuilt from the log.
  */
 export class Inbox {
+  private readonly session: Session
+  private readonly notify: InboxNotify
   #lists: Record<InboxTarget, UserMessage[]> = { 'next-turn': [], 'next-step': [] }
 
-  constructor(
-    private readonly session: Session,
-    private readonly notify: InboxNotify,
-  ) {
+  constructor(session: Session, notify: InboxNotify) {
+    this.session = session
+    this.notify = notify
     const from = session.header.seedLength ?? 0
     for (const event of session.events.slice(from)) {
       if (event.type !== 'agent/inbox/spliced') continue

@@ -13,12 +13,13 @@ export const IDENTITY = 'You are an AI agent powered by Loom.'
 export type ScriptStep = StreamChunk[] | ((request: GenerateOptions) => AsyncIterable<StreamChunk> | StreamChunk[])
 
 export class MockAdapter extends LlmAdapter {
+  public script: ScriptStep[]
+  private readonly info: Partial<Awaited<ReturnType<LlmAdapter['resolveModel']>>>
   readonly requests: GenerateOptions[] = []
-  constructor(
-    public script: ScriptStep[] = [],
-    private readonly info: Partial<Awaited<ReturnType<LlmAdapter['resolveModel']>>> = {},
-  ) {
+  constructor(script: ScriptStep[] = [], info: Partial<Awaited<ReturnType<LlmAdapter['resolveModel']>>> = {}) {
     super()
+    this.script = script
+    this.info = info
   }
 
   override async resolveModel(provider: string, model: string) {

@@ -11,11 +11,11 @@ import { MockAdapter, type ScriptStep } from './harness.ts'
 
 /** A mock adapter whose model info depends on the model id. */
 export class TableAdapter extends MockAdapter {
-  constructor(
-    script: ScriptStep[],
-    private readonly table: Record<string, Partial<LlmModelInfo>>,
-  ) {
+  private readonly table: Record<string, Partial<LlmModelInfo>>
+
+  constructor(script: ScriptStep[], table: Record<string, Partial<LlmModelInfo>>) {
     super(script)
+    this.table = table
   }
 
   override async resolveModel(provider: string, model: string) {

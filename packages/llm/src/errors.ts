@@ -30,12 +30,11 @@ export type LlmErrorCode = keyof typeof LLM_ERROR_CODES
 
 /** An error with a stable machine-readable code. */
 export class HarnessError extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-    options?: ErrorOptions,
-  ) {
+  readonly code: string
+
+  constructor(message: string, code: string, options?: ErrorOptions) {
     super(message, options)
+    this.code = code
     this.name = new.target.name
   }
 }

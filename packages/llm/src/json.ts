@@ -11,11 +11,13 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 
 /** Thrown by `jsonSnapshot`; `message` says what was found and where (`/a/0`). */
 export class NonJsonError extends TypeError {
-  constructor(
-    readonly path: string,
-    readonly found: string,
-  ) {
+  readonly path: string
+  readonly found: string
+
+  constructor(path: string, found: string) {
     super(`${found}${path ? ` at ${path}` : ''}`)
+    this.path = path
+    this.found = found
     this.name = 'NonJsonError'
   }
 }

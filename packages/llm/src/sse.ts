@@ -25,6 +25,7 @@ export interface SseEvent {
  * after their last `data:` line.
  */
 export class SseParser {
+  private readonly maxEventChars: number
   private pending: string[] = []
   private pendingLength = 0
   private data: string[] = []
@@ -35,7 +36,9 @@ export class SseParser {
   private pendingCR = false
 
   /** @param maxEventChars An event (or one line) longer than this throws `SseLimitError`. */
-  constructor(private readonly maxEventChars = Infinity) {}
+  constructor(maxEventChars = Infinity) {
+    this.maxEventChars = maxEventChars
+  }
 
   push(text: string): SseEvent[] {
     const events: SseEvent[] = []
@@ -128,8 +131,11 @@ export class SseParser {
 
 /** Thrown by `SseParser` when one event outgrows its limit. */
 export class SseLimitError extends Error {
-  constructor(readonly limit: number) {
+  readonly limit: number
+
+  constructor(limit: number) {
     super(`an event of the stream is larger than ${limit} characters`)
+    this.limit = limit
     this.name = 'SseLimitError'
   }
 }

@@ -42,11 +42,13 @@ export interface FakeOptions {
 
 /** An adapter that records its requests and answers with fixed chunks. */
 export class FakeAdapter extends LlmAdapter {
+  readonly options: FakeOptions
   readonly requests: GenerateOptions[] = []
   readonly resolved: { provider: string; model: string; signal?: AbortSignal }[] = []
 
-  constructor(readonly options: FakeOptions = {}) {
+  constructor(options: FakeOptions = {}) {
     super()
+    this.options = options
   }
 
   override providerRetryPolicy(): ResolvedRetryPolicy | undefined {

@@ -33,8 +33,11 @@ abstract class EntryTable<K, V> {
 
 /** Named registrations: a duplicate name throws the caller's error. */
 export class NamedEntries<V> extends EntryTable<string, V> {
-  constructor(private readonly duplicateError: (name: string) => Error) {
+  private readonly duplicateError: (name: string) => Error
+
+  constructor(duplicateError: (name: string) => Error) {
     super()
+    this.duplicateError = duplicateError
   }
 
   insert(name: string, value: V): () => void {
@@ -82,13 +85,14 @@ export interface LayerEffectOptions {
  * that scope and dropped again once it is empty. Reads never create layers.
  */
 export class ScopedLayers<L extends ScopeLayer> {
+  private readonly createLayer: (scope: ScopeKey | undefined) => L
+  private readonly onChange: () => void
   readonly global: L
   readonly #scoped = new WeakMap<ScopeKey, L>()
 
-  constructor(
-    private readonly createLayer: (scope: ScopeKey | undefined) => L,
-    private readonly onChange: () => void,
-  ) {
+  constructor(createLayer: (scope: ScopeKey | undefined) => L, onChange: () => void) {
+    this.createLayer = createLayer
+    this.onChange = onChange
     this.global = createLayer(undefined)
   }
 

@@ -8,9 +8,12 @@ const named = <V>() => new NamedEntries<V>(name => new DuplicateError(`duplicate
 
 /** A two-table aggregate layer, like the prompt registry's five tables. */
 class Layer {
+  readonly scope: ScopeKey | undefined
   readonly named = named<number>()
   readonly anon = new AnonymousEntries<string>()
-  constructor(readonly scope: ScopeKey | undefined) {}
+  constructor(scope: ScopeKey | undefined) {
+    this.scope = scope
+  }
   isEmpty() {
     return this.named.isEmpty() && this.anon.isEmpty()
   }

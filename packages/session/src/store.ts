@@ -34,11 +34,11 @@ export interface PrepareOptions {
 export type SessionForkErrorCode = 'SESSION_ALREADY_EXISTS' | 'SESSION_NOT_FOUND' | 'SESSION_NOT_LIVE' | 'INVALID_BOUNDARY' | 'OPEN_TURN'
 
 export class SessionForkError extends Error {
-  constructor(
-    readonly code: SessionForkErrorCode,
-    message: string,
-  ) {
+  readonly code: SessionForkErrorCode
+
+  constructor(code: SessionForkErrorCode, message: string) {
     super(message)
+    this.code = code
     this.name = 'SessionForkError'
   }
 }
@@ -64,14 +64,16 @@ export type SessionLeaseErrorCode = 'SESSION_LEASE_HELD' | 'SESSION_LEASE_LOST'
 
 /** A write refused because this writer does not hold the session's lease; nothing was written. */
 export class SessionLeaseError extends Error {
-  constructor(
-    readonly code: SessionLeaseErrorCode,
-    readonly sessionId: SessionId,
-    /** The current holder, when known. */
-    readonly holder: SessionLeaseHolder | undefined,
-    message: string,
-  ) {
+  readonly code: SessionLeaseErrorCode
+  readonly sessionId: SessionId
+  /** The current holder, when known. */
+  readonly holder: SessionLeaseHolder | undefined
+
+  constructor(code: SessionLeaseErrorCode, sessionId: SessionId, holder: SessionLeaseHolder | undefined, message: string) {
     super(message)
+    this.code = code
+    this.sessionId = sessionId
+    this.holder = holder
     this.name = 'SessionLeaseError'
   }
 

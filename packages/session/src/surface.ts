@@ -53,6 +53,7 @@ export function checkSurfaceMarkers(event: Pick<SessionEvent, 'type' | 'seq' | '
 }
 
 export class Surface implements SurfaceState {
+  private readonly logged?: (seq: number) => SessionEvent | undefined
   nodes: number[] = []
   replaceGeneration = 0
   /** The events of the current nodes by seq (holes elsewhere), unless a log is lent. */
@@ -62,7 +63,8 @@ export class Surface implements SurfaceState {
    * `logged`: the event of a seq, from a log the caller keeps anyway; without it the
    * surface keeps the events of its nodes itself (for the tool/result rewrite rules).
    */
-  constructor(private readonly logged?: (seq: number) => SessionEvent | undefined) {
+  constructor(logged?: (seq: number) => SessionEvent | undefined) {
+    this.logged = logged
     this.#kept = logged ? undefined : []
   }
 

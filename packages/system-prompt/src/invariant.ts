@@ -13,12 +13,11 @@ export const inject = ['systemPrompt']
 const PACKAGE = '@loom/system-prompt'
 
 export class InvariantError extends Error {
+  readonly packageName: string
   readonly code = 'INVARIANT'
-  constructor(
-    readonly packageName: string,
-    detail: string,
-  ) {
+  constructor(packageName: string, detail: string) {
     super(`invariant violated by "${packageName}": ${detail}`)
+    this.packageName = packageName
     this.name = 'InvariantError'
   }
 }

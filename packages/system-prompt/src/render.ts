@@ -115,12 +115,15 @@ function cached<T>(cache: Map<string, T>, text: string, derive: (text: string) =
 
 /** A section's or context's text as the model reads it, and its sha256 (hex, computed when first asked for). */
 export class RenderedText {
+  readonly name: string
+  readonly owner: string
+  readonly text: string
   #sha256: string | undefined
-  constructor(
-    readonly name: string,
-    readonly owner: string,
-    readonly text: string,
-  ) {}
+  constructor(name: string, owner: string, text: string) {
+    this.name = name
+    this.owner = owner
+    this.text = text
+  }
 
   get sha256(): string {
     return (this.#sha256 ??= createHash('sha256').update(this.text, 'utf8').digest('hex'))
@@ -137,10 +140,12 @@ type Item = { name: string; owner: string; text: string; literal?: boolean }
 type Rendered = { from: readonly Item[]; texts: readonly string[]; rendered: readonly RenderedText[] }
 
 class Rendering implements RenderedAssembly {
+  private readonly assembly: PromptAssembly
   #sections: Rendered | undefined
   #contexts: Rendered | undefined
   readonly #variables: PromptAssembly['variables']
-  constructor(private readonly assembly: PromptAssembly) {
+  constructor(assembly: PromptAssembly) {
+    this.assembly = assembly
     this.#variables = assembly.variables
   }
 

@@ -56,6 +56,8 @@ type BodyOutcome = { value: unknown } | { error: unknown } | 'aborted' | 'timeou
  * returns something malformed rejects the phase.
  */
 export class ToolCallRun {
+  private readonly host: CallHost
+  private readonly input: ToolCallInput
   readonly exec: ToolRunContext
   private phase: Phase = 'new'
   /** Why the arguments cannot reach a body (invalid JSON text). */
@@ -69,10 +71,9 @@ export class ToolCallRun {
   private concluded = false
   private open = true
 
-  constructor(
-    private readonly host: CallHost,
-    private readonly input: ToolCallInput,
-  ) {
+  constructor(host: CallHost, input: ToolCallInput) {
+    this.host = host
+    this.input = input
     const parsed = parseArguments(input.arguments)
     let args: unknown
     if (!parsed.ok) {

@@ -36,11 +36,14 @@ interface CacheEntry {
  * mtime or size changes, so an assembly costs one `stat` per candidate file.
  */
 export class FileCache {
+  private readonly maxSourceBytes: number
   private readonly entries = new Map<string, CacheEntry>()
   /** Files actually read from disk (for tests and diagnostics). */
   reads = 0
 
-  constructor(private readonly maxSourceBytes: number) {}
+  constructor(maxSourceBytes: number) {
+    this.maxSourceBytes = maxSourceBytes
+  }
 
   /** The file's content, or why it is not usable; `stamp` identifies the version read. */
   read(path: string): { read: FileRead; stamp: string } {

@@ -14,9 +14,12 @@ export interface GitState {
 
 /** In-flight git processes, so that an unload can stop them. */
 export class GitRunner {
+  private readonly gitBinary: string
   private readonly live = new Set<{ timer: NodeJS.Timeout; stop(): void }>()
 
-  constructor(private readonly gitBinary = 'git') {}
+  constructor(gitBinary = 'git') {
+    this.gitBinary = gitBinary
+  }
 
   /**
    * Runs `git <args>` in `cwd`; resolves with stdout on exit code 0, `undefined` on

@@ -83,8 +83,11 @@ export const DEFAULTS = {
  * base URL are resolved on every call.
  */
 export class AnthropicAdapter extends LlmAdapter {
-  constructor(readonly options: AnthropicOptions = {}) {
+  readonly options: AnthropicOptions
+
+  constructor(options: AnthropicOptions = {}) {
     super()
+    this.options = options
   }
 
   override providerRetryPolicy(_provider: string): ResolvedRetryPolicy {

@@ -16,6 +16,9 @@ type OpenBlock =
  * tool's, is skipped); `replay` keeps one entry per emitted block.
  */
 export class EventMapper {
+  private readonly provider: string
+  private readonly redact: (text: string) => string
+  private readonly hint: CredentialHint
   /** `message_stop` arrived: the answer is complete. */
   stopped = false
   private sawEvent = false
@@ -28,11 +31,11 @@ export class EventMapper {
   private readonly replay: ReplayBlock[] = []
   private toolCalls = 0
 
-  constructor(
-    private readonly provider: string,
-    private readonly redact: (text: string) => string,
-    private readonly hint: CredentialHint,
-  ) {}
+  constructor(provider: string, redact: (text: string) => string, hint: CredentialHint) {
+    this.provider = provider
+    this.redact = redact
+    this.hint = hint
+  }
 
   *handle(event: SseEvent): Generator<StreamChunk> {
     this.sawEvent = true

@@ -90,8 +90,11 @@ const QUOTA_RE = /quota|insufficient[ _-]?(balance|funds|credits?)|billing|credi
  * failed attempt's partial output never reaches the history.
  */
 export class OpenAICompatibleAdapter extends LlmAdapter {
-  constructor(readonly options: OpenAICompatibleOptions = {}) {
+  readonly options: OpenAICompatibleOptions
+
+  constructor(options: OpenAICompatibleOptions = {}) {
     super()
+    this.options = options
   }
 
   override providerRetryPolicy(_provider: string): ResolvedRetryPolicy {
@@ -277,6 +280,7 @@ interface ToolBlock {
 
 /** Turns chat-completion chunks into Loom stream chunks with stable block indexes. */
 class ChunkMapper {
+  private readonly provider: string
   finishReason: string | undefined
   done = false
   private usage: TokenUsage | undefined
@@ -289,7 +293,9 @@ class ChunkMapper {
   private thinking = false
   private reasoned = false
 
-  constructor(private readonly provider: string) {}
+  constructor(provider: string) {
+    this.provider = provider
+  }
 
   *handle(event: SseEvent): Generator<StreamChunk> {
     let json: unknown

@@ -59,15 +59,14 @@ export function readHolder(lockPath: string): SessionLeaseHolder | undefined {
 }
 
 export class Lease {
+  readonly sessionId: string
+  readonly path: string
   readonly holder: LockContent
   #timer: ReturnType<typeof setInterval> | undefined
 
-  private constructor(
-    readonly sessionId: string,
-    readonly path: string,
-    holder: LockContent,
-    heartbeatMs: number,
-  ) {
+  private constructor(sessionId: string, path: string, holder: LockContent, heartbeatMs: number) {
+    this.sessionId = sessionId
+    this.path = path
     this.holder = holder
     this.#timer = setInterval(() => this.#beat(), heartbeatMs)
     this.#timer.unref()

@@ -84,12 +84,14 @@ export interface ScanResult {
  * one `stat` per skill; `warn` is called once per version of a file that is skipped.
  */
 export class SkillScanner {
+  private readonly maxSkillBytes: number
+  private readonly warn: (message: string) => void
   private readonly cache = new Map<string, CacheEntry>()
 
-  constructor(
-    private readonly maxSkillBytes: number,
-    private readonly warn: (message: string) => void,
-  ) {}
+  constructor(maxSkillBytes: number, warn: (message: string) => void) {
+    this.maxSkillBytes = maxSkillBytes
+    this.warn = warn
+  }
 
   scan(dirs: readonly string[]): ScanResult {
     const byName = new Map<string, Skill>()

@@ -61,6 +61,8 @@ function signalName(number: number): NodeJS.Signals | undefined {
  * the call's marker, and with bwrap the whole PID namespace.
  */
 export class ShellRun {
+  private readonly options: RunOptions
+  private readonly onRelease: (run: ShellRun) => void
   readonly done: Promise<RunResult>
   /** The value of `LOOM_TOOL_CALL` in the command's environment. */
   readonly marker = newMarker()
@@ -83,10 +85,9 @@ export class ShellRun {
   private readonly onAbort = () => this.terminate('abort')
 
   /** `onRelease` runs once the run is over: settled, its processes killed, no timer left. */
-  constructor(
-    private readonly options: RunOptions,
-    private readonly onRelease: (run: ShellRun) => void,
-  ) {
+  constructor(options: RunOptions, onRelease: (run: ShellRun) => void) {
+    this.options = options
+    this.onRelease = onRelease
     this.done = new Promise((resolve, reject) => {
       this.resolve = resolve
       this.reject = reject

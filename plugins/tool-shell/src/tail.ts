@@ -4,12 +4,15 @@
  * the command prints.
  */
 export class TailBuffer {
+  readonly cap: number
   private chunks: Buffer[] = []
   private held = 0
   /** Bytes written in total. */
   total = 0
 
-  constructor(readonly cap: number) {}
+  constructor(cap: number) {
+    this.cap = cap
+  }
 
   write(chunk: Buffer): void {
     this.total += chunk.length

@@ -40,14 +40,16 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
  * so piped output never holds an escape code.
  */
 export class Spinner {
+  private readonly stream: Stream
+  private readonly enabled: boolean
   private timer: NodeJS.Timeout | undefined
   private frame = 0
   private label = ''
 
-  constructor(
-    private readonly stream: Stream,
-    private readonly enabled = Boolean(stream.isTTY),
-  ) {}
+  constructor(stream: Stream, enabled = Boolean(stream.isTTY)) {
+    this.stream = stream
+    this.enabled = enabled
+  }
 
   start(label: string): void {
     if (!this.enabled) return

@@ -61,6 +61,8 @@ export async function showTurn(io: Io, flags: TurnFlags, turn: (watch?: TurnWatc
 
 /** The live view of one turn on the terminal. */
 class LiveTurn {
+  private readonly io: Io
+  private readonly showReasoning: boolean
   private readonly out: ReturnType<typeof styler>
   private readonly spinner: Spinner
   private atLineStart = true
@@ -68,10 +70,9 @@ class LiveTurn {
   /** What the last streamed delta was: reasoning is set apart from the answer by a line break. */
   private streaming: 'text' | 'reasoning' | undefined
 
-  constructor(
-    private readonly io: Io,
-    private readonly showReasoning: boolean,
-  ) {
+  constructor(io: Io, showReasoning: boolean) {
+    this.io = io
+    this.showReasoning = showReasoning
     this.out = styler(io.stdout)
     this.spinner = new Spinner(io.stderr)
   }
