@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// The `loom` launcher. It runs src/main.ts (TypeScript, through tsx) on the
-// workspace's pinned Node (the `node` devDependency of the repository root):
-// in this process when that is the Node running it, else in a child process of
-// the pinned binary. Without a pinned Node it uses the running one.
+// The `loom` launcher. It runs src/main.ts on the workspace's pinned Node (the
+// `node` devDependency of the repository root), which runs TypeScript natively
+// (type stripping): in this process when that is the Node running it, else in a
+// child process of the pinned binary. Without a pinned Node it uses the running
+// one, through tsx if that Node cannot strip types.
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { constants } from 'node:os'
@@ -26,11 +27,13 @@ function pinnedNode() {
 
 const pinned = pinnedNode()
 if (!pinned || pinned.version === process.version) {
-  const { register } = await import('tsx/esm/api')
-  register()
+  if (!process.features.typescript) {
+    const { register } = await import('tsx/esm/api')
+    register()
+  }
   await import(pathToFileURL(main).href)
 } else {
-  const child = spawn(pinned.binary, ['--import', import.meta.resolve('tsx'), main, ...process.argv.slice(2)], { stdio: 'inherit' })
+  const child = spawn(pinned.binary, [main, ...process.argv.slice(2)], { stdio: 'inherit' })
   // Ctrl-C reaches the child through the terminal's process group: this process
   // only waits for it. Other signals sent to the launcher are passed on.
   process.on('SIGINT', () => {})

@@ -5,7 +5,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { register } from 'tsx/esm/api'
 import { afterAll, describe, expect, it } from 'vitest'
 import { boot, type Deployment } from '../src/boot.ts'
 import { parse } from '../src/cli.ts'
@@ -14,11 +13,8 @@ import { DEMO_LABEL, demoReply, parseListing } from '../src/demo-model.ts'
 import { BootError, ConfigError } from '../src/errors.ts'
 import { newSessionId } from '../src/runner.ts'
 
-// The loader imports plugin modules natively: let Node load TypeScript.
-const unregister = register()
 const folders: string[] = []
 afterAll(() => {
-  unregister()
   for (const folder of folders) rmSync(folder, { recursive: true, force: true })
 })
 

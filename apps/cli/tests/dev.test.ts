@@ -115,7 +115,7 @@ describe('loom dev', () => {
     // A broken edit: the error names the file and line; the last good version still serves.
     mark = dev.stderr.length
     writeFileSync(join(cwd, 'greeter.ts'), plugin('greeter:three', 'Hello v3') + 'export const broken = (\n')
-    await dev.waitFor('stderr', /greeter\.ts:\d+:\d+: ERROR/, mark)
+    await dev.waitFor('stderr', /greeter\.ts:\d+.*SyntaxError/, mark)
     expect(await dev.systemText()).toContain('Hello v2')
 
     // A layer edit whose new row cannot start is not applied at all.

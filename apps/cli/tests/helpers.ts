@@ -1,21 +1,19 @@
 // Runs `loom` for the tests, in a temporary project folder with its own
 // LOOM_HOME and no API keys. `loom()` calls main() in this process: the
 // deployment's modules load once per test file instead of once per command.
-// `loomProcess()` runs the real command as a subprocess (Node with tsx), for
+// `loomProcess()` runs the real command as a subprocess (Node runs the
+// TypeScript sources natively), for
 // what needs a process: signals, SIGKILL, the launcher, two writers at once.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
-import { register } from 'tsx/esm/api'
+import { fileURLToPath } from 'node:url'
 import { afterAll } from 'vitest'
 import { main, type Interrupt } from '../src/cli.ts'
 
 export const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
 export const BIN = fileURLToPath(new URL('../bin/loom.js', import.meta.url))
-export const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
 
 const KEYS = [
   'DEEPSEEK_API_KEY',
@@ -58,9 +56,6 @@ export function cleanEnv(home: string, extra: Record<string, string> = {}): Node
   for (const key of KEYS) if (!(key in extra)) delete env[key]
   return env
 }
-
-// The loader imports plugin modules natively: Node must load TypeScript.
-register()
 
 /** In-process commands share process.env (the bundles and the plugins read it): one at a time. */
 let queue: Promise<unknown> = Promise.resolve()
@@ -117,7 +112,7 @@ function setEnv(vars: Record<string, string | undefined>): () => void {
 
 /** `loom ...args` as a subprocess. */
 export function loomProcess(args: string[], options: ProcessOptions): Promise<Run> {
-  return spawnRun(process.execPath, ['--import', TSX, MAIN, ...args], options)
+  return spawnRun(process.execPath, [MAIN, ...args], options)
 }
 
 export function spawnRun(command: string, args: string[], options: ProcessOptions): Promise<Run> {

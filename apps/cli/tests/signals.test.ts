@@ -6,7 +6,7 @@ import { execFileSync, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
-import { BIN, MAIN, SLOW_MODEL, TSX, cleanEnv, events, loom, project, sessionFiles, type Run } from './helpers.ts'
+import { BIN, MAIN, SLOW_MODEL, cleanEnv, events, loom, project, sessionFiles, type Run } from './helpers.ts'
 
 /** A row whose plugin takes a minute to unload: the process is still shutting down after its turn closed. */
 const SLOW_EXIT = `
@@ -34,7 +34,7 @@ export function apply(ctx: Context) {
 }
 `
 
-/** A launcher in front of the CLI, as `pnpm loom` (tsx) or `bin/loom.js` started by another Node put one. */
+/** A launcher in front of the CLI that passes signals on, as tsx or `bin/loom.js` started by another Node put one. */
 const TSX_CLI = createRequire(import.meta.url).resolve('tsx/cli')
 
 interface Started {
@@ -121,7 +121,7 @@ describe('stopping loom run closes the turn first', () => {
   ] as const) {
     it(`${signal} to the process: exit ${code}, the turn closed in the log`, { timeout: 60_000 }, async () => {
       const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
-      const run = start(process.execPath, ['--import', TSX, MAIN, 'run', 'sleep please'], cwd, home)
+      const run = start(process.execPath, [MAIN, 'run', 'sleep please'], cwd, home)
       await toolRunning(run)
       process.kill(run.pid, signal)
       const result = await run.done
@@ -144,7 +144,7 @@ describe('stopping loom run closes the turn first', () => {
     await expectClosed(home)
   })
 
-  it('SIGTERM to the process group through tsx (what `pnpm loom` runs): exit 143, the turn closed', { timeout: 60_000 }, async () => {
+  it('SIGTERM to the process group through tsx (a launcher in front): exit 143, the turn closed', { timeout: 60_000 }, async () => {
     const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
     const run = start(process.execPath, [TSX_CLI, MAIN, 'run', 'sleep please'], cwd, home)
     await toolRunning(run)
@@ -156,7 +156,7 @@ describe('stopping loom run closes the turn first', () => {
 
   it('the same signal twice at once is one request; a second one later exits at once', { timeout: 60_000 }, async () => {
     const { cwd, home } = project({ 'loom.yml': SLOW_MODEL + SLOW_EXIT, 'slow-exit.ts': SLOW_EXIT_PLUGIN })
-    const run = start(process.execPath, ['--import', TSX, MAIN, 'run', 'sleep please'], cwd, home)
+    const run = start(process.execPath, [MAIN, 'run', 'sleep please'], cwd, home)
     await toolRunning(run)
     process.kill(run.pid, 'SIGTERM')
     await sleep(50)
@@ -184,7 +184,7 @@ describe('stopping loom run closes the turn first', () => {
   ] as const) {
     it(`${what} mid-turn: the turn is cancelled and written, exit 1`, { timeout: 60_000 }, async () => {
       const { cwd, home } = project({ 'loom.yml': SLOW_MODEL + CRASH, 'crash.ts': CRASH_PLUGIN(how) })
-      const run = start(process.execPath, ['--import', TSX, MAIN, 'run', 'sleep please'], cwd, home)
+      const run = start(process.execPath, [MAIN, 'run', 'sleep please'], cwd, home)
       const result = await run.done
       expect(result.code, result.stderr).toBe(1)
       expect(result.stderr).toMatch(/loom: internal error: Error: boom from a/)

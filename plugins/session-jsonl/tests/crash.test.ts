@@ -23,7 +23,7 @@ interface Ack {
 /** Runs the writer until a random moment after its first acknowledgement, then SIGKILLs it. */
 function runAndKill(root: string, id: string, delayMs: number): Promise<Ack> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', writer, root, id], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [writer, root, id], { stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     let err = ''
     let timer: NodeJS.Timeout | undefined

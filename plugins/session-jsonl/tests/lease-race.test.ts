@@ -24,7 +24,7 @@ interface Writer {
 }
 
 function startWriter(root: string, id: string): Writer {
-  const child = spawn(process.execPath, ['--import', 'tsx', writerScript, root, id], { stdio: ['pipe', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [writerScript, root, id], { stdio: ['pipe', 'pipe', 'pipe'] })
   let out = ''
   let err = ''
   const waiting: (() => void)[] = []

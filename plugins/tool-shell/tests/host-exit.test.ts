@@ -14,7 +14,7 @@ const bwrap = shell.probeBwrap()
 /** Starts the fixture host with a command that leaves setsid children; resolves once they run. */
 async function startHost(sandbox: string, ending: 'wait' | 'throw', t: string) {
   const command = `setsid sleep ${t} & (setsid bash -c 'sleep ${t}; true' &); sleep ${t}`
-  const child = spawn(process.execPath, ['--import', 'tsx', fixture, sandbox, ending, command], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [fixture, sandbox, ending, command], { stdio: ['ignore', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', chunk => {
     stderr += chunk
