@@ -20,12 +20,13 @@ export interface UnfinishedCompaction {
   committed: boolean
 }
 
-/** Every compaction the log started and never ended, in log order. Pure. */
-export function unfinishedCompactions(events: readonly SessionEvent[]): UnfinishedCompaction[] {
+/** Every compaction the log started (from `from` on) and never ended, in log order. Pure. */
+export function unfinishedCompactions(events: readonly SessionEvent[], from = 0): UnfinishedCompaction[] {
   const open = new Map<string, UnfinishedCompaction>()
   // A summary commits with the replacement message appended right after it.
   let summarized: UnfinishedCompaction | undefined
-  for (const event of events) {
+  for (let i = from; i < events.length; i++) {
+    const event = events[i]
     const justSummarized = summarized
     summarized = undefined
     switch (event.type) {
@@ -60,19 +61,18 @@ export function unfinishedCompactions(events: readonly SessionEvent[]): Unfinish
  * when nothing is open. Pure: the caller appends them.
  */
 export function interruptedTurnClosers(events: readonly SessionEvent[]): SessionEvent[] {
+  // Only what follows the last turn/end can be open: a writer closes what a crash
+  // left open (these closers) before it writes anything else. So a long log costs
+  // a scan of its last turn, not of its whole history.
+  const from = afterLastTurnEnd(events)
   let turn: number | undefined
   let step: number | undefined
   let pending = new Map<CallId, { step: number; callSeq?: number }>()
   // The chunks of a stream the crash cut short: logged, but no assistant/message cites them yet.
   let streamed: SessionEvent<'assistant/chunk'>[] = []
-  let route = { provider: 'unknown', model: 'unknown' }
-  for (const event of events) {
+  for (let i = from; i < events.length; i++) {
+    const event = events[i]
     switch (event.type) {
-      case 'request/context': {
-        const { provider, model } = event.data
-        route = { provider, model }
-        break
-      }
       case 'assistant/chunk': {
         const { chunk } = event.data
         // A failed attempt's chunks are never part of the history; the retry starts afresh.
@@ -116,7 +116,7 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
         break
     }
   }
-  const compactions = unfinishedCompactions(events)
+  const compactions = unfinishedCompactions(events, from)
   if (turn === undefined && !compactions.length) return []
 
   const last = events.at(-1)!
@@ -132,6 +132,7 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
   // What the stream had shown survives as a partial, interrupted message (text and reasoning only).
   const partial = step === undefined ? [] : interruptedContent(streamed.map(event => event.data.chunk))
   if (partial.length) {
+    const route = lastRoute(events)
     closers.push({
       type: 'assistant/message',
       seq,
@@ -179,6 +180,22 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
   if (step !== undefined) closers.push({ type: 'step/end', seq: seq++, time, data: { turn, step } })
   closers.push({ type: 'turn/end', seq, time, data: { turn, reason: { kind: 'interrupted' } } })
   return closers
+}
+
+/** The index after the log's last `turn/end` (0 without one). */
+function afterLastTurnEnd(events: readonly SessionEvent[]): number {
+  let i = events.length
+  while (i > 0 && events[i - 1].type !== 'turn/end') i--
+  return i
+}
+
+/** The route of the last model request, for an interrupted message's source. */
+function lastRoute(events: readonly SessionEvent[]): { provider: string; model: string } {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i]
+    if (event.type === 'request/context') return { provider: event.data.provider, model: event.data.model }
+  }
+  return { provider: 'unknown', model: 'unknown' }
 }
 
 function interruptedContent(chunks: readonly StreamChunk[]) {

@@ -73,7 +73,8 @@ export class Session {
       this.firstLiveSeq = 0
       return
     }
-    seed.forEach((raw, index) => {
+    for (let index = 0; index < seed.length; index++) {
+      const raw = seed[index]
       const problem = envelopeProblem(raw)
       if (problem) throw new Error(`seed event at index ${index} ${problem}`)
       if (raw.seq !== index) throw new Error(`seed event at index ${index} has seq ${raw.seq} (expected ${index}); seed must be contiguous from 0`)
@@ -81,7 +82,7 @@ export class Session {
       const shape = dataProblem(event.type, event.data)
       if (shape) throw new Error(`seed event at index ${index} ("${event.type}") ${shape}`)
       this.#commit(adopt ? event : deepFreeze(event), adopt ? 'adopted' : 'copied')
-    })
+    }
     this.firstLiveSeq = seed.length
     if (adopt) this.#unfrozen = seed.length
     this.#messages = this.#project()

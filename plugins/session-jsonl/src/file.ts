@@ -193,6 +193,8 @@ export async function statRevision(file: string, ops: FileOps = nodeFileOps): Pr
 
 export interface LogContent {
   text: string
+  /** The file's size in bytes (the text's UTF-8 length). */
+  bytes: number
   /** The revision the text belongs to. */
   revision: string
 }
@@ -207,7 +209,7 @@ export async function readLog(file: string, ops: FileOps = nodeFileOps): Promise
     const content = await ops.readFile(file)
     const after = revisionOf(await ops.stat(file))
     // Identical stats on both sides mean no write landed during the read.
-    if (before === after) return { text: content.toString('utf8'), revision: after }
+    if (before === after) return { text: content.toString('utf8'), bytes: content.length, revision: after }
   }
   throw new Error(`session log "${file}" kept changing while being read (${MAX_READ_ATTEMPTS} attempts)`)
 }

@@ -38,7 +38,10 @@ function hasKeySet(obj: JsonObject, required: readonly string[], optional: reado
   let expected = required.length
   for (const key of optional) if (Object.hasOwn(obj, key)) expected++
   // Every required and present optional key is there: any further key is foreign.
-  return Object.keys(obj).length === expected
+  // Counted without Object.keys: this runs for every packed row of a long log.
+  let count = 0
+  for (const _ in obj) count++
+  return count === expected
 }
 
 // ---------------------------------------------------------------------------
@@ -269,6 +272,15 @@ export function encodeEvents(events: readonly SessionEvent[], options: EncodeOpt
 
 /** The events one parsed storage record stands for (a packed row expands to its run). */
 export function decodeRecord(value: unknown): SessionEvent[] {
+  const decoded = decodeStored(value)
+  return Array.isArray(decoded) ? decoded : [decoded]
+}
+
+/**
+ * `decodeRecord` without wrapping a plain event in an array: most records of a
+ * long log are single events, and the reader allocates nothing more for them.
+ */
+export function decodeStored(value: unknown): SessionEvent | SessionEvent[] {
   if (!isObject(value)) throw new SessionPersistenceCorruptionError(`malformed storage record: expected a JSON object, got ${describe(value)}`)
   if (typeof value.type === 'string' && Object.hasOwn(KIND_BY_ROW_TAG, value.type)) return decodeRow(value.type, value)
   // Only the envelope is checked here; the event contents are validated when the
@@ -281,7 +293,7 @@ export function decodeRecord(value: unknown): SessionEvent[] {
   if (typeof value.time !== 'number')
     throw new SessionPersistenceCorruptionError(`malformed storage record: time must be a number, got ${describe(value.time)}`)
   if (!Object.hasOwn(value, 'data')) throw new SessionPersistenceCorruptionError('malformed storage record: data is missing')
-  return [value as unknown as SessionEvent]
+  return value as unknown as SessionEvent
 }
 
 // Rows are most of a long log: what decoding one needs is built once, here.
@@ -290,7 +302,6 @@ const TEXT_ROW_DATA_KEYS = ['turn', 'step', 'index', 'dt', 'texts']
 const TOOL_ROW_DATA_KEYS = ['turn', 'step', 'index', 'id', 'dt', 'args']
 const TOOL_ROW_OPTIONAL_KEYS = ['name']
 const ROW_INTEGER_KEYS = ['turn', 'step', 'index'] as const
-const isString = (value: unknown) => typeof value === 'string'
 
 function malformedRow(tag: string, why: string) {
   return new SessionPersistenceCorruptionError(`malformed ${tag} storage row: ${why}`)
@@ -314,30 +325,31 @@ function decodeRow(tag: string, row: JsonObject): SessionEvent[] {
   if (isTool && typeof data.id !== 'string') throw malformedRow(tag, `data.id must be a string, got ${describe(data.id)}`)
   if (isTool && Object.hasOwn(data, 'name') && typeof data.name !== 'string') throw malformedRow(tag, `data.name must be a string, got ${describe(data.name)}`)
   const payloads = data[payloadKey]
-  if (!Array.isArray(payloads) || payloads.length === 0 || !payloads.every(isString)) {
-    throw malformedRow(tag, `data.${payloadKey} must be a non-empty array of strings`)
-  }
+  if (!Array.isArray(payloads) || payloads.length === 0) throw malformedRow(tag, `data.${payloadKey} must be a non-empty array of strings`)
   const dt = data.dt
-  if (!Array.isArray(dt) || dt.length !== payloads.length - 1 || !dt.every(Number.isSafeInteger)) {
-    throw malformedRow(tag, `data.dt must be an array of ${payloads.length - 1} safe integers`)
-  }
+  if (!Array.isArray(dt) || dt.length !== payloads.length - 1) throw malformedRow(tag, `data.dt must be an array of ${payloads.length - 1} safe integers`)
 
-  const events: SessionEvent[] = []
+  // One loop checks each member and builds its event, in the key order the
+  // writer required, so the JSON is byte-identical.
+  const { turn, step, index, id } = data
+  const named = isTool && Object.hasOwn(data, 'name')
+  const events: SessionEvent[] = new Array(payloads.length)
   let time = row.time0 as number
   for (let k = 0; k < payloads.length; k++) {
-    if (k > 0) time += dt[k - 1] as number
-    if (!Number.isSafeInteger(time)) throw malformedRow(tag, `time of member ${k} is not a safe integer`)
-    // Built in the same key order the writer required, so the JSON is identical.
-    let chunk: JsonObject
-    if (!isTool) {
-      chunk = { type: kind, index: data.index, text: payloads[k] }
-    } else {
-      chunk = { type: kind, index: data.index, id: data.id }
-      if (Object.hasOwn(data, 'name')) chunk.name = data.name
-      chunk.argumentsDelta = payloads[k]
+    const payload = payloads[k]
+    if (typeof payload !== 'string') throw malformedRow(tag, `data.${payloadKey} must be a non-empty array of strings`)
+    if (k > 0) {
+      const delta = dt[k - 1]
+      if (!Number.isSafeInteger(delta)) throw malformedRow(tag, `data.dt must be an array of ${payloads.length - 1} safe integers`)
+      time += delta as number
+      if (!Number.isSafeInteger(time)) throw malformedRow(tag, `time of member ${k} is not a safe integer`)
     }
-    const event = { type: 'assistant/chunk', seq: (row.seq0 as number) + k, time, data: { turn: data.turn, step: data.step, chunk } }
-    events.push(event as unknown as SessionEvent)
+    const chunk = !isTool
+      ? { type: kind, index, text: payload }
+      : named
+        ? { type: kind, index, id, name: data.name, argumentsDelta: payload }
+        : { type: kind, index, id, argumentsDelta: payload }
+    events[k] = { type: 'assistant/chunk', seq: (row.seq0 as number) + k, time, data: { turn, step, chunk } } as unknown as SessionEvent
   }
   return events
 }

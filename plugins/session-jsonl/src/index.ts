@@ -186,7 +186,7 @@ export class JsonlPersistence extends Service implements SessionPersistence {
       return { meta: live.header, events: live.events }
     }
     return this.serial(id, async () => {
-      const log = await this.repaired(id)
+      const { log } = await this.repaired(id)
       return { meta: log.header, events: deepFreezeJson(log.events) }
     })
   }
@@ -228,8 +228,7 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   async prepare(id: string): Promise<Session> {
     if (this.live(id)) throw new Error(`cannot prepare session "${id}" while it is live`)
     return this.serial(id, async () => {
-      const log = await this.repaired(id)
-      const session = this.files.restore(log)
+      const { session } = await this.repaired(id)
       this.tracked.get(id)!.reserved = session
       return session
     })
@@ -248,21 +247,25 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     return headers.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
   }
 
-  /** Takes the lease, then reads, repairs if needed (re-reading after), and tracks a cold log. */
-  private async repaired(id: string): Promise<StoredLog> {
+  /**
+   * Takes the lease, then reads and validates, repairs if needed (re-reading
+   * after), and tracks a cold log; with the Session it makes.
+   */
+  private async repaired(id: string): Promise<{ log: StoredLog; session: Session }> {
     const path = await this.path(id)
     this.hold(id, path)
     let log = await this.files.read(path, id)
-    this.files.restore(log)
+    let session = this.files.restore(log)
     if (log.committedBytes < log.fileBytes || log.closers.length) {
       // Fenced like every write: the lease may have been taken over while reading.
       this.hold(id, path)
       await this.files.repair(log)
       log = await this.files.read(log.path, id)
+      session = this.files.restore(log)
     }
     const waiters = this.tracked.get(id)?.waiters ?? []
     this.tracked.set(id, { header: log.header, path: log.path, cursor: log.events.length, materialized: true, waiters })
-    return log
+    return { log, session }
   }
 
   /**

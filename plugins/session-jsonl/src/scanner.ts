@@ -8,7 +8,7 @@
 
 import type { SessionEvent, SessionHeader } from '@loom/session'
 import { SessionPersistenceCorruptionError } from './errors.ts'
-import { decodeRecord, parseHeaderRecord } from './format.ts'
+import { decodeStored, parseHeaderRecord } from './format.ts'
 
 export interface ScanResult {
   header: SessionHeader
@@ -24,8 +24,9 @@ export interface ScanResult {
  * Scans a plaintext (compression 'none') log. `location` names it in errors.
  * `knownTypes`: report the first committed event of another type (checked here,
  * while each event is at hand, rather than in a second pass over a long log).
+ * `bytes`: the file's size, when known (spares measuring an ASCII text again).
  */
-export function scanLog(text: string, location: string, knownTypes?: ReadonlySet<string>): ScanResult {
+export function scanLog(text: string, location: string, knownTypes?: ReadonlySet<string>, bytes?: number): ScanResult {
   const where = ` (raw log: ${location})`
   const corrupt = (message: string) => new SessionPersistenceCorruptionError(`${message}${where}`)
 
@@ -49,7 +50,8 @@ export function scanLog(text: string, location: string, knownTypes?: ReadonlySet
   //    prove the damage sits inside the committed region.
   // Accepted events, in blocks joined once at the end: one push at a time into a
   // single array of a long log costs more than the blocks and the join.
-  const blocks: SessionEvent[][] = [[]]
+  let block: SessionEvent[] = []
+  const blocks: SessionEvent[][] = [block]
   let count = 0
   let unknown: SessionEvent | undefined
   let issue: SessionPersistenceCorruptionError | undefined
@@ -65,52 +67,64 @@ export function scanLog(text: string, location: string, knownTypes?: ReadonlySet
     const line = text.slice(start, end)
     start = end + 1
 
-    let decoded: SessionEvent[]
+    let stored: SessionEvent | SessionEvent[]
     try {
-      decoded = decodeRecord(JSON.parse(line))
+      stored = decodeStored(JSON.parse(line))
     } catch {
       issue ??= corrupt(`corrupt session log: unparsable committed event at line ${lineNumber}`)
       continue
     }
     if (issue !== undefined) {
-      if (closesTurn(decoded)) throw issue
+      if (closesTurn(stored)) throw issue
       continue
     }
 
     // Every event of the row must continue the dense seq sequence; otherwise
     // none of the row is accepted.
-    const mismatch = seqMismatch(decoded, count)
+    const mismatch = seqMismatch(stored, count)
     if (mismatch !== -1) {
-      issue = corrupt(
-        `corrupt session log: seq gap in committed region at line ${lineNumber} ` + `(expected ${count + mismatch}, got ${decoded[mismatch].seq})`,
-      )
-      if (closesTurn(decoded)) throw issue
+      const got = Array.isArray(stored) ? stored[mismatch].seq : stored.seq
+      issue = corrupt(`corrupt session log: seq gap in committed region at line ${lineNumber} (expected ${count + mismatch}, got ${got})`)
+      if (closesTurn(stored)) throw issue
       continue
     }
-    for (const event of decoded) {
-      if (knownTypes && !unknown && !knownTypes.has(event.type) && event.ignorable !== true) unknown = event
-      let block = blocks[blocks.length - 1]
-      if (block.length === BLOCK) blocks.push((block = []))
-      block.push(event)
+    if (Array.isArray(stored)) {
+      for (const event of stored) block = accept(event, block)
+      count += stored.length
+    } else {
+      block = accept(stored, block)
+      count++
     }
-    count += decoded.length
     committedEnd = start
+  }
+  /** Keeps an accepted event; returns the block the next one goes to. */
+  function accept(event: SessionEvent, block: SessionEvent[]): SessionEvent[] {
+    if (knownTypes && !unknown && !knownTypes.has(event.type) && event.ignorable !== true) unknown = event
+    if (block.length === BLOCK) blocks.push((block = []))
+    block.push(event)
+    return block
   }
   const events = blocks.length === 1 ? blocks[0] : ([] as SessionEvent[]).concat(...blocks)
 
-  const committedBytes = Buffer.byteLength(text.slice(0, committedEnd), 'utf8')
+  // As many bytes as characters when the file is ASCII (its byte size says so).
+  const committedBytes = bytes === text.length ? committedEnd : Buffer.byteLength(text.slice(0, committedEnd), 'utf8')
   return { header, events, committedBytes, ...(unknown && { unknown }) }
 }
 
 const BLOCK = 4096
 
-function closesTurn(decoded: readonly SessionEvent[]): boolean {
-  for (const event of decoded) if (event.type === 'turn/end') return true
+/** One stored event, or the run of a packed row. */
+type Stored = SessionEvent | readonly SessionEvent[]
+
+function closesTurn(stored: Stored): boolean {
+  if (!Array.isArray(stored)) return (stored as SessionEvent).type === 'turn/end'
+  for (const event of stored) if (event.type === 'turn/end') return true
   return false
 }
 
 /** The index of the first event that does not continue the seqs from `next`, or -1. */
-function seqMismatch(decoded: readonly SessionEvent[], next: number): number {
-  for (let k = 0; k < decoded.length; k++) if (decoded[k].seq !== next + k) return k
+function seqMismatch(stored: Stored, next: number): number {
+  if (!Array.isArray(stored)) return (stored as SessionEvent).seq === next ? -1 : 0
+  for (let k = 0; k < stored.length; k++) if (stored[k].seq !== next + k) return k
   return -1
 }

@@ -73,8 +73,8 @@ export class JsonlFiles {
 
   /** Reads and checks a log; writes nothing. */
   async read(path: string, expectedId?: string): Promise<StoredLog> {
-    const { text, revision } = await readLog(path, this.#ops)
-    const { header, events, committedBytes, unknown } = scanLog(text, path, KNOWN_SESSION_EVENT_TYPES)
+    const { text, bytes, revision } = await readLog(path, this.#ops)
+    const { header, events, committedBytes, unknown } = scanLog(text, path, KNOWN_SESSION_EVENT_TYPES, bytes)
     if (expectedId !== undefined && header.id !== expectedId) {
       throw new SessionPersistenceCorruptionError(`session log ${path} holds session "${header.id}", not "${expectedId}"`)
     }
@@ -88,7 +88,7 @@ export class JsonlFiles {
       header,
       events,
       committedBytes,
-      fileBytes: Buffer.byteLength(text, 'utf8'),
+      fileBytes: bytes,
       revision,
       closers: interruptedTurnClosers(events),
     }
