@@ -8,13 +8,14 @@ const STEPS = 6
 const FINAL = 'All six files were read and every check passed.'
 
 /**
- * A model that reads a file and runs a command, STEPS times, then answers. The
- * rows that take no part in what is shown or stored (git state, the clock,
- * instructions, skills, search, compaction) are off: each of the many runs
- * boots and steps faster.
+ * A model that reads two files, STEPS times, then answers. The rows that take
+ * no part in what is shown or stored (git state, the clock, instructions,
+ * skills, search, compaction, the shell) are off: each of the many runs boots
+ * and steps faster. (Which tool ran does not matter to the gate: every tool
+ * result is shown only once its event is durable.)
  */
 const LOOP_MODEL = `
-${['workspace', 'time', 'instructions', 'skills', 'search', 'compaction'].map(id => `- id: ${id}\n  disabled: true`).join('\n')}
+${['workspace', 'time', 'instructions', 'skills', 'search', 'compaction', 'shell'].map(id => `- id: ${id}\n  disabled: true`).join('\n')}
 - id: scripted
   disabled: true
 - insert:
@@ -29,7 +30,7 @@ ${Array.from(
   (_, i) => `          - text: Step ${i + 1}.
             toolCalls:
               - { name: read, arguments: { path: notes.txt } }
-              - { name: bash, arguments: { command: 'echo checked ${i + 1}' } }`,
+              - { name: read, arguments: { path: checks.txt } }`,
 ).join('\n')}
           - ${JSON.stringify(FINAL)}
 `
@@ -46,7 +47,7 @@ interface Outcome {
 
 /** One run, killed once `stopAfter` result lines were printed (or at the end), plus a random delay. */
 async function killedRun(stopAfter: number): Promise<Outcome> {
-  const { cwd, home } = project({ 'loom.yml': LOOP_MODEL, 'notes.txt': 'notes\n' })
+  const { cwd, home } = project({ 'loom.yml': LOOP_MODEL, 'notes.txt': 'notes\n', 'checks.txt': 'checked\n' })
   const run = await loomProcess(['run', 'check the files'], {
     cwd,
     home,

@@ -1,8 +1,0 @@
-import { defineProject } from 'vitest/config'
-
-export default defineProject({
-  test: {
-    name: '@loom/secrets',
-    include: ['tests/**/*.test.ts'],
-  },
-})
