@@ -32,14 +32,14 @@ export type ResolvedRetryPolicy =
     }
   | { mode: 'always'; initialDelayMs: number; maxDelayMs: number; jitterRatio: number; maxRetryAfterMs?: number; maxTotalWaitMs?: number }
 
-export const DEFAULT_RETRY_POLICY: ResolvedRetryPolicy = Object.freeze({
+export const DEFAULT_RETRY_POLICY = Object.freeze({
   mode: 'normal',
   maxRetries: 5,
   retryableCodes: Object.freeze(['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK']),
   initialDelayMs: 500,
   maxDelayMs: 10_000,
   jitterRatio: 0.1,
-})
+}) satisfies ResolvedRetryPolicy
 
 const DEFAULT_MAX_RETRY_AFTER_MS = 60_000
 const DEFAULT_MAX_TOTAL_WAIT_MS = 120_000

@@ -32,6 +32,7 @@ export {
   ROLE_OVERHEAD,
   type EstimatedHeader,
 } from './tokens.ts'
+export { ROUTE_LIMITS, routeConfigFields, type RouteConfig, type RouteDefaults } from './route-config.ts'
 export { SseLimitError, SseParser, type SseEvent } from './sse.ts'
 export {
   abortedError,

@@ -1,4 +1,5 @@
 import {
+  ROUTE_LIMITS,
   abortedError,
   DEFAULT_RETRY_POLICY,
   fetchEventStream,
@@ -71,9 +72,7 @@ export const DEFAULTS = {
   contextWindow: 200_000,
   maxTokens: 32_000,
   thinkingBudgetTokens: 8_000,
-  maxRetries: 5,
-  idleTimeoutMs: 300_000,
-  maxResponseBytes: 32 * 1024 * 1024,
+  ...ROUTE_LIMITS,
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import type {} from '@loom/llm'
+import { routeConfigFields, type RouteConfig } from '@loom/llm'
 import { AnthropicAdapter, DEFAULT_MODELS, DEFAULT_REASONING_EFFORTS, DEFAULTS } from './adapter.ts'
 import type { ThinkingMode } from './request.ts'
 
@@ -31,40 +31,26 @@ export { EventMapper, mapUsage } from './response.ts'
 export const name = '@loom/llm-anthropic'
 export const inject = ['llm']
 
-export interface Config {
-  /** The route (provider id) this adapter serves. */
-  provider: string
-  baseUrl?: string
-  baseUrlEnv: string
-  apiKey?: string
-  apiKeyEnv: string
-  defaultBaseUrl: string
-  models: string[]
-  contextWindow: number
+export interface Config extends RouteConfig {
   maxTokens: number
   thinking: ThinkingMode
   thinkingBudgetTokens: number
   prefixMismatchBehavior?: 'error' | 'drop_block'
   reasoningEfforts: string[]
   reasoningEffort?: string
-  idleTimeoutMs: number
-  requestTimeoutMs?: number
-  maxResponseBytes: number
-  maxRetries: number
 }
 
 /** Input: every field is optional (defaults fill the rest). */
 export const Config: Schema<Partial<Config>, Config> = Schema.object({
-  provider: Schema.string().default('anthropic').description('The provider route this adapter serves.'),
-  baseUrl: Schema.string().description('Base URL of the API, before `/v1/messages`. Wins over `baseUrlEnv`.'),
-  baseUrlEnv: Schema.string().default('ANTHROPIC_BASE_URL').description('Environment variable holding the base URL, read on every call.'),
-  apiKey: Schema.string().role('secret').description('API key (sent as `x-api-key`). Wins over `apiKeyEnv`; prefer the environment variable.'),
-  apiKeyEnv: Schema.string().default('ANTHROPIC_API_KEY').description('Environment variable holding the API key, read on every call.'),
-  defaultBaseUrl: Schema.string().default(DEFAULTS.defaultBaseUrl).description('Base URL used when neither `baseUrl` nor `baseUrlEnv` gives one.'),
-  models: Schema.array(Schema.string())
-    .default([...DEFAULT_MODELS])
-    .description('Model ids listed for this route, the default first; other ids still pass through.'),
-  contextWindow: Schema.natural().default(DEFAULTS.contextWindow).description('Context window reported for every model, in tokens.'),
+  ...routeConfigFields({
+    provider: 'anthropic',
+    baseUrlEnv: 'ANTHROPIC_BASE_URL',
+    apiKeyEnv: 'ANTHROPIC_API_KEY',
+    defaultBaseUrl: DEFAULTS.defaultBaseUrl,
+    models: DEFAULT_MODELS,
+    contextWindow: DEFAULTS.contextWindow,
+    path: '/v1/messages',
+  }),
   maxTokens: Schema.natural()
     .min(1)
     .default(DEFAULTS.maxTokens)
@@ -85,16 +71,6 @@ export const Config: Schema<Partial<Config>, Config> = Schema.object({
     .default([...DEFAULT_REASONING_EFFORTS])
     .description('Reasoning efforts callers may ask for: `off` sends `thinking: {type: disabled}`, any other goes as `output_config.effort`. Empty: none.'),
   reasoningEffort: Schema.string().description("The reasoning effort of a call that names none (one of `reasoningEfforts`); unset: the model's own default."),
-  idleTimeoutMs: Schema.natural()
-    .default(DEFAULTS.idleTimeoutMs)
-    .description('Fail with TIMEOUT (retried by the loop) when the provider sends nothing for this long.'),
-  requestTimeoutMs: Schema.natural().description('Wall-clock limit for one request; unset means none.'),
-  maxResponseBytes: Schema.natural()
-    .default(DEFAULTS.maxResponseBytes)
-    .description('Most bytes of one streamed answer; a larger one fails with RESPONSE_TOO_LARGE.'),
-  maxRetries: Schema.natural()
-    .default(DEFAULTS.maxRetries)
-    .description('Retries the agent loop makes after 429, 5xx, 529 overload, timeouts and network failures (each call is one HTTP attempt).'),
 })
 
 /** Registers an Anthropic Messages adapter for `config.provider`; the route goes away with this plugin. */

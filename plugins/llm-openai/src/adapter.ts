@@ -1,4 +1,5 @@
 import {
+  ROUTE_LIMITS,
   abortedError,
   DEFAULT_RETRY_POLICY,
   fetchEventStream,
@@ -72,11 +73,10 @@ export interface OpenAICompatibleOptions {
   env?: () => Readonly<Record<string, string | undefined>>
 }
 
-const DEFAULTS = {
+export const DEFAULTS = {
   defaultBaseUrl: 'https://api.deepseek.com',
   contextWindow: 128_000,
-  idleTimeoutMs: 300_000,
-  maxResponseBytes: 32 * 1024 * 1024,
+  ...ROUTE_LIMITS,
 }
 
 const CONTEXT_RE = /context[ _-]?length|context[ _-]?window|maximum context|too many tokens|prompt is too long|input is too long|reduce the length/i

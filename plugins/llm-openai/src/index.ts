@@ -1,7 +1,7 @@
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import type {} from '@loom/llm'
-import { OpenAICompatibleAdapter } from './adapter.ts'
+import { routeConfigFields, type RouteConfig } from '@loom/llm'
+import { DEFAULTS, OpenAICompatibleAdapter } from './adapter.ts'
 
 export {
   httpError,
@@ -16,20 +16,7 @@ export {
 export const name = '@loom/llm-openai'
 export const inject = ['llm']
 
-export interface Config {
-  /** The route (provider id) this adapter serves. */
-  provider: string
-  baseUrl?: string
-  baseUrlEnv: string
-  apiKey?: string
-  apiKeyEnv: string
-  defaultBaseUrl: string
-  models: string[]
-  contextWindow: number
-  maxRetries: number
-  idleTimeoutMs: number
-  requestTimeoutMs?: number
-  maxResponseBytes: number
+export interface Config extends RouteConfig {
   thinking?: 'enabled' | 'disabled'
   reasoningEfforts: string[]
   reasoningEffort?: string
@@ -38,24 +25,15 @@ export interface Config {
 
 /** Input: every field is optional (defaults fill the rest). */
 export const Config: Schema<Partial<Config>, Config> = Schema.object({
-  provider: Schema.string().default('deepseek').description('The provider route this adapter serves (e.g. `deepseek`, `openai`).'),
-  baseUrl: Schema.string().description('Base URL of the API, before `/chat/completions`. Wins over `baseUrlEnv`.'),
-  baseUrlEnv: Schema.string().default('DEEPSEEK_BASE_URL').description('Environment variable holding the base URL, read on every call.'),
-  apiKey: Schema.string().role('secret').description('API key. Wins over `apiKeyEnv`; prefer the environment variable.'),
-  apiKeyEnv: Schema.string().default('DEEPSEEK_API_KEY').description('Environment variable holding the API key, read on every call.'),
-  defaultBaseUrl: Schema.string().default('https://api.deepseek.com').description('Base URL used when neither `baseUrl` nor `baseUrlEnv` gives one.'),
-  models: Schema.array(Schema.string())
-    .default(['deepseek-flash', 'deepseek-v4-pro'])
-    .description('Model ids listed for this provider, the default first; other ids still pass through.'),
-  contextWindow: Schema.natural().default(128_000).description('Context window reported for every model, in tokens.'),
-  maxRetries: Schema.natural()
-    .default(5)
-    .description('Retries of a failed request (429, 408, 5xx, overload, a stall or a reset, before or during the stream).'),
-  idleTimeoutMs: Schema.natural().default(300_000).description('Abort and retry when the provider sends nothing for this long.'),
-  requestTimeoutMs: Schema.natural().description('Wall-clock limit for one request attempt; unset means none.'),
-  maxResponseBytes: Schema.natural()
-    .default(32 * 1024 * 1024)
-    .description('Most bytes of one streamed answer; a larger one fails with RESPONSE_TOO_LARGE.'),
+  ...routeConfigFields({
+    provider: 'deepseek',
+    baseUrlEnv: 'DEEPSEEK_BASE_URL',
+    apiKeyEnv: 'DEEPSEEK_API_KEY',
+    defaultBaseUrl: DEFAULTS.defaultBaseUrl,
+    models: ['deepseek-flash', 'deepseek-v4-pro'],
+    contextWindow: DEFAULTS.contextWindow,
+    path: '/chat/completions',
+  }),
   thinking: Schema.union(['enabled', 'disabled']).description('DeepSeek-style `thinking: {type}` sent with every request; unset sends none.'),
   reasoningEfforts: Schema.array(Schema.string())
     .default([])
