@@ -1,6 +1,7 @@
 import { deepFreeze, jsonSnapshot, NonJsonError, type Message, type SessionId } from '@loom/llm'
 import {
   SESSION_FORMAT_VERSION,
+  SURFACE_EVENT_TYPES,
   type RequestContext,
   type RequestHeader,
   type SessionEvent,
@@ -81,6 +82,9 @@ export class Session {
       const event = adopt ? raw : jsonOnly(raw, raw.type, 'data')
       const shape = dataProblem(event.type, event.data)
       if (shape) throw new Error(`seed event at index ${index} ("${event.type}") ${shape}`)
+      // Most of a restored log (chunks, step and turn brackets) has no surface
+      // marker and nothing to fold: all the surface would do is check that.
+      if (adopt && quiet(event)) continue
       this.#commit(adopt ? event : deepFreeze(event), adopt ? 'adopted' : 'copied')
     }
     this.firstLiveSeq = seed.length
@@ -212,6 +216,17 @@ export class Session {
         return null
     }
   }
+}
+
+/** An event that changes neither the surface nor the request state of a session (and may not). */
+function quiet(event: SessionEvent): boolean {
+  return (
+    event.surfaceOp === undefined &&
+    event.sourceEventSeqs === undefined &&
+    !SURFACE_EVENT_TYPES.has(event.type) &&
+    event.type !== 'request/header' &&
+    event.type !== 'request/context'
+  )
 }
 
 /**
