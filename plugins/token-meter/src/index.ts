@@ -1,8 +1,9 @@
 import { type Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import { estimateMessage, estimateText, type Message } from '@loom/llm'
+import { buildManifest } from '@loom/agent-loop'
+import { estimateMessage, type Message } from '@loom/llm'
 import type { RequestHeader } from '@loom/session'
-import { renderAssembly, type PromptAssembly } from '@loom/system-prompt'
+import type { PromptAssembly } from '@loom/system-prompt'
 import { createReplayState, foldEvent, measureState, type MeteredSession, type ReplayState, type TokenMeasurement } from './meter.ts'
 
 export {
@@ -115,21 +116,19 @@ export class TokenMeter extends Service {
   }
 }
 
-/** See `TokenMeter.breakdown`: sections and contexts as rendered, tools as their schema JSON. */
+/** The kind of total a manifest row adds to. */
+const TOTAL_OF = { section: 'system', tool: 'tools', context: 'contexts' } as const
+
+/** See `TokenMeter.breakdown`: the assembly's manifest rows (sections and contexts as rendered, tools as their schema JSON), summed by owner. */
 export function breakdown(assembly: PromptAssembly): TokenBreakdown {
   const owners = new Map<string, OwnerTokens>()
-  const add = (owner: string, kind: 'system' | 'tools' | 'contexts', tokens: number) => {
-    let row = owners.get(owner)
-    if (!row) owners.set(owner, (row = { owner, system: 0, tools: 0, contexts: 0, total: 0 }))
-    row[kind] += tokens
-    row.total += tokens
+  for (const row of buildManifest({ assembly }).rows) {
+    if (row.kind === 'message') continue
+    let total = owners.get(row.owner)
+    if (!total) owners.set(row.owner, (total = { owner: row.owner, system: 0, tools: 0, contexts: 0, total: 0 }))
+    total[TOTAL_OF[row.kind]] += row.tokens
+    total.total += row.tokens
   }
-  const rendered = renderAssembly(assembly)
-  for (const section of rendered.sections) add(section.owner, 'system', estimateText(section.text))
-  for (const { name, description, parameters, owner } of assembly.tools) {
-    add(owner, 'tools', estimateText(JSON.stringify({ name, description, parameters })))
-  }
-  for (const context of rendered.contexts) add(context.owner, 'contexts', estimateText(context.text))
   const byOwner = [...owners.values()].sort((a, b) => b.total - a.total || (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0))
   const sum = (kind: 'system' | 'tools' | 'contexts') => byOwner.reduce((total, row) => total + row[kind], 0)
   const [systemTokens, toolsTokens, contextTokens] = [sum('system'), sum('tools'), sum('contexts')]
