@@ -238,9 +238,13 @@ export function deepFreezeJson<T>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value
   Object.freeze(value)
   if (Array.isArray(value)) {
-    for (const item of value) deepFreezeJson(item)
+    for (let i = 0; i < value.length; i++) deepFreezeJson(value[i])
   } else {
-    for (const key of Object.keys(value)) deepFreezeJson((value as Record<string, unknown>)[key])
+    // for-in allocates no key array; a JSON object has no inherited enumerable keys.
+    for (const key in value) {
+      const item = (value as Record<string, unknown>)[key]
+      if (typeof item === 'object' && item !== null) deepFreezeJson(item)
+    }
   }
   return value
 }
