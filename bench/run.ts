@@ -6,7 +6,7 @@ import { benchCacheEconomics } from '../packages/agent-loop/bench/cache-economic
 import { benchDerive } from '../packages/session/bench/derive.ts'
 import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
 import { compareAssemble } from '../packages/system-prompt/bench/compare.ts'
-import { benchAppend, benchLoad } from '../plugins/session-jsonl/bench/persistence.ts'
+import { benchAppend, benchLoadFresh } from '../plugins/session-jsonl/bench/persistence.ts'
 import { benchSse } from '../packages/llm/bench/sse.ts'
 import { benchProviderCache } from './provider-cache.ts'
 
@@ -28,7 +28,7 @@ if (process.env.BENCH_BASELINE) print(await compareAssemble(process.env.BENCH_BA
 
 benchDerive().forEach(print)
 ;(await benchAppend()).forEach(print)
-print(await benchLoad())
+print(benchLoadFresh())
 
 const steps = await benchStep()
 steps.forEach(print)

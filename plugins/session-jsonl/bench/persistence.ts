@@ -2,9 +2,11 @@
 // at several batch sizes, and the cost of loading a long log compared with the
 // bare JSON.parse of its lines (the ratio is what reading the file, the scanner,
 // validation and projection add): medians of alternating rounds.
+import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { longSession } from '../../../packages/session/bench/derive.ts'
@@ -105,6 +107,17 @@ export async function benchLoad(size = 100_000, rounds = 7): Promise<LoadFigure>
   }
 }
 
+/**
+ * `benchLoad` in a fresh process, as `loom sessions resume` loads a session: the
+ * heap that earlier benches of one `pnpm bench` leave behind would otherwise be
+ * collected again during every load.
+ */
+export function benchLoadFresh(): LoadFigure {
+  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--load'], { encoding: 'utf8' })
+  if (child.status !== 0) throw new Error(`the load bench failed: ${child.stderr}`)
+  return JSON.parse(child.stdout) as LoadFigure
+}
+
 /** Writes the log of a session of about `size` events; the session is not kept (it would weigh on every collection). */
 async function writeLongLog(files: JsonlFiles, size: number): Promise<number> {
   const { events } = longSession(size)
@@ -123,3 +136,6 @@ function collectGarbage() {
   }
   gc()
 }
+
+// `node persistence.ts --load`: the figure of benchLoadFresh's child.
+if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv.includes('--load')) console.log(JSON.stringify(await benchLoad()))
