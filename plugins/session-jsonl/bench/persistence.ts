@@ -110,10 +110,11 @@ export async function benchLoad(size = 100_000, rounds = 7): Promise<LoadFigure>
 /**
  * `benchLoad` in a fresh process, as `loom sessions resume` loads a session: the
  * heap that earlier benches of one `pnpm bench` leave behind would otherwise be
- * collected again during every load.
+ * collected again during every load. Plain Node (its own type stripping): a
+ * TypeScript loader in the child made every other run twice as slow.
  */
 export function benchLoadFresh(): LoadFigure {
-  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--load'], { encoding: 'utf8' })
+  const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--load'], { encoding: 'utf8' })
   if (child.status !== 0) throw new Error(`the load bench failed: ${child.stderr}`)
   return JSON.parse(child.stdout) as LoadFigure
 }
