@@ -455,27 +455,4 @@ describe('lifecycle', () => {
     await host.assertZeroResidue(mounted)
     expect(textOf(await host.callTool('grep', { pattern: 'x' }, { cwd: ws }))).toContain('unknown tool "grep"')
   })
-
-  it('works beside tool-fs, sharing its confinement', async () => {
-    const toolFs = await import('@loom/tool-fs')
-    const fs = await host.mount(toolFs)
-    const delta = await fs.delta({ cwd: ws })
-    expect(delta.sections.map(s => s.order)).toEqual([100, 101, 102])
-    host.scriptedModel([
-      {
-        toolCalls: [
-          { name: 'glob', arguments: { pattern: '**/*.ts' } },
-          { name: 'grep', arguments: { pattern: 'x', path: '../' } },
-        ],
-      },
-      'done',
-    ])
-    const run = await host.run('find', { cwd: ws })
-    expect(run.text).toBe('done')
-    const request = host.snapshot(run.requests[1])
-    expect(request).toContain('Error: path \\"../\\" is outside the workspace')
-    const system = host.snapshot(run.requests[0])
-    expect(system.indexOf('Use `read`')).toBeLessThan(system.indexOf('Use `glob`'))
-    expect(system.indexOf('Use `glob`')).toBeLessThan(system.indexOf('Use `grep` to search'))
-  })
 })
