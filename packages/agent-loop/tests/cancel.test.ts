@@ -98,7 +98,7 @@ describe('cancellation (5.5)', () => {
     await h.settle()
 
     const events = h.events()
-    expect(ofType(events, 'agent/inbox/spliced').filter(event => (event.data as any).outcome === 'canceled')).toEqual([])
+    expect(ofType(events, 'agent/inbox/spliced').filter(event => event.data.outcome === 'canceled')).toEqual([])
     expect(h.agent.inbox.nextTurn).toEqual([])
     expect(turnEndReasons(events)).toEqual([USER])
     expect(ofType(events, 'user/message')).toEqual([])
@@ -443,7 +443,7 @@ describe('cancellation (5.5)', () => {
     const owner = await h.root.plugin({ name: 'owner', inject: ['agents'], apply() {} })
     const agent = owner.ctx.agents.create('a2', { provider: 'mock', model: 'mock' })
     let reviewed = 0
-    agent.ctx.on('tools/post-execute' as any, async () => {
+    agent.ctx.on('tools/post-execute', async () => {
       reviewed++
       return { kind: 'accept', additionalContexts: [contextMessage('accepted result context during disposal')] }
     })
@@ -480,7 +480,7 @@ describe('cancellation (5.5)', () => {
     })
     h.adapter.script[0] = [...rawToolCall('c1', 'first', '{}', 0), ...rawToolCall('c2', 'stopper', '{}', 1), { type: 'finish', reason: { kind: 'tool-calls' } }]
     const discarded = collect<{ message: UserMessage }>(h.agent, 'agent/inbox/discarded')
-    h.agent.ctx.on('tools/post-execute' as any, async (exec: any) =>
+    h.agent.ctx.on('tools/post-execute', async (exec: any) =>
       exec.name === 'first' ? { kind: 'accept', additionalContexts: [contextMessage('c1 context')] } : { kind: 'accept' },
     )
     h.send('go')
@@ -518,7 +518,7 @@ describe('cancellation (5.5)', () => {
       },
     })
     let reviewed = 0
-    h.agent.ctx.on('tools/post-execute' as any, async () => {
+    h.agent.ctx.on('tools/post-execute', async () => {
       reviewed++
       return { kind: 'accept', additionalContexts: [contextMessage('accepted result context after abort')] }
     })

@@ -2,7 +2,7 @@
 // waits, hand-made chunks and the structural checks of a log.
 import type { Agent } from '@loom/agent-loop'
 import { createUserMessage, type LlmFailure, type Message, type StreamChunk, type UserMessage } from '@loom/llm'
-import type { Session, SessionEvent } from '@loom/session'
+import { eventsOfType, type Session, type SessionEvent } from '@loom/session'
 
 export interface Gate {
   promise: Promise<void>
@@ -98,9 +98,7 @@ export function textChunks(text: string, index = 0): StreamChunk[] {
   ]
 }
 
-export function ofType(events: readonly SessionEvent[], type: string): SessionEvent[] {
-  return events.filter(event => event.type === type)
-}
+export const ofType = eventsOfType
 
 export function turnEndReasons(events: readonly SessionEvent[]): unknown[] {
   return ofType(events, 'turn/end').map(event => (event.data as any).reason)

@@ -1,7 +1,7 @@
 // Contracts 2–34 of the spec (section 5.1): turn and step lifecycle.
 // Contract 1 (the exact simple-turn log) lives in canonical.test.ts.
 import { createUserMessage, userText, type GenerateOptions, type Message, type StreamChunk, type UserMessage } from '@loom/llm'
-import { Session, type SessionEvent } from '@loom/session'
+import { eventsOfType, Session, type SessionEvent, type SessionEventType } from '@loom/session'
 import { defineTool, type ToolRunContext } from '@loom/tools'
 import { Agent } from '@loom/agent-loop'
 import { describe, expect, it } from 'vitest'
@@ -17,8 +17,8 @@ function textOf(message: Message): string {
   return message.content.map(block => (block.type === 'text' ? block.text : '')).join('')
 }
 
-function ofType(h: Harness, type: string): SessionEvent[] {
-  return h.events().filter(event => event.type === type)
+function ofType<K extends SessionEventType>(h: Harness, type: K): SessionEvent<K>[] {
+  return eventsOfType(h.events(), type)
 }
 
 /** user/message texts grouped by turn (index 0 is turn 1 of this harness). */
@@ -115,8 +115,8 @@ describe('5.1 turn and step lifecycle', () => {
 
     expect(ofType(h, 'turn/start').map(event => (event.data as any).turn)).toEqual([1, 2, 3])
     expect(userTextsByTurn(h.events())).toEqual([['a'], ['b'], ['c']])
-    const insertions = ofType(h, 'agent/inbox/spliced').filter(event => (event.data as any).inserted.length > 0)
-    expect(insertions.map(event => [(event.data as any).target, textOf((event.data as any).inserted[0])])).toEqual([
+    const insertions = ofType(h, 'agent/inbox/spliced').filter(event => event.data.inserted.length > 0)
+    expect(insertions.map(event => [(event.data as any).target, textOf(event.data.inserted[0])])).toEqual([
       ['next-turn', 'a'],
       ['next-turn', 'b'],
       ['next-turn', 'c'],
@@ -133,7 +133,7 @@ describe('5.1 turn and step lifecycle', () => {
     h.agent.followup(prompt)
     await h.settle()
 
-    const claims = ofType(h, 'agent/inbox/spliced').filter(event => (event.data as any).removedCount)
+    const claims = ofType(h, 'agent/inbox/spliced').filter(event => event.data.removedCount)
     expect(claims.map(event => event.data)).toEqual([
       { target: 'next-step', start: 0, removedCount: 1, inserted: [] },
       { target: 'next-turn', start: 0, removedCount: 1, inserted: [] },
@@ -794,7 +794,7 @@ describe('5.1 turn and step lifecycle', () => {
     let fired = false
     h.ctx.on('session/event', (session, event) => {
       if (session !== h.agent.session || fired) return
-      if (event.type === 'agent/inbox/spliced' && (event.data as any).inserted.length > 0) {
+      if (event.type === 'agent/inbox/spliced' && event.data.inserted.length > 0) {
         fired = true
         try {
           h.send('nested message')

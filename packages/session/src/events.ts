@@ -192,6 +192,11 @@ export function lastEventOfType<T extends SessionEventType>(events: readonly Ses
   return undefined
 }
 
+/** Every event of `type`, in log order, typed as that event. */
+export function eventsOfType<T extends SessionEventType>(events: readonly SessionEvent[], type: T): SessionEvent<T>[] {
+  return events.filter(event => event.type === type) as SessionEvent<T>[]
+}
+
 /** Line 1 of a stored log, and `session.header` in memory. */
 export interface SessionHeader {
   readonly version: typeof SESSION_FORMAT_VERSION

@@ -1,7 +1,7 @@
 // Compile-time checks of the SessionEvent union, checked by `tsc -b` (never run):
 // each `@ts-expect-error` line must stay an error, or the typecheck fails.
 import type { UserMessage } from '@loom/llm'
-import { lastEventOfType, type RequestHeader, type SessionEvent, type SessionEventMap, type TurnEndReason } from '@loom/session'
+import { eventsOfType, lastEventOfType, type RequestHeader, type SessionEvent, type SessionEventMap, type TurnEndReason } from '@loom/session'
 import { expectTypeOf } from 'vitest'
 
 export function narrowing(event: SessionEvent, events: readonly SessionEvent[]) {
@@ -28,4 +28,6 @@ export function narrowing(event: SessionEvent, events: readonly SessionEvent[]) 
   expectTypeOf(lastEventOfType(events, 'turn/end')?.data.reason).toEqualTypeOf<TurnEndReason | undefined>()
   // @ts-expect-error not an event type
   lastEventOfType(events, 'turn/finish')
+  expectTypeOf(eventsOfType(events, 'turn/end')).toEqualTypeOf<SessionEvent<'turn/end'>[]>()
+  expectTypeOf(eventsOfType(events, 'turn/end')[0].data.reason).toEqualTypeOf<TurnEndReason>()
 }
