@@ -1,5 +1,5 @@
 import { BlockAssembler, type CallId, type StreamChunk } from '@loom/llm'
-import type { SessionEvent } from './events.ts'
+import { lastEventOfType, type SessionEvent } from './events.ts'
 
 export const TOOL_NOT_STARTED_TEXT = 'The tool call was interrupted before Loom recorded it as started. Retry it if it is still needed.'
 export const TOOL_OUTCOME_UNKNOWN_TEXT =
@@ -132,7 +132,7 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
   // What the stream had shown survives as a partial, interrupted message (text and reasoning only).
   const partial = step === undefined ? [] : interruptedContent(streamed.map(event => event.data.chunk))
   if (partial.length) {
-    const route = lastRoute(events)
+    const { provider, model } = lastEventOfType(events, 'request/context')?.data ?? { provider: 'unknown', model: 'unknown' }
     closers.push({
       type: 'assistant/message',
       seq,
@@ -140,7 +140,7 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
       data: {
         turn,
         step: step!,
-        message: { id: `interrupted-assistant-message-${seq}`, role: 'assistant', source: { kind: 'model', ...route }, content: partial },
+        message: { id: `interrupted-assistant-message-${seq}`, role: 'assistant', source: { kind: 'model', provider, model }, content: partial },
         interrupted: true,
       },
       surfaceOp: 'append',
@@ -187,15 +187,6 @@ function afterLastTurnEnd(events: readonly SessionEvent[]): number {
   let i = events.length
   while (i > 0 && events[i - 1].type !== 'turn/end') i--
   return i
-}
-
-/** The route of the last model request, for an interrupted message's source. */
-function lastRoute(events: readonly SessionEvent[]): { provider: string; model: string } {
-  for (let i = events.length - 1; i >= 0; i--) {
-    const event = events[i]
-    if (event.type === 'request/context') return { provider: event.data.provider, model: event.data.model }
-  }
-  return { provider: 'unknown', model: 'unknown' }
 }
 
 function interruptedContent(chunks: readonly StreamChunk[]) {
