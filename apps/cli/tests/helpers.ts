@@ -193,19 +193,35 @@ export function events(file: string): { type: string; seq: number; data: any }[]
 
 export const ESC = '\x1b'
 
-/** A loom.yml whose model calls bash \`sleep 30\` and then answers: a turn that runs until it is cancelled. */
-export const SLOW_MODEL = `
+/**
+ * A loom.yml whose model is `@loom/llm-scripted` (provider `scripted`, model
+ * `scripted-1`) playing `script`: the YAML of its script list, as written at
+ * the left margin (it is indented into place here).
+ */
+export function scriptedModel(script: string): string {
+  const indented = script
+    .trim()
+    .split('\n')
+    .map(line => `          ${line}`)
+    .join('\n')
+  return `
 - id: scripted
   disabled: true
 - insert:
-    - id: slow
+    - id: script
       name: '@loom/llm-scripted'
       config:
         provider: scripted
         model: scripted-1
         script:
-          - text: Sleeping.
-            toolCalls:
-              - { name: bash, arguments: { command: 'sleep 30' } }
-          - Woke up.
+${indented}
 `
+}
+
+/** A loom.yml whose model calls bash \`sleep 30\` and then answers: a turn that runs until it is cancelled. */
+export const SLOW_MODEL = scriptedModel(`
+- text: Sleeping.
+  toolCalls:
+    - { name: bash, arguments: { command: 'sleep 30' } }
+- Woke up.
+`)

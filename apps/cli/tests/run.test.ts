@@ -8,22 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { boot } from '../src/boot.ts'
 import { DEMO_LABEL } from '../src/demo-model.ts'
 import type { Runner } from '../src/runner.ts'
-import { ESC, SLOW_MODEL, events, loom, project, sessionFiles } from './helpers.ts'
+import { ESC, SLOW_MODEL, events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
 
 const README = '# Sample project\n\nThis sample project exists to show what the offline demo model does with a README.\n'
 
-const FAILING_MODEL = `
-- id: scripted
-  disabled: true
-- insert:
-    - id: failing
-      name: '@loom/llm-scripted'
-      config:
-        provider: scripted
-        model: scripted-1
-        script:
-          - error: { code: QUOTA, message: no balance left }
-`
+const FAILING_MODEL = scriptedModel(`
+- error: { code: QUOTA, message: no balance left }
+`)
 
 describe('loom run with the offline demo model', () => {
   it('lists the directory with bash, reads the README, answers from the results, and logs it all', async () => {

@@ -3,25 +3,16 @@
 // in loom.yml, an error that echoes one.
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { loom, project, sessionFiles } from './helpers.ts'
+import { loom, project, scriptedModel, sessionFiles } from './helpers.ts'
 
 const TOKEN = 'tok-live-4f9a8b7c6d5e'
 
-const LEAKY_MODEL = `
-- id: scripted
-  disabled: true
-- insert:
-    - id: leaky
-      name: '@loom/llm-scripted'
-      config:
-        provider: scripted
-        model: scripted-1
-        script:
-          - toolCalls:
-              - { name: bash, arguments: { command: 'env; echo "token is $BILLING_SERVICE_TOKEN"' } }
-              - { name: read, arguments: { path: deploy.env } }
-          - Done.
-`
+const LEAKY_MODEL = scriptedModel(`
+- toolCalls:
+    - { name: bash, arguments: { command: 'env; echo "token is $BILLING_SERVICE_TOKEN"' } }
+    - { name: read, arguments: { path: deploy.env } }
+- Done.
+`)
 
 describe('secrets', () => {
   it('a tool run printing its environment or reading a key file never shows the host secret', async () => {

@@ -2,24 +2,15 @@
 // in order, and one workspace confinement for both (they share it through
 // @loom/tools/workspace, not through each other).
 import { describe, expect, it } from 'vitest'
-import { events, loom, project, sessionFiles } from './helpers.ts'
+import { events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
 
-const SEARCHING_MODEL = `
-- id: scripted
-  disabled: true
-- insert:
-    - id: searching
-      name: '@loom/llm-scripted'
-      config:
-        provider: scripted
-        model: scripted-1
-        script:
-          - toolCalls:
-              - { name: glob, arguments: { pattern: '**/*.ts' } }
-              - { name: grep, arguments: { pattern: 'x', path: '../' } }
-              - { name: read, arguments: { path: '../outside.txt' } }
-          - done
-`
+const SEARCHING_MODEL = scriptedModel(`
+- toolCalls:
+    - { name: glob, arguments: { pattern: '**/*.ts' } }
+    - { name: grep, arguments: { pattern: 'x', path: '../' } }
+    - { name: read, arguments: { path: '../outside.txt' } }
+- done
+`)
 
 describe('tool-fs and tool-search in one deployment', () => {
   it('order their guidance read, glob, grep and confine both to the workspace', async () => {
