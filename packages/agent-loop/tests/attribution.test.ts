@@ -1,14 +1,12 @@
 // Provenance in every request header, attribution of header changes to the
 // sections, tools and config keys that broke the cached prefix, and pinned prompts.
 import { createHash } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import type { GenerateOptions, LlmCallConfig } from '@loom/llm'
 import type { SessionEvent, SessionEventMap } from '@loom/session'
+import type { MemoryLogs } from '@loom/session/testing'
 import { defineTool } from '@loom/tools'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { harness, IDENTITY, MockAdapter, textResponse } from './harness.ts'
 import { host, ofType, turn } from './request-support.ts'
 
@@ -49,11 +47,6 @@ function greeter(one: string) {
 function onRequest(ctx: Context, edit: (config: LlmCallConfig, payload: { turn: number }) => LlmCallConfig) {
   ctx.on('agent/request', async (payload: { turn: number }, next: () => Promise<LlmCallConfig>) => edit(await next(), payload))
 }
-
-const tmpDirs: string[] = []
-afterEach(() => {
-  for (const dir of tmpDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
 
 describe('provenance in request headers', () => {
   it('the initial header lists every section and tool with its owner and digest, and each plugin with its version', async () => {
@@ -252,9 +245,8 @@ describe('pinned prompts', () => {
   })
 
   it('a resumed pinned agent keeps the header its log already holds', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'loom-pin-'))
-    tmpDirs.push(dir)
-    const gen1 = await host({ jsonl: dir, providers: { mock: new MockAdapter([textResponse('one')]) } })
+    const logs: MemoryLogs = new Map()
+    const gen1 = await host({ logs, providers: { mock: new MockAdapter([textResponse('one')]) } })
     await gen1.root.plugin(greeter('Greet the user.'))
     const agent = gen1.ctx.agents.create('p1', { provider: 'mock', model: 'mock' })
     await turn(agent, 'first')
@@ -263,7 +255,7 @@ describe('pinned prompts', () => {
     const firstRequest = gen1.adapters.mock.requests[0]
 
     // The next process runs other code: the greeter changed and a late plugin is loaded.
-    const gen2 = await host({ jsonl: dir, providers: { mock: new MockAdapter([textResponse('two'), textResponse('three')]) } })
+    const gen2 = await host({ logs, providers: { mock: new MockAdapter([textResponse('two'), textResponse('three')]) } })
     await gen2.root.plugin(greeter('Greet the user by name.'))
     await gen2.root.plugin(late)
     const pinned = await gen2.ctx.agents.resume('p1', { pinPrompt: true })

@@ -2,13 +2,10 @@
 import { Context } from '@deepseek-ai/cordis'
 import Llm, { createUserMessage, userText, type Message, type UserMessage } from '@loom/llm'
 import SessionStore, { Session, type SessionEvent } from '@loom/session'
-import JsonlPersistence from '@loom/session-jsonl'
+import { type MemoryLogs, MemoryPersistence } from '@loom/session/testing'
 import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime from '@loom/tools'
 import AgentLoop, { Inbox, type InboxNotify } from '@loom/agent-loop'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { harness, MockAdapter, textResponse, type ScriptStep } from './harness.ts'
 
@@ -51,15 +48,15 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!()
 })
 
-/** A root like harness.ts, plus the JSONL backend, with an owner plugin context. */
-async function persistentRoot(dir: string, script: ScriptStep[]) {
+/** A root like harness.ts, plus a persistence over `logs` (one store across restarts), with an owner plugin context. */
+async function persistentRoot(logs: MemoryLogs, script: ScriptStep[]) {
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: '' })
   await root.plugin(SessionStore)
   await root.plugin(Llm)
   await root.plugin(ToolRuntime)
   await root.plugin(AgentLoop, { maxParallelToolCalls: 10 })
-  const backend = await root.plugin(JsonlPersistence, { root: dir, maxDelayMs: 10 })
+  const backend = await root.plugin(MemoryPersistence, { logs })
   const fiber = await root.plugin({ name: 'test-host', inject: ['systemPrompt', 'sessions', 'llm', 'tools', 'agents'], apply() {} })
   const adapter = new MockAdapter(script)
   fiber.ctx.llm.registerAdapter(['mock'], adapter)
@@ -321,11 +318,10 @@ describe('5.7 inbox contracts', () => {
   })
 
   it('(116) a pending inject survives a restart', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'loom-inbox-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const logs: MemoryLogs = new Map()
 
     // lifecycle 1: a turn, then a pending inject; flush and dispose
-    const one = await persistentRoot(dir, [textResponse('ok')])
+    const one = await persistentRoot(logs, [textResponse('ok')])
     const a1 = one.ctx.agents.create('a1', { provider: 'mock', model: 'mock' })
     a1.followup(userText('first'))
     await a1.idle()
@@ -338,7 +334,7 @@ describe('5.7 inbox contracts', () => {
     await one.backend.dispose()
 
     // lifecycle 2: resume
-    const two = await persistentRoot(dir, [textResponse('continued')])
+    const two = await persistentRoot(logs, [textResponse('continued')])
     const a2 = await two.ctx.agents.resume('a1')
     cleanups.push(() => a2.dispose())
     expect(a2.session.events.length).toBeGreaterThanOrEqual(storedLength)

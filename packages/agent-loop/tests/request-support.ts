@@ -3,7 +3,7 @@
 import { Context } from '@deepseek-ai/cordis'
 import Llm, { createUserMessage, userText, type LlmModelInfo, type UserMessage } from '@loom/llm'
 import SessionStore, { type SessionEvent } from '@loom/session'
-import JsonlPersistence from '@loom/session-jsonl'
+import { type MemoryLogs, MemoryPersistence } from '@loom/session/testing'
 import SystemPrompt, { type SystemPromptConfig } from '@loom/system-prompt'
 import ToolRuntime from '@loom/tools'
 import AgentLoop, { type Agent } from '@loom/agent-loop'
@@ -31,16 +31,17 @@ export interface Host {
 }
 
 /**
- * The spine services (and, with `jsonl`, the JSONL backend mounted before any
- * agent), plus one mock adapter per entry of `providers`.
+ * The spine services (and, with `logs`, an in-memory persistence over them, mounted
+ * before any agent: hosts given the same logs are one process restarted), plus one
+ * mock adapter per entry of `providers`.
  */
 export async function host(
-  options: { prompt?: SystemPromptConfig; providers?: Record<string, MockAdapter>; jsonl?: string; setup?: (ctx: Context) => void | Promise<void> } = {},
+  options: { prompt?: SystemPromptConfig; providers?: Record<string, MockAdapter>; logs?: MemoryLogs; setup?: (ctx: Context) => void | Promise<void> } = {},
 ): Promise<Host> {
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: '', ...options.prompt })
   await root.plugin(SessionStore)
-  if (options.jsonl !== undefined) await root.plugin(JsonlPersistence, { root: options.jsonl, maxDelayMs: 10 })
+  if (options.logs !== undefined) await root.plugin(MemoryPersistence, { logs: options.logs })
   await root.plugin(Llm)
   await root.plugin(ToolRuntime)
   await root.plugin(AgentLoop, { maxParallelToolCalls: 10 })

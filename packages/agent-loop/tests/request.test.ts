@@ -1,14 +1,12 @@
 // Contracts 5.2 (35–58): prompt, header and request; plus Loom's stability rule
 // and the load-order independence of tool providers.
-import { cpSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import { userText, type GenerateOptions, type LlmCallConfig, type StreamChunk } from '@loom/llm'
 import { foldRequestHeader, Session, type SessionEvent } from '@loom/session'
+import type { MemoryLogs } from '@loom/session/testing'
 import type { PromptAssembly } from '@loom/system-prompt'
 import { defineTool } from '@loom/tools'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { harness, IDENTITY, MockAdapter, textResponse, toolCallResponse } from './harness.ts'
 import { host, ofType, pluginText, TableAdapter, textOf, turn, turnEnds } from './request-support.ts'
 
@@ -27,16 +25,6 @@ const frozenDeep = (request: GenerateOptions) =>
 function onRequest(ctx: Context, edit: (config: LlmCallConfig, payload: { turn: number; step: number }) => LlmCallConfig) {
   ctx.on('agent/request', async (payload: { turn: number; step: number }, next: () => Promise<LlmCallConfig>) => edit(await next(), payload))
 }
-
-const tmpDirs: string[] = []
-function tmp(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'loom-request-'))
-  tmpDirs.push(dir)
-  return dir
-}
-afterEach(() => {
-  for (const dir of tmpDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
 
 describe('5.2 prompt, header and request', () => {
   it('renders identity, persona and tool guidance into request.system (35)', async () => {
@@ -216,10 +204,10 @@ describe('5.2 prompt, header and request', () => {
   })
 
   it('anchors a new loop instance with a resume header even when nothing changed (44)', async () => {
-    const dir = tmp()
+    const logs: MemoryLogs = new Map()
     const prompt = { persona: 'Generation-stable persona.' }
     const gen1 = await host({
-      jsonl: dir,
+      logs,
       prompt,
       providers: { mock: new MockAdapter([textResponse('one')]) },
       setup: ctx => {
@@ -233,7 +221,7 @@ describe('5.2 prompt, header and request', () => {
     const gen1Request = gen1.adapters.mock.requests[0]
 
     const gen2 = await host({
-      jsonl: dir,
+      logs,
       prompt,
       providers: { mock: new MockAdapter([textResponse('two')]) },
       setup: ctx => {
@@ -347,8 +335,8 @@ describe('5.2 prompt, header and request', () => {
       ],
       defaultEffort: 'high',
     }
-    const dir = tmp()
-    const gen1 = await host({ jsonl: dir, providers: { mock: new MockAdapter([textResponse('one'), textResponse('two')], { reasoning }) } })
+    const logs: MemoryLogs = new Map()
+    const gen1 = await host({ logs, providers: { mock: new MockAdapter([textResponse('one'), textResponse('two')], { reasoning }) } })
     const agent = gen1.ctx.agents.create('r1', { provider: 'mock', model: 'mock' })
     onRequest(agent.ctx, (config, { turn }) => (turn === 2 ? { ...config, reasoningEffort: 'max' } : config))
     await turn(agent, 'first')
@@ -361,11 +349,10 @@ describe('5.2 prompt, header and request', () => {
     expect(logged.map(e => e.reason)).toEqual(['initial', 'change'])
     await gen1.ctx.sessions.flush(agent.session)
     await agent.dispose()
-    const copy = tmp()
-    cpSync(dir, copy, { recursive: true })
+    const copy = structuredClone(logs)
 
     // Same route: the explicit `max` is restored.
-    const same = await host({ jsonl: dir, providers: { mock: new MockAdapter([textResponse('three')], { reasoning }) } })
+    const same = await host({ logs, providers: { mock: new MockAdapter([textResponse('three')], { reasoning }) } })
     const resumed = await same.ctx.agents.resume('r1', { provider: 'mock', model: 'mock' })
     await turn(resumed, 'third')
     await same.ctx.sessions.flush(resumed.session)
@@ -376,7 +363,7 @@ describe('5.2 prompt, header and request', () => {
     expect(sameHeader.header.adapterDefaults).toBeUndefined()
 
     // Another model: the route's own default.
-    const other = await host({ jsonl: copy, providers: { mock: new MockAdapter([textResponse('three')], { reasoning }) } })
+    const other = await host({ logs: copy, providers: { mock: new MockAdapter([textResponse('three')], { reasoning }) } })
     const switched = await other.ctx.agents.resume('r1', { provider: 'mock', model: 'replacement' })
     await turn(switched, 'third')
     await other.ctx.sessions.flush(switched.session)

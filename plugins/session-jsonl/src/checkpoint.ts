@@ -1,4 +1,5 @@
 import type { Context } from '@deepseek-ai/cordis'
+import type {} from '@loom/agent-loop'
 import type { GenerateOptions, StreamChunk } from '@loom/llm'
 import type { Session } from '@loom/session'
 import { abortedBeforeDispatchResult, type ToolRunContext } from '@loom/tools'
@@ -39,9 +40,8 @@ export function installCheckpoints(ctx: Context) {
     { global: true },
   )
 
-  // Typed by @loom/agent-loop's event declarations (same typecheck program). Not a
-  // declared dependency: agent-loop's tests depend on this package, and pnpm warns
-  // on a workspace cycle; at runtime the event simply never fires without the loop.
+  // Typed by @loom/agent-loop's event declarations (a type-only import); at run
+  // time the event simply never fires in a host without the loop.
   ctx.on(
     'agent/pre-step',
     async (payload, next) => {

@@ -1,9 +1,10 @@
 // The checkpoint policy of the JSONL backend, end to end: by the time the model
 // is called, or a tool runs, everything it acts on is on disk.
 import { Context } from '@deepseek-ai/cordis'
-import Llm, { userText } from '@loom/llm'
+import Llm, { LlmAdapter, userText, type GenerateOptions, type StreamChunk } from '@loom/llm'
+import { textResponse, toolCallResponse } from '@loom/llm/testing'
 import SessionStore from '@loom/session'
-import JsonlPersistence from '@loom/session-jsonl'
+import JsonlPersistence from '../src/index.ts'
 import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime, { defineTool } from '@loom/tools'
 import AgentLoop from '@loom/agent-loop'
@@ -11,7 +12,25 @@ import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { MockAdapter, textResponse, toolCallResponse } from './harness.ts'
+
+/** A model whose every answer is computed from its request, so it can look at the disk first. */
+class ProbeAdapter extends LlmAdapter {
+  private readonly answers: ((request: GenerateOptions) => StreamChunk[])[]
+  constructor(answers: ((request: GenerateOptions) => StreamChunk[])[]) {
+    super()
+    this.answers = answers
+  }
+
+  override async resolveModel(provider: string, model: string) {
+    return { provider, id: model, name: model }
+  }
+
+  async *stream(request: GenerateOptions): AsyncIterable<StreamChunk> {
+    const answer = this.answers.shift()
+    if (!answer) throw new Error('ProbeAdapter: no answer left')
+    yield* answer(request)
+  }
+}
 
 async function host(checkpoints: boolean) {
   const dir = mkdtempSync(join(tmpdir(), 'loom-checkpoint-'))
@@ -46,7 +65,7 @@ describe('checkpoint policy', () => {
     const ctx = await host(true)
     const seenByModel: string[][] = []
     const seenByTool: string[][] = []
-    const adapter = new MockAdapter([
+    const adapter = new ProbeAdapter([
       request => {
         seenByModel.push(storedTypes(ctx, request.sessionId!))
         return toolCallResponse('c1', 'probe', {})
@@ -90,7 +109,7 @@ describe('checkpoint policy', () => {
     const seenByModel: string[][] = []
     ctx.llm.registerAdapter(
       ['mock'],
-      new MockAdapter([
+      new ProbeAdapter([
         request => {
           seenByModel.push(storedTypes(ctx, request.sessionId!))
           return textResponse('ok')

@@ -1,0 +1,1 @@
+export { MemoryPersistence, type MemoryLogs, type MemoryPersistenceConfig } from './memory.ts'
