@@ -1,5 +1,6 @@
 // Composition: a deployment is an entry list built by applying layers of patches
-// over an empty list, in order: each bundle, the project's loom.yml, then every
+// over an empty list, in order: each bundle, the operator's $LOOM_HOME/loom.yml, the
+// project's loom.yml (the nearest one up to the project root), then every
 // `--patch` file. The patch semantics are the include plugin's own
 // (`applyEntryPatches`), and the YAML dialect is its own (`entryListSchema`, with
 // `!!js`), so what `loom config` prints is exactly what boots.
@@ -8,6 +9,7 @@ import type { EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import yaml from 'js-yaml'
 import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { homedir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { ConfigError } from './errors.ts'
@@ -19,7 +21,7 @@ export const CLI_ROOT = fileURLToPath(new URL('..', import.meta.url))
 
 /** Where a layer came from. */
 export interface Layer {
-  kind: 'bundle' | 'project' | 'patch'
+  kind: 'bundle' | 'user' | 'project' | 'patch'
   /** `default`, `@acme/loom-bundle#web`, `loom.yml`, the patch path as given. */
   label: string
   file: string
@@ -27,11 +29,13 @@ export interface Layer {
 }
 
 export interface ComposeOptions {
-  /** The project folder: `loom.yml` is read from here, bundles resolve from here first. */
+  /** The working folder: `loom.yml` is looked for from here up, bundles resolve from here first. */
   cwd: string
   /** Bundle names, applied in order (default: `['default']`). */
   bundles?: readonly string[]
-  /** The project's layer: a path, or `false` for none. Default `<cwd>/loom.yml` when it exists. */
+  /** The operator's layer: a path, or `false` for none. Default `$LOOM_HOME/loom.yml` (`~/.loom/loom.yml`) when it exists. */
+  user?: string | false
+  /** The project's layer: a path, or `false` for none. Default: the nearest `loom.yml` (see `findProjectLayer`). */
   project?: string | false
   /** `--patch` files, applied last, in order (relative to `cwd`). */
   patches?: readonly string[]
@@ -53,14 +57,9 @@ export function compose(options: ComposeOptions): Composition {
     const file = resolveBundle(bundle, cwd)
     layers.push({ kind: 'bundle', label: bundle, file, patches: readLayer(file) })
   }
-  const project =
-    options.project === undefined
-      ? existsSync(join(cwd, 'loom.yml'))
-        ? join(cwd, 'loom.yml')
-        : undefined
-      : options.project === false
-        ? undefined
-        : resolve(cwd, options.project)
+  const user = options.user === undefined ? userLayer() : options.user === false ? undefined : resolve(cwd, options.user)
+  if (user !== undefined) layers.push({ kind: 'user', label: user, file: user, patches: readLayer(user) })
+  const project = options.project === undefined ? findProjectLayer(cwd) : options.project === false ? undefined : resolve(cwd, options.project)
   if (project !== undefined) {
     layers.push({ kind: 'project', label: relative(cwd, project) || project, file: project, patches: readLayer(project) })
   }
@@ -71,6 +70,26 @@ export function compose(options: ComposeOptions): Composition {
   const rows = applyLayers(layers, options.warn ?? (() => {}))
   checkIds(rows, layers)
   return { layers, rows }
+}
+
+/**
+ * The project's `loom.yml`: the nearest one from `cwd` up to the project root
+ * (the folder with `.git`), else up to the filesystem root. A command run in a
+ * subfolder gets the same deployment as at the project's top.
+ */
+export function findProjectLayer(cwd: string): string | undefined {
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    const file = join(dir, 'loom.yml')
+    if (existsSync(file)) return file
+    if (existsSync(join(dir, '.git')) || dirname(dir) === dir) return undefined
+  }
+}
+
+/** `$LOOM_HOME/loom.yml` (`~/.loom/loom.yml` by default), when it exists. */
+export function userLayer(): string | undefined {
+  const home = process.env.LOOM_HOME || join(homedir(), '.loom')
+  const file = resolve(home.replace(/^~(?=$|\/)/, homedir()), 'loom.yml')
+  return existsSync(file) ? file : undefined
 }
 
 /** The loader keys rows by id: two rows with one id would silently become one. */

@@ -15,6 +15,7 @@ import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { boot, startMessage, type Deployment } from './boot.ts'
+import { findProjectLayer, userLayer } from './compose.ts'
 import type { Interrupt } from './cli.ts'
 import { BootError, ConfigError } from './errors.ts'
 import { styler, type Io } from './present/term.ts'
@@ -67,7 +68,12 @@ export async function dev(options: DevOptions): Promise<number> {
     patches: options.patches,
     // awaitWriteFinish: an editor's save can arrive as a truncation and a write;
     // reloading between the two would import an empty or half-written file.
-    plugins: [{ plugin: Timer }, { plugin: Hmr, config: { root: ['.'], awaitWriteFinish: { stabilityThreshold: 50, pollInterval: 10 } } }],
+    // The folder is watched, and so are the layer files outside it (a project's
+    // loom.yml above a subfolder, the operator's own).
+    plugins: [
+      { plugin: Timer },
+      { plugin: Hmr, config: { root: ['.', ...layersOutside(cwd)], awaitWriteFinish: { stabilityThreshold: 50, pollInterval: 10 } } },
+    ],
     log: (level, text) => warn(level === 'info' ? text : `${level === 'warn' ? 'warning' : level}: ${text}`),
   })
   const root = deployment.root
@@ -275,4 +281,9 @@ function locate(error: unknown, filename: string, cwd: string): string | undefin
     if (position) return `${relative(cwd, path)}:${position[1]}:${position[2]}`
   }
   return undefined
+}
+
+/** The user and project layer files that are not inside `cwd`. */
+function layersOutside(cwd: string): string[] {
+  return [userLayer(), findProjectLayer(cwd)].filter((file): file is string => file !== undefined && relative(cwd, file).startsWith('..'))
 }

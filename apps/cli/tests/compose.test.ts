@@ -1,14 +1,14 @@
 // In-process: the layer semantics, the argument parser, the demo model's
 // decisions, and boot/recompose of a running deployment.
 import type { GenerateOptions, Message } from '@loom/llm'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 import { boot, type Deployment } from '../src/boot.ts'
 import { parse } from '../src/cli.ts'
-import { applyLayers, compose, readLayer, type Layer } from '../src/compose.ts'
+import { applyLayers, compose, findProjectLayer, readLayer, type Layer } from '../src/compose.ts'
 import { DEMO_LABEL, demoReply, parseListing } from '../src/demo-model.ts'
 import { BootError, ConfigError } from '../src/errors.ts'
 import { newSessionId } from '../src/runner.ts'
@@ -97,6 +97,41 @@ describe('layers', () => {
     expect(() => compose({ cwd: folder, bundles: ['minimal', 'default'], warn: () => {} })).toThrow(
       /two rows have the id "prompt" \(inserted by .*minimal\.yml and .*default\.yml\): ids must be unique/,
     )
+  })
+})
+
+describe('finding the layers', () => {
+  const rowOf = (rows: readonly { id?: string }[], id: string) => rows.find(row => row.id === id) as Record<string, unknown>
+
+  it("a subfolder gets the project's loom.yml (the nearest one up to the .git folder), under the operator's own", () => {
+    const project = dir({ 'loom.yml': '- id: shell\n  disabled: true\n' })
+    mkdirSync(join(project, '.git'))
+    mkdirSync(join(project, 'src', 'deep'), { recursive: true })
+    const home = dir({ 'loom.yml': '- id: shell\n  config: { timeoutMs: 5000 }\n- id: search\n  disabled: true\n' })
+    const saved = process.env.LOOM_HOME
+    process.env.LOOM_HOME = home
+    try {
+      const { layers, rows } = compose({ cwd: join(project, 'src', 'deep') })
+      expect(layers.map(({ kind, file }) => [kind, file])).toEqual([
+        ['bundle', expect.stringMatching(/default\.yml$/)],
+        ['user', join(home, 'loom.yml')],
+        ['project', join(project, 'loom.yml')],
+      ])
+      expect(layers.at(-1)!.label).toBe(join('..', '..', 'loom.yml'))
+      // The project wins over the operator; what only the operator set stays.
+      expect(rowOf(rows, 'shell')).toMatchObject({ disabled: true, config: { timeoutMs: 5000 } })
+      expect(rowOf(rows, 'search')).toMatchObject({ disabled: true })
+    } finally {
+      if (saved === undefined) delete process.env.LOOM_HOME
+      else process.env.LOOM_HOME = saved
+    }
+  })
+
+  it('stops at the project root: a loom.yml above the .git folder belongs to another project', () => {
+    const outer = dir({ 'loom.yml': '- id: shell\n  disabled: true\n' })
+    mkdirSync(join(outer, 'repo', '.git'), { recursive: true })
+    expect(findProjectLayer(join(outer, 'repo'))).toBeUndefined()
+    expect(findProjectLayer(outer)).toBe(join(outer, 'loom.yml'))
   })
 })
 
