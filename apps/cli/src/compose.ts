@@ -47,6 +47,8 @@ export interface Composition {
   layers: Layer[]
   /** The composed rows: exactly what the include mounts. */
   rows: EntryOptions[]
+  /** For each row id, the files of the layers that inserted or changed it, in order. */
+  sources: Record<string, string[]>
 }
 
 /** Builds the deployment's rows from its layers; throws a ConfigError naming the file. */
@@ -69,7 +71,24 @@ export function compose(options: ComposeOptions): Composition {
   }
   const rows = applyLayers(layers, options.warn ?? (() => {}))
   checkIds(rows, layers)
-  return { layers, rows }
+  return { layers, rows, sources: rowSources(layers, rows) }
+}
+
+/** Which layers wrote each row: the one that inserted it, then every one that patched it. */
+function rowSources(layers: readonly Layer[], rows: readonly EntryOptions[]): Record<string, string[]> {
+  const sources: Record<string, string[]> = {}
+  for (const row of rows) if (row.id !== undefined) sources[row.id] = []
+  const add = (id: string | undefined, file: string) => {
+    const files = id === undefined ? undefined : sources[id]
+    if (files && files.at(-1) !== file) files.push(file)
+  }
+  for (const layer of layers) {
+    for (const patch of layer.patches) {
+      for (const inserted of patch.insert ?? []) add(inserted.id, layer.file)
+      add(patch.id, layer.file)
+    }
+  }
+  return sources
 }
 
 /**

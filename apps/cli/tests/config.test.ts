@@ -108,6 +108,11 @@ describe('loom config', () => {
     expect(text.stdout).toMatch(/^# The deployment as it boots/)
     expect(text.stdout).toContain("disabled: !!js '!process.env.DEEPSEEK_API_KEY'")
     expect(JSON.parse(JSON.stringify(yaml.load(text.stdout, { schema: entryListSchema })))).toEqual(rows)
+    // Each row says which layer files wrote it.
+    expect(text.stdout).toContain(`# from ${join(cwd, 'loom.yml')}, ${join(cwd, 'patches/a.yml')}\n- id: hello\n`)
+    expect(text.stdout).toContain(`# from <loom>/bundles/default.yml, ${join(cwd, 'loom.yml')}\n- id: shell\n`)
+    expect(text.stdout).toContain('# from <loom>/bundles/default.yml\n- id: session\n')
+    expect(JSON.parse(run.stdout).sources.prompt).toEqual([expect.stringMatching(/bundles\/default\.yml$/), join(cwd, 'patches/a.yml')])
   })
 
   it('loom prompt boots the same layers: the patched persona, the project plugin, no bash', async () => {
