@@ -33,10 +33,10 @@ Commands:
   sessions stats ID            prefix reuse between consecutive requests, and their estimated input cost
   sessions compact ID          summarize the older part of a session now (exit 1 if the summary is refused)
 
-Options:
+Options (a command refuses one it does not use):
   --json                 machine-readable output (run, prompt, config, sessions)
-  --provider <id>        model route (run, resume, prompt); default: deepseek, anthropic, openai, scripted (the first served)
-  --model <id>           model id (run, resume, prompt)
+  --provider <id>        model route (run, resume, prompt, dev, compact); default: deepseek, anthropic, openai, scripted (the first served)
+  --model <id>           model id (run, resume, prompt, dev, compact)
   --thinking on|off      thinking mode of the model (run, resume); off sends reasoning effort "off"
   --reasoning-effort <e> reasoning effort the route offers, e.g. low, high, max (run, resume)
   --show-reasoning       print the model's reasoning as it streams, dimmed (run, resume)
@@ -110,6 +110,7 @@ export function parse(argv: readonly string[]): Parsed {
   } catch (error) {
     throw new UsageError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''))
   }
+  checkOptions(positionals, Object.keys(values))
   return {
     command: positionals,
     json: values.json === true,
@@ -130,6 +131,35 @@ export function parse(argv: readonly string[]): Parsed {
     maxSteps: number('max-steps', values['max-steps'] as string | undefined, { integer: true, min: 1 }),
     maxInputTokens: number('max-input-tokens', values['max-input-tokens'] as string | undefined, { integer: true, min: 1 }),
     maxCostUsd: number('max-cost', values['max-cost'] as string | undefined, { integer: false, min: 0 }),
+  }
+}
+
+const TURN = ['run', 'sessions resume']
+const ROUTE = [...TURN, 'prompt', 'dev', 'sessions compact']
+/** The commands each option applies to, as USAGE says; every other option goes with any command. */
+const OPTION_COMMANDS: Record<string, readonly string[]> = {
+  json: ['run', 'prompt', 'config', ...['list', 'show', 'resume', 'verify', 'repair', 'stats', 'compact'].map(sub => `sessions ${sub}`)],
+  provider: ROUTE,
+  model: ROUTE,
+  thinking: TURN,
+  'reasoning-effort': TURN,
+  'show-reasoning': TURN,
+  'max-steps': TURN,
+  'max-input-tokens': TURN,
+  'max-cost': TURN,
+  'hit-price': ['sessions stats'],
+  'miss-price': ['sessions stats'],
+  'output-price': ['sessions stats'],
+}
+
+/** An option the command does not use is refused: silently ignoring `loom config --model x` would mislead. */
+function checkOptions(positionals: readonly string[], given: readonly string[]) {
+  const [command, sub] = positionals
+  const name = command === 'sessions' ? `sessions ${sub}` : command
+  if (name === undefined || name === 'help') return
+  for (const option of given) {
+    const commands = OPTION_COMMANDS[option]
+    if (commands && !commands.includes(name)) throw new UsageError(`${name}: --${option} does not apply here (it is for: ${commands.join(', ')})`)
   }
 }
 

@@ -145,6 +145,20 @@ describe('arguments', () => {
     })
   })
 
+  it('refuses an option the command does not use, naming the commands it is for', () => {
+    expect(() => parse(['config', '--model', 'foo'])).toThrow(
+      'config: --model does not apply here (it is for: run, sessions resume, prompt, dev, sessions compact)',
+    )
+    expect(() => parse(['sessions', 'list', '--max-cost', '1'])).toThrow('sessions list: --max-cost does not apply here')
+    expect(() => parse(['run', 'hi', '--hit-price', '1'])).toThrow('run: --hit-price does not apply here (it is for: sessions stats)')
+    expect(() => parse(['dev', '--json'])).toThrow('dev: --json does not apply here')
+    // What each command does use, and the options of every command, pass.
+    expect(parse(['sessions', 'resume', 'id', 'go', '--thinking', 'off', '--max-steps', '3']).maxSteps).toBe(3)
+    expect(parse(['sessions', 'stats', 'id', '--hit-price', '0.01', '--json']).prices.hit).toBe('0.01')
+    expect(parse(['config', '--bundle', 'minimal', '--patch', 'p.yml', '--json']).json).toBe(true)
+    expect(parse(['dev', '--model', 'm']).model).toBe('m')
+  })
+
   it('session ids sort by time', () => {
     expect(newSessionId(new Date('2026-11-29T13:42:21.123Z'))).toMatch(/^20261129-134221-[0-9a-f]{6}$/)
   })
