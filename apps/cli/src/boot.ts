@@ -3,6 +3,7 @@
 // by row, when a plugin did not start. A `dev` command reuses `boot()` with the
 // HMR plugin in `plugins` and `recompose()` on layer edits.
 import { Context, resolveConfig, type Plugin } from '@deepseek-ai/cordis'
+import type Schema from '@deepseek-ai/schemastery'
 import Include from '@deepseek-ai/cordis-plugin-include'
 import Loader, { Group, interpolate, isJsExpr, type Entry, type EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -134,7 +135,10 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     const found = await rowProblems(root)
     return found.map(problem => problem.text)
   }
-  const found = await rowProblems(root)
+  const found: RowProblem[] = [
+    ...(await rowProblems(root)),
+    ...(await configProblems(root, select(composition.rows), false)).map(text => ({ text, message: text })),
+  ]
   starting = false
   // Root causes first: a row waiting for a service is often waiting for a row that failed.
   found.sort((a, b) => Number(a.pending === true) - Number(b.pending === true))
@@ -192,7 +196,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
  * values evaluated as the loader would) checked against its module's schema.
  * A module that does not load is left to the mount, which reports it.
  */
-async function configProblems(root: Context, rows: readonly EntryOptions[]): Promise<string[]> {
+async function configProblems(root: Context, rows: readonly EntryOptions[], checkValues = true): Promise<string[]> {
   const tree = root.loader.store[DEPLOYMENT_ENTRY]?.subtree
   if (!tree) return []
   const problems: string[] = []
@@ -217,14 +221,62 @@ async function configProblems(root: Context, rows: readonly EntryOptions[]): Pro
       return
     }
     if (!plugin?.Config) return
-    try {
-      resolveConfig({ Config: plugin.Config } as Plugin.Runtime, config)
-    } catch (error) {
-      problems.push(`row "${row.id}" (${row.name}): ${startMessage(error)}`)
+    if (checkValues) {
+      try {
+        resolveConfig({ Config: plugin.Config } as Plugin.Runtime, config)
+      } catch (error) {
+        problems.push(`row "${row.id}" (${row.name}): ${startMessage(error)}`)
+        return
+      }
+    }
+    for (const { key, known } of unknownKeys(plugin.Config as Schema, config)) {
+      const near = known.find(name => name.toLowerCase() === key.split('.').pop()!.toLowerCase()) ?? closest(key.split('.').pop()!, known)
+      problems.push(
+        `row "${row.id}" (${row.name}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; it has: ${known.join(', ') || 'no keys'}`,
+      )
     }
   }
   for (const row of rows) await check(row)
   return problems
+}
+
+/**
+ * Keys of `value` that an object schema (or an intersection of them) does not
+ * name, with their dotted paths and the keys that level does have. A setting
+ * that silently does nothing misleads: it is refused like a bad value.
+ */
+function unknownKeys(schema: Schema | undefined, value: unknown, path = ''): { key: string; known: string[] }[] {
+  if (!schema || typeof value !== 'object' || value === null || Array.isArray(value)) return []
+  const parts = schema.type === 'intersect' ? (schema.list ?? []) : [schema]
+  if (!parts.length || parts.some(part => part.type !== 'object' || !part.dict)) return []
+  const dict: Record<string, Schema> = Object.assign({}, ...parts.map(part => part.dict))
+  const known = Object.keys(dict)
+  const found: { key: string; known: string[] }[] = []
+  for (const [key, item] of Object.entries(value)) {
+    if (!Object.hasOwn(dict, key)) found.push({ key: path + key, known })
+    else found.push(...unknownKeys(dict[key], item, `${path}${key}.`))
+  }
+  return found
+}
+
+/** The known name nearest to `name` (edit distance at most 2), for "did you mean". */
+function closest(name: string, known: readonly string[]): string | undefined {
+  let best: { name: string; distance: number } | undefined
+  for (const candidate of known) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase())
+    if (distance <= 2 && (!best || distance < best.distance)) best = { name: candidate, distance }
+  }
+  return best?.name
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+    previous = current
+  }
+  return previous[b.length]
 }
 
 interface RowProblem {

@@ -38,6 +38,13 @@ describe('startup errors', () => {
     expect(run.stderr).toMatch(/row "shell" \(@loom\/tool-shell\): invalid config: \$\.timeoutMs expected number but got soon/)
   })
 
+  it('an unknown config key (a typo, or a nested one) names the row, the key, the likely one and the known ones', async () => {
+    const run = await fails({ 'loom.yml': '- id: shell\n  config:\n    timeoutMS: 5000\n- id: compaction\n  config:\n    pruner: { headChar: 10 }\n' })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('row "shell" (@loom/tool-shell): unknown config key "timeoutMS" (did you mean "timeoutMs"?); it has: root, timeoutMs,')
+    expect(run.stderr).toContain('row "compaction" (@loom/compaction): unknown config key "pruner.headChar" (did you mean "headChars"?); it has: thresholdChars, headChars, tailChars')
+  })
+
   it('a plugin whose apply throws names the row and the error', async () => {
     const run = await fails({
       'boom.mjs': "export const name = 'boom'\nexport function apply() { throw new Error('kaboom: the boom plugin needs a fuse') }\n",
