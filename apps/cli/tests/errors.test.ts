@@ -42,7 +42,9 @@ describe('startup errors', () => {
     const run = await fails({ 'loom.yml': '- id: shell\n  config:\n    timeoutMS: 5000\n- id: compaction\n  config:\n    pruner: { headChar: 10 }\n' })
     expect(run.code).toBe(1)
     expect(run.stderr).toContain('row "shell" (@loom/tool-shell): unknown config key "timeoutMS" (did you mean "timeoutMs"?); it has: root, timeoutMs,')
-    expect(run.stderr).toContain('row "compaction" (@loom/compaction): unknown config key "pruner.headChar" (did you mean "headChars"?); it has: thresholdChars, headChars, tailChars')
+    expect(run.stderr).toContain(
+      'row "compaction" (@loom/compaction): unknown config key "pruner.headChar" (did you mean "headChars"?); it has: thresholdChars, headChars, tailChars',
+    )
   })
 
   it('a plugin whose apply throws names the row and the error', async () => {
