@@ -137,7 +137,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   }
   const found: RowProblem[] = [
     ...(await rowProblems(root)),
-    ...(await configProblems(root, select(composition.rows), false)).map(text => ({ text, message: text })),
+    ...(await configProblems(root, select(composition.rows), composition.configFrom, false)).map(text => ({ text, message: text })),
   ]
   starting = false
   // Root causes first: a row waiting for a service is often waiting for a row that failed.
@@ -161,7 +161,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
       // The loader would keep a running row on its old config and go on with the
       // others: refuse an invalid value before anything changes.
-      const invalid = await configProblems(root, select(next.rows))
+      const invalid = await configProblems(root, select(next.rows), next.configFrom)
       if (invalid.length) throw new BootError(invalid, 'the edited deployment was not applied')
       const apply = async (rows: Composition['rows']) => {
         await root.loader.update(DEPLOYMENT_ENTRY, { config: includeConfig(rows) } as never)
@@ -196,7 +196,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
  * values evaluated as the loader would) checked against its module's schema.
  * A module that does not load is left to the mount, which reports it.
  */
-async function configProblems(root: Context, rows: readonly EntryOptions[], checkValues = true): Promise<string[]> {
+async function configProblems(root: Context, rows: readonly EntryOptions[], configFrom: Composition['configFrom'], checkValues = true): Promise<string[]> {
   const tree = root.loader.store[DEPLOYMENT_ENTRY]?.subtree
   if (!tree) return []
   const problems: string[] = []
@@ -231,8 +231,9 @@ async function configProblems(root: Context, rows: readonly EntryOptions[], chec
     }
     for (const { key, known } of unknownKeys(plugin.Config as Schema, config)) {
       const near = known.find(name => name.toLowerCase() === key.split('.').pop()!.toLowerCase()) ?? closest(key.split('.').pop()!, known)
+      const file = row.id === undefined ? undefined : configFrom[row.id]
       problems.push(
-        `row "${row.id}" (${row.name}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; it has: ${known.join(', ') || 'no keys'}`,
+        `${file ? `${file}: ` : ''}row "${row.id}" (${row.name}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; it has: ${known.join(', ') || 'no keys'}`,
       )
     }
   }

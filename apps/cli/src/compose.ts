@@ -49,6 +49,8 @@ export interface Composition {
   rows: EntryOptions[]
   /** For each row id, the files of the layers that inserted or changed it, in order. */
   sources: Record<string, string[]>
+  /** For each row id, the file whose patch set its `config` last (a patch replaces it whole). */
+  configFrom: Record<string, string>
 }
 
 /** Builds the deployment's rows from its layers; throws a ConfigError naming the file. */
@@ -71,24 +73,27 @@ export function compose(options: ComposeOptions): Composition {
   }
   const rows = applyLayers(layers, options.warn ?? (() => {}))
   checkIds(rows, layers)
-  return { layers, rows, sources: rowSources(layers, rows) }
+  return { layers, rows, ...rowSources(layers, rows) }
 }
 
-/** Which layers wrote each row: the one that inserted it, then every one that patched it. */
-function rowSources(layers: readonly Layer[], rows: readonly EntryOptions[]): Record<string, string[]> {
+/** Which layers wrote each row (the one that inserted it, then every one that patched it), and which set its config. */
+function rowSources(layers: readonly Layer[], rows: readonly EntryOptions[]): Pick<Composition, 'sources' | 'configFrom'> {
   const sources: Record<string, string[]> = {}
+  const configFrom: Record<string, string> = {}
   for (const row of rows) if (row.id !== undefined) sources[row.id] = []
-  const add = (id: string | undefined, file: string) => {
-    const files = id === undefined ? undefined : sources[id]
-    if (files && files.at(-1) !== file) files.push(file)
+  const add = (row: { id?: string; config?: unknown }, file: string) => {
+    const files = row.id === undefined ? undefined : sources[row.id]
+    if (!files) return
+    if (files.at(-1) !== file) files.push(file)
+    if (row.config !== undefined) configFrom[row.id!] = file
   }
   for (const layer of layers) {
     for (const patch of layer.patches) {
-      for (const inserted of patch.insert ?? []) add(inserted.id, layer.file)
-      add(patch.id, layer.file)
+      for (const inserted of patch.insert ?? []) add(inserted, layer.file)
+      add(patch, layer.file)
     }
   }
-  return sources
+  return { sources, configFrom }
 }
 
 /**

@@ -41,7 +41,9 @@ describe('startup errors', () => {
   it('an unknown config key (a typo, or a nested one) names the row, the key, the likely one and the known ones', async () => {
     const run = await fails({ 'loom.yml': '- id: shell\n  config:\n    timeoutMS: 5000\n- id: compaction\n  config:\n    pruner: { headChar: 10 }\n' })
     expect(run.code).toBe(1)
-    expect(run.stderr).toContain('row "shell" (@loom/tool-shell): unknown config key "timeoutMS" (did you mean "timeoutMs"?); it has: root, timeoutMs,')
+    expect(run.stderr).toContain(
+      `${join(run.cwd, 'loom.yml')}: row "shell" (@loom/tool-shell): unknown config key "timeoutMS" (did you mean "timeoutMs"?); it has: root, timeoutMs,`,
+    )
     expect(run.stderr).toContain(
       'row "compaction" (@loom/compaction): unknown config key "pruner.headChar" (did you mean "headChars"?); it has: thresholdChars, headChars, tailChars',
     )
