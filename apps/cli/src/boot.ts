@@ -9,7 +9,7 @@ import Loader, { Group, interpolate, isJsExpr, type Entry, type EntryOptions } f
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { CLI_ROOT, compose, type ComposeOptions, type Composition } from './compose.ts'
+import { CLI_ROOT, closestName, compose, type ComposeOptions, type Composition } from './compose.ts'
 import { BootError } from './errors.ts'
 
 /** The loader entry id of the include that mounts the composed rows. */
@@ -230,7 +230,7 @@ async function configProblems(root: Context, rows: readonly EntryOptions[], conf
       }
     }
     for (const { key, known } of unknownKeys(plugin.Config as Schema, config)) {
-      const near = known.find(name => name.toLowerCase() === key.split('.').pop()!.toLowerCase()) ?? closest(key.split('.').pop()!, known)
+      const near = closestName(key.split('.').pop()!, known)
       const file = row.id === undefined ? undefined : configFrom[row.id]
       problems.push(
         `${file ? `${file}: ` : ''}row "${row.id}" (${row.name}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; it has: ${known.join(', ') || 'no keys'}`,
@@ -258,26 +258,6 @@ function unknownKeys(schema: Schema | undefined, value: unknown, path = ''): { k
     else found.push(...unknownKeys(dict[key], item, `${path}${key}.`))
   }
   return found
-}
-
-/** The known name nearest to `name` (edit distance at most 2), for "did you mean". */
-function closest(name: string, known: readonly string[]): string | undefined {
-  let best: { name: string; distance: number } | undefined
-  for (const candidate of known) {
-    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase())
-    if (distance <= 2 && (!best || distance < best.distance)) best = { name: candidate, distance }
-  }
-  return best?.name
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
-    previous = current
-  }
-  return previous[b.length]
 }
 
 interface RowProblem {

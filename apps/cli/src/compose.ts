@@ -140,12 +140,43 @@ function checkIds(rows: readonly EntryOptions[], layers: readonly Layer[]) {
 export function applyLayers(layers: readonly Layer[], warn: (message: string) => void): EntryOptions[] {
   let rows: EntryOptions[] = []
   for (const layer of layers) {
+    const missing: string[] = []
     rows = applyEntryPatches(rows, layer.patches, (format, ...args) => {
-      const hint = /not found/.test(format) ? ' (a patch changes an existing row; to add a row, list it under "- insert:")' : ''
-      warn(`${layer.file}: ${formatDiagnostic(format, args)}${hint}`)
+      if (/not found/.test(format) && typeof args[0] === 'string') missing.push(args[0])
+      else warn(`${layer.file}: ${formatDiagnostic(format, args)}`)
     })
+    for (const id of missing) {
+      const near = closestName(
+        id,
+        rows.map(row => row.id).filter((name): name is string => name !== undefined),
+      )
+      const message = `${layer.file}: no row "${id}" to change${near ? ` (did you mean "${near}"?)` : ''}; to add a row, list it under "- insert:"`
+      // A bundle or the operator's layer may patch rows some deployments lack; the project's and --patch may not.
+      if (layer.kind === 'bundle' || layer.kind === 'user') warn(message)
+      else throw new ConfigError(message)
+    }
   }
   return rows
+}
+
+/** The known name nearest to `name` (edit distance at most 2, case ignored), for "did you mean". */
+export function closestName(name: string, known: readonly string[]): string | undefined {
+  let best: { name: string; distance: number } | undefined
+  for (const candidate of known) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase())
+    if (distance <= 2 && (!best || distance < best.distance)) best = { name: candidate, distance }
+  }
+  return best?.name
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+    previous = current
+  }
+  return previous[b.length]
 }
 
 function formatDiagnostic(format: string, args: unknown[]): string {

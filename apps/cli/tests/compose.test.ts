@@ -18,8 +18,9 @@ afterAll(() => {
   for (const folder of folders) rmSync(folder, { recursive: true, force: true })
 })
 
-function layer(patches: unknown[], label = 'test'): Layer {
-  return { kind: 'patch', label, file: `/layers/${label}.yml`, patches: patches as Layer['patches'] }
+function layer(patches: unknown[], label = 'patch'): Layer {
+  const kind = (['bundle', 'user', 'project'] as const).find(kind => kind === label) ?? 'patch'
+  return { kind, label, file: `/layers/${label}.yml`, patches: patches as Layer['patches'] }
 }
 
 function dir(files: Record<string, string>): string {
@@ -42,17 +43,12 @@ describe('layers', () => {
                 { id: 'b', name: 'pkg-b' },
               ],
             },
+            { id: 'zzz', disabled: true },
           ],
           'bundle',
         ),
         layer([{ id: 'a', config: { y: 3 } }, { insert: [{ id: 'c', name: 'pkg-c' }] }, { id: 'c', disabled: true }], 'project'),
-        layer(
-          [
-            { id: 'a', name: 'pkg-other', config: {} },
-            { id: 'zzz', disabled: true },
-          ],
-          'patch',
-        ),
+        layer([{ id: 'a', name: 'pkg-other', config: {} }], 'patch'),
       ],
       text => warnings.push(text),
     )
@@ -61,10 +57,16 @@ describe('layers', () => {
       { id: 'b', name: 'pkg-b' },
       { id: 'c', name: 'pkg-c', disabled: true },
     ])
+    // A bundle may patch a row its base lacks: a warning, not an error.
     expect(warnings).toEqual([
+      '/layers/bundle.yml: no row "zzz" to change; to add a row, list it under "- insert:"',
       '/layers/patch.yml: patch: name mismatch for "a" (expected "pkg-a", got "pkg-other"), skipping',
-      '/layers/patch.yml: patch: entry "zzz" not found (a patch changes an existing row; to add a row, list it under "- insert:")',
     ])
+    // In the project's layer or a --patch, it is an error.
+    const base = layer([{ insert: [{ id: 'shell', name: 'pkg-shell' }] }], 'bundle')
+    expect(() => applyLayers([base, layer([{ id: 'shel', disabled: true }], 'project')], () => {})).toThrow(
+      '/layers/project.yml: no row "shel" to change (did you mean "shell"?)',
+    )
   })
 
   it('a layer file: relative module names resolve against its folder; !!js is kept', () => {

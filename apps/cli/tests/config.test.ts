@@ -56,8 +56,6 @@ const layered = () =>
     persona: A patched persona in {{cwd}}.
 `,
     'patches/b.yml': `
-- id: no-such-row
-  disabled: true
 - id: fs
   name: '@loom/not-tool-fs'
   disabled: true
@@ -97,9 +95,8 @@ describe('loom config', () => {
     expect(byId.shell.disabled).toBe(true)
     expect(byId.hello).toEqual({ id: 'hello', name: join(cwd, 'plugins/hello.mjs'), config: { who: 'patch a' } })
     expect(byId.prompt.config).toEqual({ persona: 'A patched persona in {{cwd}}.' })
-    // A patch for a missing id, or one asserting another package, warns and changes nothing.
+    // A patch asserting another package warns and changes nothing.
     expect(byId.fs.disabled).toBeUndefined()
-    expect(run.stderr).toContain(`${join(cwd, 'patches/b.yml')}: patch: entry "no-such-row" not found`)
     expect(run.stderr).toContain('patch: name mismatch for "fs" (expected "@loom/tool-fs", got "@loom/not-tool-fs"), skipping')
 
     // The YAML form is the include's own dialect and holds the same rows.
@@ -113,6 +110,13 @@ describe('loom config', () => {
     expect(text.stdout).toContain(`# from <loom>/bundles/default.yml, ${join(cwd, 'loom.yml')}\n- id: shell\n`)
     expect(text.stdout).toContain('# from <loom>/bundles/default.yml\n- id: session\n')
     expect(JSON.parse(run.stdout).sources.prompt).toEqual([expect.stringMatching(/bundles\/default\.yml$/), join(cwd, 'patches/a.yml')])
+  })
+
+  it('a patch of a row that does not exist fails, naming the file and the likely row; a bundle may patch rows a base lacks', async () => {
+    const { cwd, home } = project({ 'loom.yml': '- id: shel\n  disabled: true\n' })
+    const run = await loom(['config'], { cwd, home })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain(`${join(cwd, 'loom.yml')}: no row "shel" to change (did you mean "shell"?); to add a row, list it under "- insert:"`)
   })
 
   it('loom prompt boots the same layers: the patched persona, the project plugin, no bash', async () => {
@@ -166,6 +170,6 @@ describe('loom config', () => {
     expect(layers.map((layer: { label: string }) => layer.label)).toEqual(['minimal', 'acme-loom#extra'])
     expect(rows.map((row: { id: string }) => row.id)).toEqual(['prompt', 'session', 'llm', 'scripted', 'tools', 'agents', 'runner', 'acme'])
     expect(rows.at(-1).name).toBe(join(cwd, 'node_modules/acme-loom/plugin.js'))
-    expect(run.stderr).toContain('patch: entry "shell" not found')
+    expect(run.stderr).toContain(`${join(cwd, 'node_modules/acme-loom/extra.yml')}: no row "shell" to change`)
   })
 })
