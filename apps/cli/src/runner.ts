@@ -4,7 +4,7 @@
 // session (`sessions compact`). It prints nothing: present/ shows what it returns.
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import type { Agent } from '@loom/agent-loop'
+import type { Agent, AgentOptions } from '@loom/agent-loop'
 import { buildManifest, type Manifest } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
 import type { Session, SessionEvent, TurnEndReason } from '@loom/session'
@@ -28,6 +28,10 @@ export interface RunnerConfig {
   limits: { maxSteps?: number; maxInputTokens?: number; maxCostUsd?: number }
   /** USD per million tokens by model id, over the built-in list prices. */
   prices: Record<string, CachePrices>
+  /** The name of every agent the runner creates (`AgentRef.name`), which plugins select it by. */
+  agentName: string
+  /** The agents' `pinPrompt` option: the system text and tools stay those of the session's first request. */
+  pinPrompt: boolean
 }
 
 const Prices = Schema.object({
@@ -51,6 +55,15 @@ export const Config: Schema<RunnerConfig> = Schema.object({
   prices: Schema.dict(Prices)
     .default({})
     .description('USD per million tokens by model id (`deepseek-flash` and `deepseek-v4-pro` are built in at peak list prices), for costs and --max-cost.'),
+  agentName: Schema.string()
+    .min(1)
+    .default('main')
+    .description("The name of the runner's agents (session ids change every run): what `@loom/persona`'s `agents` and other plugins select them by."),
+  pinPrompt: Schema.boolean()
+    .default(false)
+    .description(
+      "Pin each agent's system text and tools at its session's first request (a resumed session: at its latest logged header); a section that changes later (an edited AGENTS.md, a reloaded plugin) reaches new sessions only.",
+    ),
 })
 
 export interface RouteFlags {
@@ -217,8 +230,13 @@ export class Runner extends Service {
     return served ? {} : this.route()
   }
 
-  /** The reasoning effort and the per-turn limits of a run: flags over config. */
-  private agentOptions(model: string, flags: RunFlags) {
+  /** What every agent of the runner gets from its config, whatever the command: its name and `pinPrompt`. */
+  private baseOptions(): Pick<AgentOptions, 'name' | 'pinPrompt'> {
+    return { name: this.config.agentName, pinPrompt: this.config.pinPrompt }
+  }
+
+  /** The base options, and the reasoning effort and the per-turn limits of a run: flags over config. */
+  private agentOptions(model: string, flags: RunFlags): AgentOptions {
     if (flags.thinking === 'off' && flags.reasoningEffort !== undefined && flags.reasoningEffort !== 'off') {
       throw new UsageError(`--thinking off contradicts --reasoning-effort ${flags.reasoningEffort}`)
     }
@@ -230,7 +248,7 @@ export class Runner extends Service {
       maxCostUsd: flags.maxCostUsd ?? configured.maxCostUsd,
       prices: this.prices(model),
     }
-    return { ...(reasoningEffort !== undefined && { reasoningEffort }), limits }
+    return { ...this.baseOptions(), ...(reasoningEffort !== undefined && { reasoningEffort }), limits }
   }
 
   /**
@@ -284,7 +302,11 @@ export class Runner extends Service {
     } catch (error) {
       if (flags.provider !== undefined || flags.model !== undefined) throw error
     }
-    const agent = this.home.agents.create(`prompt-${newSessionId()}`, { ...(route.provider && { provider: route.provider, model: route.model! }), cwd })
+    const agent = this.home.agents.create(`prompt-${newSessionId()}`, {
+      ...(route.provider && { provider: route.provider, model: route.model! }),
+      cwd,
+      ...this.baseOptions(),
+    })
     try {
       const assembly = await this.home.systemPrompt.assemble({ agent, scope: agent })
       const rendered = renderContextSections(assembly)
@@ -311,7 +333,7 @@ export class Runner extends Service {
       throw new UsageError("this deployment has no compaction: add the row `- id: compaction\n    name: '@loom/compaction'` to use `loom sessions compact`")
     }
     this.persistence()
-    const agent = await this.home.agents.resume(id, await this.resumeRoute(id, flags))
+    const agent = await this.home.agents.resume(id, { ...(await this.resumeRoute(id, flags)), ...this.baseOptions() })
     // A stop signal cancels the summary call; the compaction then ends with its error.
     this.active = agent
     try {

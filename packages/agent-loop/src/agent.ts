@@ -37,6 +37,8 @@ import { RuntimeContextProjection } from './runtime-context.ts'
 import type { AgentLoop } from './service.ts'
 
 export interface AgentOptions {
+  /** The agent's name (`AgentRef.name`): a role that plugins select agents by, unlike the per-session id. */
+  name?: string
   provider?: string
   model?: string
   /** Output cap for every request; otherwise the adapter's default. */
@@ -123,6 +125,10 @@ export class Agent implements AgentRef {
 
   get id(): string {
     return this.session.id
+  }
+
+  get name(): string | undefined {
+    return this.options.name
   }
 
   get sessionId(): string {

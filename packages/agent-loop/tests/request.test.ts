@@ -678,4 +678,26 @@ describe('Loom request rules', () => {
     expect(runs[1].header).toBe(runs[0].header)
     expect(runs[1].tools).toBe(runs[0].tools)
   })
+
+  it("hands the agent's name to the prompt's providers; the name is an option, not recorded in the session", async () => {
+    const logs: MemoryLogs = new Map()
+    const role = (ctx: Context) => {
+      ctx.systemPrompt.section({ name: 'role', order: 100, text: ({ agent }) => `Role: ${agent?.name ?? 'none'}.` })
+    }
+    const gen1 = await host({ logs, providers: { mock: new MockAdapter([textResponse('one')]) }, setup: role })
+    const created = gen1.ctx.agents.create('s-20261129', { name: 'main', provider: 'mock', model: 'mock' })
+    expect(created).toMatchObject({ id: 's-20261129', sessionId: 's-20261129', name: 'main' })
+    await turn(created, 'first')
+    await gen1.ctx.sessions.flush(created.session)
+    await created.dispose()
+    expect(gen1.adapters.mock.requests[0].system).toBe(`${IDENTITY}\n\nRole: main.`)
+
+    const gen2 = await host({ logs, providers: { mock: new MockAdapter([textResponse('two')]) }, setup: role })
+    const unnamed = await gen2.ctx.agents.resume('s-20261129')
+    expect(unnamed.name).toBeUndefined()
+    await unnamed.dispose()
+    const resumed = await gen2.ctx.agents.resume('s-20261129', { name: 'main' })
+    await turn(resumed, 'second')
+    expect(gen2.adapters.mock.requests[0].system).toBe(`${IDENTITY}\n\nRole: main.`)
+  })
 })

@@ -20,7 +20,9 @@ export const Config: Schema<Config> = Schema.object({
     .required()
     .description('The persona text, a `{{var}}` template like the deployment persona. An empty text switches the persona off for the chosen agents.'),
   complete: Schema.boolean().default(false).description('Make the persona the whole system prompt of the chosen agents (every other section is left out).'),
-  agents: Schema.array(Schema.string()).description('Ids of the agents that get this persona. Absent or empty: every agent.'),
+  agents: Schema.array(Schema.string()).description(
+    "Ids or names of the agents that get this persona (the `loom` CLI's agent is named `main`, its runner's `agentName`). Absent or empty: every agent.",
+  ),
 }) as Schema<Config>
 
 /**
@@ -34,10 +36,12 @@ export function apply(ctx: Context, config: Config) {
   const persona = config.persona ?? ''
   const complete = config.complete === true
   const only = config.agents?.length ? new Set(config.agents) : undefined
+  // By id (one session) or by name (a role across sessions, such as the CLI's `main`).
+  const chosen = (agent: Agent) => !only || only.has(agent.id) || (agent.name !== undefined && only.has(agent.name))
   const registrations = new Map<Agent, () => void>()
 
   const applyTo = (agent: Agent) => {
-    if (registrations.has(agent) || (only && !only.has(agent.id))) return
+    if (registrations.has(agent) || !chosen(agent)) return
     let dispose: () => void
     try {
       dispose = withScope(ctx, agent).systemPrompt.section({ name: PERSONA_SECTION, order: ORDER, text: persona, ...(complete && { complete: true }) })

@@ -98,6 +98,24 @@ describe('chosen agents', () => {
     expect(await system(h, early)).toBe(`${IDENTITY}\n\nGlobal.`)
   })
 
+  test("`agents` names an agent by its name too: a role across sessions, such as the CLI's `main`", async () => {
+    const h = await host('Global.')
+    const named = (id: string, name?: string) => h.ctx.agents.create(id, { name, provider: SCRIPTED_PROVIDER, model: SCRIPTED_MODEL, cwd: CWD })
+    const early = named('20261129-134221-k3f9', 'main')
+    const mounted = await h.mount(plugin, { persona: 'Main persona.', agents: ['main'] })
+    const later = named('20261129-134305-a1b2', 'main')
+    const helper = named('20261129-134307-c3d4', 'helper')
+    const unnamed = named('20261129-134309-e5f6')
+    expect(await system(h, early)).toBe(`${IDENTITY}\n\nMain persona.`)
+    expect(await system(h, later)).toBe(`${IDENTITY}\n\nMain persona.`)
+    expect(await system(h, helper)).toBe(`${IDENTITY}\n\nGlobal.`)
+    expect(await system(h, unnamed)).toBe(`${IDENTITY}\n\nGlobal.`)
+    for (const a of [later, helper, unnamed]) await a.dispose()
+    await mounted.dispose()
+    await h.assertZeroResidue(mounted)
+    expect(await system(h, early)).toBe(`${IDENTITY}\n\nGlobal.`)
+  })
+
   test('an empty `agents` list means every agent', async () => {
     const h = await host()
     const mounted = await h.mount(plugin, { persona: 'Everyone.', agents: [] })
