@@ -17,7 +17,15 @@ const projects = ['packages', 'plugins', 'apps']
     },
   }))
 
+// The workspace runs from source: `@loom/*` packages export their TypeScript
+// under the `loom-source` condition (their compiled dist/ is for installs).
+// Subprocesses the tests start (the CLI, session writers) inherit it through
+// NODE_OPTIONS.
+const SOURCE_CONDITION = '--conditions=loom-source'
+if (!process.env.NODE_OPTIONS?.includes(SOURCE_CONDITION)) process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} ${SOURCE_CONDITION}`.trim()
+
 export default defineConfig({
+  ssr: { resolve: { conditions: ['loom-source'] } },
   test: {
     projects,
     // Every core: vitest's default leaves one idle, a single worker on a 2-core

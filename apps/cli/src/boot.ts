@@ -6,8 +6,10 @@ import { Context, resolveConfig, type Plugin } from '@deepseek-ai/cordis'
 import type Schema from '@deepseek-ai/schemastery'
 import Include from '@deepseek-ai/cordis-plugin-include'
 import Loader, { Group, interpolate, isJsExpr, type Entry, type EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { CLI_ROOT, closestName, compose, type ComposeOptions, type Composition } from './compose.ts'
 import { BootError } from './errors.ts'
@@ -33,8 +35,6 @@ export interface Deployment {
   root: Context
   /** The layers and rows that were mounted. */
   composition: Composition
-  /** The folder the boot's (empty) root include file lives in. */
-  bootDir: string
   /**
    * Re-reads every layer and applies the new rows to the running deployment as
    * one update of the include (rows that did not change keep running). A layer
@@ -101,17 +101,22 @@ export async function boot(options: BootOptions): Promise<Deployment> {
 
   // The include needs a real root file; it stays `[]` and every row comes in
   // through `patches`, so the loader's write-back can never bake rows into a
-  // file someone edits.
-  // Inside the CLI's folder: with Node's internal module loader (which hot
-  // reload uses) package names resolve from the root file's folder, and from
-  // here they resolve exactly as they do for the CLI itself.
-  const bootParent = join(CLI_ROOT, '.boot')
-  mkdirSync(bootParent, { recursive: true })
-  const bootDir = mkdtempSync(join(bootParent, 'deployment-'))
+  // file someone edits. It lives in the OS temp folder, never in the install.
+  const bootDir = makeBootDir()
   const rootFile = join(bootDir, 'deployment.yml')
   writeFileSync(rootFile, '[]\n')
   const removeBootDir = () => rmSync(bootDir, { recursive: true, force: true })
   process.once('exit', removeBootDir)
+  // Modules load relative to that file, so each row's package is located first:
+  // from the project, then from the CLI. Messages name the row's own `name`.
+  const located = new Map<string, string>()
+  const locateRows = (rows: readonly EntryOptions[]): EntryOptions[] =>
+    rows.map(row => {
+      const where = locateModule(row.name, cwd)
+      if (where !== row.name) located.set(where, row.name)
+      return { ...row, name: where, ...(row.group && Array.isArray(row.config) && { config: locateRows(row.config as EntryOptions[]) }) }
+    })
+  const shownName = (name: string) => located.get(name) ?? name
 
   let disposed: Promise<void> | undefined
   const dispose = () =>
@@ -127,17 +132,18 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     })())
 
   const select = options.select ?? (rows => [...rows])
-  const includeConfig = (rows: Composition['rows']) => ({ path: rootFile, patches: [{ insert: select(rows) }] })
+  const mounted = (rows: Composition['rows']) => locateRows(select(rows))
+  const includeConfig = (rows: Composition['rows']) => ({ path: rootFile, patches: [{ insert: mounted(rows) }] })
   await root.loader.create({ id: DEPLOYMENT_ENTRY, name: 'cordis:include', config: includeConfig(composition.rows) } as never)
   await root.loader.await()
 
   const problems = async () => {
-    const found = await rowProblems(root)
+    const found = await rowProblems(root, shownName)
     return found.map(problem => problem.text)
   }
   const found: RowProblem[] = [
-    ...(await rowProblems(root)),
-    ...(await configProblems(root, select(composition.rows), composition.configFrom, false)).map(text => ({ text, message: text })),
+    ...(await rowProblems(root, shownName)),
+    ...(await configProblems(root, mounted(composition.rows), shownName, composition.configFrom, false)).map(text => ({ text, message: text })),
   ]
   starting = false
   // Root causes first: a row waiting for a service is often waiting for a row that failed.
@@ -156,12 +162,11 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     get composition() {
       return composition
     },
-    bootDir,
     async recompose() {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
       // The loader would keep a running row on its old config and go on with the
       // others: refuse an invalid value before anything changes.
-      const invalid = await configProblems(root, select(next.rows), next.configFrom)
+      const invalid = await configProblems(root, mounted(next.rows), shownName, next.configFrom)
       if (invalid.length) throw new BootError(invalid, 'the edited deployment was not applied')
       const apply = async (rows: Composition['rows']) => {
         await root.loader.update(DEPLOYMENT_ENTRY, { config: includeConfig(rows) } as never)
@@ -176,7 +181,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
       }
       // One transaction: if a row of the new composition does not start, the
       // previous rows come back and nothing of the edit stays applied.
-      const found = await rowProblems(root)
+      const found = await rowProblems(root, shownName)
       const stray = strayErrors(found, logged)
       if (found.length || stray.length) {
         await apply(composition.rows)
@@ -190,13 +195,59 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   }
 }
 
+/** Where boots keep their root file: one `boot-<pid>-*` folder each, in a folder of this user's. */
+export const BOOT_PARENT = join(tmpdir(), `loom-${process.getuid?.() ?? 'user'}`)
+
+/** A new folder for this boot, after removing those of processes that are gone (killed before they could clean up). */
+function makeBootDir(): string {
+  mkdirSync(BOOT_PARENT, { recursive: true, mode: 0o700 })
+  for (const name of readdirSync(BOOT_PARENT)) {
+    const pid = Number(/^boot-(\d+)-/.exec(name)?.[1])
+    if (pid && pid !== process.pid && !processAlive(pid)) rmSync(join(BOOT_PARENT, name), { recursive: true, force: true })
+  }
+  return mkdtempSync(join(BOOT_PARENT, `boot-${process.pid}-`))
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/**
+ * Where a row's module is, as a file URL: a package name resolves from the
+ * project folder first, then from the CLI's own (which has the bundled
+ * plugins). Paths, URLs and `cordis:` builtins stay as they are, and so does a
+ * name found nowhere: its mount reports it.
+ */
+export function locateModule(name: string, cwd: string): string {
+  if (name.startsWith('cordis:') || name.startsWith('file:') || name.startsWith('.') || isAbsolute(name)) return name
+  for (const base of [cwd, CLI_ROOT]) {
+    try {
+      return pathToFileURL(createRequire(join(base, 'package.json')).resolve(name)).href
+    } catch {
+      /* not from here */
+    }
+  }
+  return name
+}
+
 /**
  * Config values that a row's plugin would refuse, one line per row, found
  * without touching the running rows: each enabled row's config (its `!!js`
  * values evaluated as the loader would) checked against its module's schema.
  * A module that does not load is left to the mount, which reports it.
  */
-async function configProblems(root: Context, rows: readonly EntryOptions[], configFrom: Composition['configFrom'], checkValues = true): Promise<string[]> {
+async function configProblems(
+  root: Context,
+  rows: readonly EntryOptions[],
+  shownName: (name: string) => string,
+  configFrom: Composition['configFrom'],
+  checkValues = true,
+): Promise<string[]> {
   const tree = root.loader.store[DEPLOYMENT_ENTRY]?.subtree
   if (!tree) return []
   const problems: string[] = []
@@ -225,7 +276,7 @@ async function configProblems(root: Context, rows: readonly EntryOptions[], conf
       try {
         resolveConfig({ Config: plugin.Config } as Plugin.Runtime, config)
       } catch (error) {
-        problems.push(`row "${row.id}" (${row.name}): ${startMessage(error)}`)
+        problems.push(`row "${row.id}" (${shownName(row.name)}): ${startMessage(error)}`)
         return
       }
     }
@@ -233,7 +284,7 @@ async function configProblems(root: Context, rows: readonly EntryOptions[], conf
       const near = closestName(key.split('.').pop()!, known)
       const file = row.id === undefined ? undefined : configFrom[row.id]
       problems.push(
-        `${file ? `${file}: ` : ''}row "${row.id}" (${row.name}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; it has: ${known.join(', ') || 'no keys'}`,
+        `${file ? `${file}: ` : ''}row "${row.id}" (${shownName(row.name)}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; it has: ${known.join(', ') || 'no keys'}`,
       )
     }
   }
@@ -268,19 +319,19 @@ interface RowProblem {
 }
 
 /** Every enabled row must be active: otherwise say which row, which module, and why. */
-async function rowProblems(root: Context): Promise<RowProblem[]> {
+async function rowProblems(root: Context, shownName: (name: string) => string): Promise<RowProblem[]> {
   const problems: RowProblem[] = []
   for (const entry of root.loader.entries()) {
     if (entry.options.id === DEPLOYMENT_ENTRY && entry.parent.tree === (root.loader as never)) continue
     if (entry.options.group || entry.disabled) continue
-    const row = `row "${entry.options.id}" (${entry.options.name})`
+    const row = `row "${entry.options.id}" (${shownName(entry.options.name)})`
     const fiber = entry.fiber
     if (!fiber) {
       const error = await Promise.resolve(entry.parent.tree.import(entry.options.name)).then(
         () => undefined,
         (error: unknown) => error,
       )
-      const message = error === undefined ? 'the module did not load' : importMessage(error, entry.options.name)
+      const message = error === undefined ? 'the module did not load' : importMessage(error, shownName(entry.options.name))
       problems.push({ text: `${row}: ${message}`, message: firstLine(error) })
     } else if (fiber.state === FAILED) {
       const error = await fiber.await().then(

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
-import { boot, type Deployment } from '../src/boot.ts'
+import { boot, locateModule, type Deployment } from '../src/boot.ts'
 import { parse } from '../src/cli.ts'
 import { applyLayers, compose, findProjectLayer, readLayer, type Layer } from '../src/compose.ts'
 import { DEMO_LABEL, demoReply, parseListing } from '../src/demo-model.ts'
@@ -270,13 +270,15 @@ describe('boot', () => {
     expect(await deployment.problems()).toEqual([])
   })
 
-  it('the rows that boot are the rows `loom config` prints', async () => {
+  it('the rows that boot are the rows `loom config` prints, each package located as a file', async () => {
     const folder = dir({})
     const deployment = await boot({ cwd: folder, log: () => {} })
     deployments.push(deployment)
     const mounted = [...deployment.root.loader.entries()].filter(entry => entry.id.startsWith('deployment:'))
     const strip = (row: object) => JSON.parse(JSON.stringify(row))
-    expect(mounted.map(entry => strip(entry.options))).toEqual(compose({ cwd: folder, warn: () => {} }).rows.map(strip))
+    const composed = compose({ cwd: folder, warn: () => {} }).rows
+    expect(mounted.map(entry => strip(entry.options))).toEqual(composed.map(row => strip({ ...row, name: locateModule(row.name, folder) })))
+    for (const entry of mounted) expect(entry.options.name).toMatch(/^file:\/\//)
   })
 
   it('a failed boot throws a BootError and unloads what started', async () => {

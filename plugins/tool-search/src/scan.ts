@@ -44,7 +44,8 @@ export interface ScanResult {
   stoppedIn?: string
 }
 
-const WORKER = new URL('./scan-worker.ts', import.meta.url)
+// Next to this module: scan-worker.ts in the sources, scan-worker.js once compiled.
+const WORKER = new URL(`./scan-worker${import.meta.url.slice(import.meta.url.lastIndexOf('.'))}`, import.meta.url)
 
 /**
  * Runs grep's line matching in worker threads. A model-chosen regular expression can

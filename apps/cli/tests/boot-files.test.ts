@@ -1,0 +1,83 @@
+// A boot writes nothing into the CLI's install: its temporary root file lives in
+// the OS temp folder, is removed when the deployment ends, and one left by a
+// killed process is removed by the next boot. Row packages are found from the
+// project first, then from the CLI.
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { BOOT_PARENT, boot, type Deployment } from '../src/boot.ts'
+import { CLI_ROOT } from '../src/compose.ts'
+import { loom, project } from './helpers.ts'
+
+const deployments: Deployment[] = []
+afterEach(async () => {
+  for (const deployment of deployments.splice(0)) await deployment.dispose()
+})
+
+const ownBootDirs = () => readdirSync(BOOT_PARENT).filter(name => name.startsWith(`boot-${process.pid}-`))
+
+describe('temporary boot files', () => {
+  it('live in the OS temp folder while the deployment runs, and are gone after it', async () => {
+    const { cwd } = project()
+    const before = ownBootDirs()
+    const deployment = await boot({ cwd, bundles: ['minimal'], log: () => {} })
+    expect(ownBootDirs().length).toBe(before.length + 1)
+    expect(existsSync(join(CLI_ROOT, '.boot'))).toBe(false)
+    await deployment.dispose()
+    expect(ownBootDirs()).toEqual(before)
+  })
+
+  it('a folder left by a process that is gone is removed by the next boot; a running one is kept', async () => {
+    const deadPid = Number(execFileSync(process.execPath, ['-p', 'process.pid'], { encoding: 'utf8' }))
+    const left = join(BOOT_PARENT, `boot-${deadPid}-killed`)
+    const running = join(BOOT_PARENT, `boot-${process.ppid}-running`)
+    for (const dir of [left, running]) {
+      mkdirSync(dir, { recursive: true })
+      writeFileSync(join(dir, 'deployment.yml'), '[]\n')
+    }
+    const { cwd } = project()
+    deployments.push(await boot({ cwd, bundles: ['minimal'], log: () => {} }))
+    expect(existsSync(left)).toBe(false)
+    expect(existsSync(running)).toBe(true)
+  })
+})
+
+/** A package in the project's node_modules whose plugin adds a section saying `text`. */
+function installedPlugin(name: string, text: string): Record<string, string> {
+  return {
+    [`node_modules/${name}/package.json`]: JSON.stringify({ name, version: '1.0.0', type: 'module', exports: { '.': './index.js' } }),
+    [`node_modules/${name}/index.js`]: `export const name = '${name}'
+export const inject = ['systemPrompt']
+export function apply(ctx) {
+  ctx.systemPrompt.section({ name: 'installed', order: 50, text: '${text}' })
+}
+`,
+  }
+}
+
+describe('row packages', () => {
+  it("are found in the project's node_modules", async () => {
+    const { cwd, home } = project({
+      'loom.yml': `- insert:\n    - id: greeter\n      name: greeter\n`,
+      ...installedPlugin('greeter', 'Hello from the project.'),
+    })
+    const run = await loom(['--bundle', 'minimal', 'prompt'], { cwd, home })
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).toContain('Hello from the project.')
+  })
+
+  it("come from the project before the CLI: the project's copy of a bundled plugin is the one that runs", async () => {
+    const { cwd, home } = project(installedPlugin('@loom/context-time', 'The project pinned its own clock.'))
+    const run = await loom(['prompt'], { cwd, home })
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).toContain('The project pinned its own clock.')
+  })
+
+  it('a package found nowhere is named in the error', async () => {
+    const { cwd, home } = project({ 'loom.yml': `- insert:\n    - id: missing\n      name: loom-plugin-that-is-not-installed\n` })
+    const run = await loom(['--bundle', 'minimal', 'prompt'], { cwd, home })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('row "missing" (loom-plugin-that-is-not-installed): cannot load module "loom-plugin-that-is-not-installed": no such package')
+  })
+})
