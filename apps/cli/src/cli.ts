@@ -1,63 +1,24 @@
-// The `loom` command line: parse, then run the command on what it needs: the
-// composed rows (`config`), the session store alone (`sessions list`, `show`,
-// `verify`, `repair`, `stats`), or the whole deployment and its runner (`run`,
-// `prompt`, `sessions resume`, `compact`, `dev`). present/ does the printing.
+// The `loom` command line: parse against the command table (commands.ts), then
+// run the command on what it needs: nothing booted (`config`, `schema`,
+// `plugins`, `new plugin`, `dev`, which boots its own), the session store alone
+// (`sessions list`, `show`, `verify`, `repair`, `stats`), or the whole
+// deployment and its runner (`run`, `prompt`, `sessions resume`, `compact`).
+// present/ does the printing. Everything heavy is imported by the command that
+// needs it, so `loom --version` and `loom --help` load no host.
 import { redact } from '@loom/secrets'
 import type { CachePrices } from '@loom/session'
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { boot, type BootOptions } from './boot.ts'
-import { compose } from './compose.ts'
-import { dev } from './dev.ts'
+import type { BootOptions } from './boot.ts'
+import { checkOptions, lookup, OPTIONS, resolveCommand, type CommandName } from './commands.ts'
 import { ConfigError, UsageError } from './errors.ts'
-import { printConfig } from './present/config.ts'
-import { printPrompt } from './present/prompt.ts'
-import { printCompact, printRepair, printSession, printSessionList, printStats, printVerify } from './present/sessions.ts'
+import { helpFor, overview, seeHelp } from './help.ts'
 import { hostSecrets, processIo, styler, type Io } from './present/term.ts'
-import { showTurn } from './present/turn.ts'
-import type { Runner } from './runner.ts'
-import { openStore, type StoredSessions } from './sessions.ts'
+import type { TurnResult, TurnWatcher, Runner } from './runner.ts'
+import type { StoredSessions } from './sessions.ts'
 
-export const USAGE = `Usage: loom <command> [options]
-
-Commands:
-  run "<task>"                 one headless turn of an agent in the current directory
-  prompt                       the request the deployment would send next (no model call)
-  dev                          the deployment with hot reload: edit a plugin or loom.yml while it runs
-  config                       the deployment's rows, composed from its layers, as they boot
-  sessions list                stored sessions: id, created, cwd, turns
-  sessions show ID             a session log as a readable transcript
-  sessions resume ID "<task>"  a new turn on a stored session (output as for run)
-  sessions verify ID           check a log: torn tail, open turn, corruption (exit 1 if not clean)
-  sessions repair ID           repair a log on disk and say what was done
-  sessions stats ID            prefix reuse between consecutive requests, and their estimated input cost
-  sessions compact ID          summarize the older part of a session now (exit 1 if the summary is refused)
-
-Options (a command refuses one it does not use):
-  --json                 machine-readable output (run, prompt, config, sessions)
-  --provider <id>        model route (run, resume, prompt, dev, compact); default: deepseek, anthropic, openai, scripted (the first served)
-  --model <id>           model id (run, resume, prompt, dev, compact)
-  --thinking on|off      thinking mode of the model (run, resume); off sends reasoning effort "off"
-  --reasoning-effort <e> reasoning effort the route offers, e.g. low, high, max (run, resume)
-  --show-reasoning       print the model's reasoning as it streams, dimmed (run, resume)
-  --max-steps <n>        model requests per turn before the turn stops (run, resume; default 50)
-  --max-input-tokens <n> input tokens per turn, as the provider reports them (run, resume)
-  --max-cost <usd>       estimated US dollars per turn at the model's prices (run, resume)
-  --bundle <name>        bundle layer(s), in order (default: default; the CLI also ships minimal)
-  --patch <file>         a patch layer applied after loom.yml; repeatable, in order
-  --hit-price <P>        sessions stats: price per million cache-hit input tokens (default: the model's; deepseek-flash 0.006)
-  --miss-price <P>       sessions stats: price per million cache-miss input tokens (default: the model's; deepseek-flash 0.30)
-  --output-price <P>     sessions stats: price per million output tokens (default: the model's; deepseek-flash 1.20)
-  -h, --help             this help
-  -v, --version          versions of loom and Node
-
-Environment:
-  DEEPSEEK_API_KEY               use DeepSeek (route deepseek, model deepseek-flash); DEEPSEEK_BASE_URL overrides its URL
-  ANTHROPIC_API_KEY              use Anthropic (route anthropic); ANTHROPIC_BASE_URL overrides its URL
-  OPENAI_BASE_URL, OPENAI_API_KEY  use an OpenAI-compatible server (route openai); OPENAI_MODEL picks the model
-  LOOM_HOME                      where sessions are stored (default ~/.loom; sessions in $LOOM_HOME/sessions)
-  With no key set, an offline demo model answers (route scripted).
-`
+/** The overview that `loom --help` prints. */
+export const USAGE = overview()
 
 export interface Parsed {
   command: string[]
@@ -76,41 +37,23 @@ export interface Parsed {
   maxSteps?: number
   maxInputTokens?: number
   maxCostUsd?: number
+  /** `schema --out`: the file to write. */
+  out?: string
 }
 
+/** `pnpm loom -- ...` passes the `--` through. */
+const withoutDashes = (argv: readonly string[]) => argv.filter(arg => arg !== '--')
+
 export function parse(argv: readonly string[]): Parsed {
-  // `pnpm loom -- ...` passes the `--` through.
-  const args = argv.filter(arg => arg !== '--')
   let values: Record<string, unknown>
   let positionals: string[]
   try {
-    ;({ values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        json: { type: 'boolean' },
-        provider: { type: 'string' },
-        model: { type: 'string' },
-        bundle: { type: 'string', multiple: true },
-        patch: { type: 'string', multiple: true },
-        help: { type: 'boolean', short: 'h' },
-        version: { type: 'boolean', short: 'v' },
-        'hit-price': { type: 'string' },
-        'miss-price': { type: 'string' },
-        'output-price': { type: 'string' },
-        'show-reasoning': { type: 'boolean' },
-        thinking: { type: 'string' },
-        'reasoning-effort': { type: 'string' },
-        'max-steps': { type: 'string' },
-        'max-input-tokens': { type: 'string' },
-        'max-cost': { type: 'string' },
-      },
-    }))
+    ;({ values, positionals } = parseArgs({ args: withoutDashes(argv), allowPositionals: true, strict: true, options: OPTIONS }))
   } catch (error) {
     throw new UsageError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''))
   }
-  checkOptions(positionals, Object.keys(values))
+  const found = lookup(positionals)
+  if (found && 'command' in found && values.help !== true) checkOptions(found.command, Object.keys(values))
   return {
     command: positionals,
     json: values.json === true,
@@ -131,35 +74,16 @@ export function parse(argv: readonly string[]): Parsed {
     maxSteps: number('max-steps', values['max-steps'] as string | undefined, { integer: true, min: 1 }),
     maxInputTokens: number('max-input-tokens', values['max-input-tokens'] as string | undefined, { integer: true, min: 1 }),
     maxCostUsd: number('max-cost', values['max-cost'] as string | undefined, { integer: false, min: 0 }),
+    out: values.out as string | undefined,
   }
 }
 
-const TURN = ['run', 'sessions resume']
-const ROUTE = [...TURN, 'prompt', 'dev', 'sessions compact']
-/** The commands each option applies to, as USAGE says; every other option goes with any command. */
-const OPTION_COMMANDS: Record<string, readonly string[]> = {
-  json: ['run', 'prompt', 'config', ...['list', 'show', 'resume', 'verify', 'repair', 'stats', 'compact'].map(sub => `sessions ${sub}`)],
-  provider: ROUTE,
-  model: ROUTE,
-  thinking: TURN,
-  'reasoning-effort': TURN,
-  'show-reasoning': TURN,
-  'max-steps': TURN,
-  'max-input-tokens': TURN,
-  'max-cost': TURN,
-  'hit-price': ['sessions stats'],
-  'miss-price': ['sessions stats'],
-  'output-price': ['sessions stats'],
-}
-
-/** An option the command does not use is refused: silently ignoring `loom config --model x` would mislead. */
-function checkOptions(positionals: readonly string[], given: readonly string[]) {
-  const [command, sub] = positionals
-  const name = command === 'sessions' ? `sessions ${sub}` : command
-  if (name === undefined || name === 'help') return
-  for (const option of given) {
-    const commands = OPTION_COMMANDS[option]
-    if (commands && !commands.includes(name)) throw new UsageError(`${name}: --${option} does not apply here (it is for: ${commands.join(', ')})`)
+/** The positionals as well as they can be told apart, for pointing a usage error at the right help. */
+function positionalsOf(argv: readonly string[]): string[] {
+  try {
+    return parseArgs({ args: withoutDashes(argv), allowPositionals: true, strict: false, options: OPTIONS }).positionals
+  } catch {
+    return []
   }
 }
 
@@ -205,48 +129,53 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     io.stderr.write(err.red(`loom: ${redact(message, hostSecrets())}`) + '\n')
     return code
   }
+  // Everything that can be checked before anything loads: the command, its
+  // options and arguments. A mistake is one line naming the help to read.
   let parsed: Parsed
+  let plan: Plan
+  let name: CommandName
   try {
     parsed = parse(argv)
+    if (parsed.version) {
+      const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+      io.stdout.write(`loom ${pkg.version} (node ${process.version})\n`)
+      return 0
+    }
+    if (parsed.help) {
+      io.stdout.write(helpFor(parsed.command))
+      return 0
+    }
+    if (!parsed.command.length) {
+      io.stdout.write(USAGE)
+      return 2
+    }
+    const { command, args } = resolveCommand(parsed.command)
+    name = command.name as CommandName
+    plan = PLANS[name](args, parsed)
   } catch (error) {
-    return fail(`${(error as Error).message}\n\n${USAGE}`, 2)
-  }
-  if (parsed.version) {
-    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
-    io.stdout.write(`loom ${pkg.version} (node ${process.version})\n`)
-    return 0
-  }
-  const [command, ...rest] = parsed.command
-  if (parsed.help || command === undefined || command === 'help') {
-    io.stdout.write(USAGE)
-    return command === undefined && !parsed.help ? 2 : 0
+    if ((error as Error)?.name !== 'UsageError') throw error
+    return fail(`${(error as Error).message}; see: ${seeHelp(positionalsOf(argv))}`, 2)
   }
 
   const layers = { cwd, bundles: parsed.bundles, patches: parsed.patches }
   const log: BootOptions['log'] = (level, text) =>
     io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n')
+  const context: Context = { parsed, io, cwd, layers, log, onInterrupt: options.onInterrupt }
+  // The session leases this process takes name it, so a refused writer reads `(loom run)`.
+  const leaseCommand = `loom ${name}`
   let opened: { dispose(): Promise<void> } | undefined
   try {
-    if (command === 'config') {
-      expectArgs(command, rest, 0)
-      printConfig(io, compose({ ...layers, warn: text => io.stderr.write(`loom: warning: ${text}\n`) }), parsed.json)
-      return 0
-    }
-    if (command === 'dev') {
-      expectArgs(command, rest, 0)
-      return await dev({ ...layers, provider: parsed.provider, model: parsed.model, io, onInterrupt: options.onInterrupt })
-    }
-    const plan = planCommand(command, rest)
-    // The session leases this process takes name it, so a refused writer reads `(loom run)`.
-    const leaseCommand = ['loom', command, ...(command === 'sessions' ? rest.slice(0, 1) : [])].join(' ')
+    if (plan.on === 'nothing') return await plan.run(context)
     if (plan.on === 'store') {
+      const { openStore } = await import('./sessions.ts')
       const store = await openStore({ ...layers, log })
       opened = store
       store.persistence.leaseCommand = leaseCommand
       // A signal lets the command finish what it writes (a repair), then exits.
       options.onInterrupt?.(() => 'stopping')
-      return await plan.run(store, parsed, io)
+      return await plan.run(store, context)
     }
+    const { boot } = await import('./boot.ts')
     const deployment = await boot({ ...layers, log })
     opened = deployment
     const runner = deployment.root.get('runner') as Runner | undefined
@@ -259,7 +188,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
       runner.cancel()
       return 'stopping'
     })
-    return await plan.run(runner, parsed, io, cwd)
+    return await plan.run(runner, context)
   } catch (error) {
     // A usage error exits 2; known by its name, since the runner's come through
     // the Cordis loader, which may hold another copy of errors.ts (a hot reload).
@@ -270,121 +199,118 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
   }
 }
 
-/** What a command needs, and what it does with it: the session store alone, or the runner of the whole deployment. */
+/** What a running command gets. */
+interface Context {
+  parsed: Parsed
+  io: Io
+  cwd: string
+  layers: { cwd: string; bundles: string[]; patches: string[] }
+  log: BootOptions['log']
+  onInterrupt: MainOptions['onInterrupt']
+}
+
+/** What a command needs, and what it does with it: nothing booted, the session store alone, or the runner of the whole deployment. */
 type Plan =
-  | { on: 'store'; run: (store: StoredSessions, parsed: Parsed, io: Io) => Promise<number> }
-  | { on: 'runner'; run: (runner: Runner, parsed: Parsed, io: Io, cwd: string) => Promise<number> }
+  | { on: 'nothing'; run: (context: Context) => Promise<number> }
+  | { on: 'store'; run: (store: StoredSessions, context: Context) => Promise<number> }
+  | { on: 'runner'; run: (runner: Runner, context: Context) => Promise<number> }
 
-function expectArgs(command: string, args: readonly string[], count: number, names = '') {
-  if (args.length < count) throw new UsageError(`${command}: missing ${names}`)
-  if (args.length > count && count >= 0) throw new UsageError(`${command}: unexpected argument "${args[count]}"`)
-}
+const nothing = (run: (context: Context) => Promise<number>): Plan => ({ on: 'nothing', run })
+const store = (run: (store: StoredSessions, context: Context) => Promise<number>): Plan => ({ on: 'store', run })
+const runner = (run: (runner: Runner, context: Context) => Promise<number>): Plan => ({ on: 'runner', run })
 
-/** Checks the command before anything boots, and returns what to do once it did. */
-function planCommand(command: string, rest: string[]): Plan {
-  switch (command) {
-    case 'run': {
-      const task = rest.join(' ').trim()
-      if (!task) throw new UsageError('run: missing the task, as in: loom run "what is in this directory?"')
-      return { on: 'runner', run: (runner, parsed, io, cwd) => showTurn(io, parsed, watch => runner.run(task, { ...parsed, cwd }, watch)) }
-    }
-    case 'prompt':
-      expectArgs(command, rest, 0)
-      return {
-        on: 'runner',
-        run: async (runner, parsed, io, cwd) => {
-          printPrompt(io, await runner.prompt({ ...parsed, cwd }), parsed.json)
-          return 0
-        },
-      }
-    case 'sessions':
-      return planSessions(rest)
-    default:
-      throw new UsageError(`unknown command "${command}"\n\n${USAGE}`)
-  }
-}
+/** A turn, shown as it runs. */
+const turn = (start: (runner: Runner, context: Context, watch?: TurnWatcher) => Promise<TurnResult>) =>
+  runner(async (on, context) => {
+    const { showTurn } = await import('./present/turn.ts')
+    return showTurn(context.io, context.parsed, watch => start(on, context, watch))
+  })
 
-function planSessions(rest: string[]): Plan {
-  const [sub, id, ...more] = rest
-  const needId = () => {
-    if (!id) throw new UsageError(`sessions ${sub}: missing the session id (see: loom sessions list)`)
-  }
-  switch (sub) {
-    case 'list':
-      expectArgs('sessions list', rest.slice(1), 0)
-      return {
-        on: 'store',
-        run: async (store, parsed, io) => {
-          printSessionList(io, await store.list(), parsed.json)
-          return 0
-        },
-      }
-    case 'show':
-      needId()
-      expectArgs('sessions show', more, 0)
-      return {
-        on: 'store',
-        run: async (store, parsed, io) => {
-          printSession(io, await store.show(id), parsed.json)
-          return 0
-        },
-      }
-    case 'resume': {
-      needId()
-      const task = more.join(' ').trim()
-      if (!task) throw new UsageError('sessions resume: missing the task, as in: loom sessions resume ID "and now?"')
-      return { on: 'runner', run: (runner, parsed, io, cwd) => showTurn(io, parsed, watch => runner.resume(id, task, { ...parsed, cwd }, watch)) }
-    }
-    case 'verify':
-      needId()
-      expectArgs('sessions verify', more, 0)
-      return {
-        on: 'store',
-        run: async (store, parsed, io) => {
-          const report = await store.verify(id)
-          printVerify(io, report, parsed.json)
-          return report.clean ? 0 : 1
-        },
-      }
-    case 'repair':
-      needId()
-      expectArgs('sessions repair', more, 0)
-      return {
-        on: 'store',
-        run: async (store, parsed, io) => {
-          const repaired = await store.repair(id)
-          printRepair(io, id, repaired, parsed.json)
-          return repaired.after.clean ? 0 : 1
-        },
-      }
-    case 'stats':
-      needId()
-      expectArgs('sessions stats', more, 0)
-      return {
-        on: 'store',
-        run: async (store, parsed, io) => {
-          printStats(io, await store.stats(id, statsPrices(parsed.prices)), parsed.json)
-          return 0
-        },
-      }
-    case 'compact':
-      needId()
-      expectArgs('sessions compact', more, 0)
-      return {
-        on: 'runner',
-        run: async (runner, parsed, io) => {
-          const report = await runner.compactSession(id, parsed)
-          printCompact(io, report, parsed.json)
-          return report.status === 'refused' || report.status === 'failed' ? 1 : 0
-        },
-      }
-    default:
-      throw new UsageError(
-        sub
-          ? `unknown sessions command "${sub}" (list, show, resume, verify, repair, stats, compact)`
-          : 'sessions: missing the command (list, show, resume, verify, repair, stats, compact)',
-      )
-  }
+const sessionsView = () => import('./present/sessions.ts')
+
+/**
+ * Each command's plan, made from its arguments once they are checked (a
+ * mistake found here is a usage error, before anything loads); the command
+ * table and this map name the same commands.
+ */
+const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) => Plan> = {
+  run: ({ task }) => turn((runner, { parsed, cwd }, watch) => runner.run(task, { ...parsed, cwd }, watch)),
+  prompt: () =>
+    runner(async (runner, { parsed, io, cwd }) => {
+      const { printPrompt } = await import('./present/prompt.ts')
+      printPrompt(io, await runner.prompt({ ...parsed, cwd }), parsed.json)
+      return 0
+    }),
+  dev: () =>
+    nothing(async ({ parsed, io, layers, onInterrupt }) => {
+      const { dev } = await import('./dev.ts')
+      return dev({ ...layers, provider: parsed.provider, model: parsed.model, io, onInterrupt })
+    }),
+  config: () =>
+    nothing(async ({ parsed, io, layers }) => {
+      const [{ compose }, { printConfig }] = await Promise.all([import('./compose.ts'), import('./present/config.ts')])
+      printConfig(io, compose({ ...layers, warn: text => io.stderr.write(`loom: warning: ${text}\n`) }), parsed.json)
+      return 0
+    }),
+  'sessions list': () =>
+    store(async (store, { parsed, io }) => {
+      ;(await sessionsView()).printSessionList(io, await store.list(), parsed.json)
+      return 0
+    }),
+  'sessions show': ({ id }) =>
+    store(async (store, { parsed, io }) => {
+      ;(await sessionsView()).printSession(io, await store.show(id), parsed.json)
+      return 0
+    }),
+  'sessions resume': ({ id, task }) => turn((runner, { parsed, cwd }, watch) => runner.resume(id, task, { ...parsed, cwd }, watch)),
+  'sessions verify': ({ id }) =>
+    store(async (store, { parsed, io }) => {
+      const report = await store.verify(id)
+      ;(await sessionsView()).printVerify(io, report, parsed.json)
+      return report.clean ? 0 : 1
+    }),
+  'sessions repair': ({ id }) =>
+    store(async (store, { parsed, io }) => {
+      const repaired = await store.repair(id)
+      ;(await sessionsView()).printRepair(io, id, repaired, parsed.json)
+      return repaired.after.clean ? 0 : 1
+    }),
+  'sessions stats': ({ id }, parsed) => {
+    const prices = statsPrices(parsed.prices)
+    return store(async (store, { io }) => {
+      ;(await sessionsView()).printStats(io, await store.stats(id, prices), parsed.json)
+      return 0
+    })
+  },
+  'sessions compact': ({ id }) =>
+    runner(async (runner, { parsed, io }) => {
+      const report = await runner.compactSession(id, parsed)
+      ;(await sessionsView()).printCompact(io, report, parsed.json)
+      return report.status === 'refused' || report.status === 'failed' ? 1 : 0
+    }),
+  schema: () =>
+    nothing(async ({ parsed, io, cwd }) => {
+      const { writeSchema } = await import('./schema.ts')
+      return writeSchema({ cwd, bundles: parsed.bundles, out: parsed.out, io })
+    }),
+  plugins: () =>
+    nothing(async ({ parsed, io, cwd }) => {
+      const [{ catalogue }, { printCatalogue }] = await Promise.all([import('./catalogue.ts'), import('./present/catalogue.ts')])
+      printCatalogue(io, await catalogue(cwd), parsed.json)
+      return 0
+    }),
+  'new plugin': ({ name }) =>
+    nothing(async ({ io, cwd }) => {
+      const { newPlugin } = await import('./scaffold.ts')
+      return newPlugin(name, { cwd, io })
+    }),
+  help: ({ topic }) => {
+    const text = helpFor(topic ? topic.split(/\s+/) : [])
+    return nothing(async ({ io }) => {
+      io.stdout.write(text)
+      return 0
+    })
+  },
 }
 
 /** The `--*-price` flags (over the model's prices); a price must be a finite number >= 0. */

@@ -1,0 +1,268 @@
+// The `loom` command table: every command with its arguments, its options and
+// examples. The parser, the check that an option applies to the command, and
+// every help text derive from it. It imports nothing heavy, so `loom --help` and
+// `loom --version` start without loading the host.
+import { UsageError } from './errors.ts'
+
+export interface OptionSpec {
+  type: 'boolean' | 'string'
+  short?: string
+  multiple?: boolean
+  /** The value's placeholder in help texts. */
+  value?: string
+  help: string
+}
+
+/** Every option, in the order the help lists them. */
+export const OPTIONS = {
+  json: { type: 'boolean', help: 'machine-readable output' },
+  provider: { type: 'string', value: '<id>', help: 'model route; default: the first served of deepseek, anthropic, openai, scripted' },
+  model: { type: 'string', value: '<id>', help: 'model id' },
+  thinking: { type: 'string', value: 'on|off', help: 'thinking mode of the model; off sends reasoning effort "off"' },
+  'reasoning-effort': { type: 'string', value: '<e>', help: 'reasoning effort the route offers, e.g. low, high, max' },
+  'show-reasoning': { type: 'boolean', help: "print the model's reasoning as it streams, dimmed" },
+  'max-steps': { type: 'string', value: '<n>', help: 'model requests per turn before the turn stops (default 50)' },
+  'max-input-tokens': { type: 'string', value: '<n>', help: 'input tokens per turn, as the provider reports them' },
+  'max-cost': { type: 'string', value: '<usd>', help: "estimated US dollars per turn at the model's prices" },
+  bundle: { type: 'string', multiple: true, value: '<name>', help: 'bundle layer(s), in order (default: default; the CLI also ships minimal)' },
+  patch: { type: 'string', multiple: true, value: '<file>', help: 'a patch layer applied after loom.yml; repeatable, in order' },
+  'hit-price': { type: 'string', value: '<P>', help: "price per million cache-hit input tokens (default: the model's; deepseek-flash 0.006)" },
+  'miss-price': { type: 'string', value: '<P>', help: "price per million cache-miss input tokens (default: the model's; deepseek-flash 0.30)" },
+  'output-price': { type: 'string', value: '<P>', help: "price per million output tokens (default: the model's; deepseek-flash 1.20)" },
+  out: { type: 'string', value: '<file>', help: 'write it to this file instead of stdout' },
+  help: { type: 'boolean', short: 'h', help: "this help; after a command, that command's options and examples" },
+  version: { type: 'boolean', short: 'v', help: 'versions of loom and Node' },
+} as const satisfies Record<string, OptionSpec>
+
+export type OptionName = keyof typeof OPTIONS
+
+/** Options every command takes. */
+export const GLOBAL_OPTIONS: readonly OptionName[] = ['help', 'version']
+
+export interface ArgSpec {
+  /** As the synopsis shows it: `ID`, `"<task>"`. */
+  name: string
+  /** The key the command reads it by. */
+  key: string
+  /** What a usage error says is missing. */
+  missing: string
+  /** Takes every remaining word, joined by spaces. */
+  rest?: boolean
+  optional?: boolean
+}
+
+export interface CommandSpec {
+  /** One word, or a group and its subcommand: `sessions stats`. */
+  name: string
+  args: readonly ArgSpec[]
+  /** One line, for the overview. */
+  summary: string
+  /** More, for `loom help <command>`. */
+  details?: string
+  options: readonly OptionName[]
+  examples: readonly string[]
+}
+
+const LAYERS = ['bundle', 'patch'] as const
+const ROUTE = ['provider', 'model'] as const
+const TURN = ['json', ...ROUTE, 'thinking', 'reasoning-effort', 'show-reasoning', 'max-steps', 'max-input-tokens', 'max-cost', ...LAYERS] as const
+const STORED = ['json', ...LAYERS] as const
+
+const task = (example: string): ArgSpec => ({ name: '"<task>"', key: 'task', rest: true, missing: `the task, as in: ${example}` })
+const ID: ArgSpec = { name: 'ID', key: 'id', missing: 'the session id (see: loom sessions list)' }
+const SESSION = '20261129-134221-5be15d'
+
+export const COMMANDS = [
+  {
+    name: 'run',
+    args: [task('loom run "what is in this directory?"')],
+    summary: 'one headless turn of an agent in the current directory',
+    details:
+      'Streams the assistant text and tool calls as they happen; the session is stored under $LOOM_HOME/sessions. Exit 0 when the turn completed, 1 otherwise, 130 after Ctrl-C.',
+    options: TURN,
+    examples: ['loom run "what is in this directory?"', 'loom run --json --max-steps 10 "fix the failing test"'],
+  },
+  {
+    name: 'prompt',
+    args: [],
+    summary: 'the request the deployment would send next (no model call)',
+    details:
+      'The system text, the tools in order and the runtime-context snapshot, then the manifest: every section, context and tool with its owner and size.',
+    options: ['json', ...ROUTE, ...LAYERS],
+    examples: ['loom prompt', 'loom prompt --json --provider anthropic'],
+  },
+  {
+    name: 'dev',
+    args: [],
+    summary: 'the deployment with hot reload: edit a plugin or loom.yml while it runs',
+    details: 'Each line typed is a task for the agent; /prompt prints the prompt, /quit stops. A broken edit keeps the last good version and says why.',
+    options: [...ROUTE, ...LAYERS],
+    examples: ['loom dev', 'loom dev --patch local.yml'],
+  },
+  {
+    name: 'config',
+    args: [],
+    summary: "the deployment's rows, composed from its layers, as they boot",
+    details: 'Each row under the layer files that inserted or changed it, in the YAML dialect the include reads.',
+    options: ['json', ...LAYERS],
+    examples: ['loom config', 'loom config --bundle minimal --json'],
+  },
+  {
+    name: 'sessions list',
+    args: [],
+    summary: 'stored sessions: id, created, cwd, turns',
+    options: STORED,
+    examples: ['loom sessions list', 'loom sessions list --json'],
+  },
+  {
+    name: 'sessions show',
+    args: [ID],
+    summary: 'a session log as a readable transcript',
+    options: STORED,
+    examples: [`loom sessions show ${SESSION}`],
+  },
+  {
+    name: 'sessions resume',
+    args: [ID, task('loom sessions resume ID "and now?"')],
+    summary: 'a new turn on a stored session (output as for run)',
+    options: TURN,
+    examples: [`loom sessions resume ${SESSION} "and now the tests"`],
+  },
+  {
+    name: 'sessions verify',
+    args: [ID],
+    summary: 'check a log: torn tail, open turn, corruption (exit 1 if not clean)',
+    details: 'Writes nothing.',
+    options: STORED,
+    examples: [`loom sessions verify ${SESSION}`],
+  },
+  {
+    name: 'sessions repair',
+    args: [ID],
+    summary: 'repair a log on disk and say what was done',
+    details: 'A torn tail is cut and an open turn is closed with explicit results; corruption is never "repaired" (exit 1).',
+    options: STORED,
+    examples: [`loom sessions repair ${SESSION}`],
+  },
+  {
+    name: 'sessions stats',
+    args: [ID],
+    summary: 'prefix reuse between consecutive requests, and their estimated input cost',
+    details:
+      'Every request rebuilt from the log: the share of the previous request it reuses as its prefix, estimated cache-hit, cache-miss and output tokens and cost.',
+    options: ['json', 'hit-price', 'miss-price', 'output-price', ...LAYERS],
+    examples: [`loom sessions stats ${SESSION}`, `loom sessions stats ${SESSION} --hit-price 0.01 --json`],
+  },
+  {
+    name: 'sessions compact',
+    args: [ID],
+    summary: 'summarize the older part of a session now (exit 1 if the summary is refused)',
+    details: 'Needs a @loom/compaction row (the default bundle has one).',
+    options: ['json', ...ROUTE, ...LAYERS],
+    examples: [`loom sessions compact ${SESSION}`],
+  },
+  {
+    name: 'schema',
+    args: [],
+    summary: "a JSON Schema of loom.yml for editors: the rows, and each known plugin's config",
+    details:
+      'The plugins are those `loom plugins` lists; a patch by id is checked against the row of that id in the bundles. After `loom schema --out loom.schema.json`, make `# yaml-language-server: $schema=./loom.schema.json` the first line of loom.yml: an editor with the YAML language server then completes and checks it. Run it again after installing a plugin.',
+    options: ['out', 'bundle'],
+    examples: ['loom schema --out loom.schema.json', 'loom schema --bundle minimal > loom.schema.json'],
+  },
+  {
+    name: 'plugins',
+    args: [],
+    summary: 'the plugins available here, bundled and installed, with their config keys',
+    details:
+      'Bundled: every plugin the CLI\'s bundles name. Installed: the packages in node_modules, from this folder up, whose package.json keywords include "loom-plugin". Each with its description and its config keys: type, default, description.',
+    options: ['json'],
+    examples: ['loom plugins', 'loom plugins --json'],
+  },
+  {
+    name: 'new plugin',
+    args: [{ name: 'NAME', key: 'name', missing: 'the name of the plugin, as in: loom new plugin my-tool' }],
+    summary:
+      'scaffold a plugin project in ./NAME: package.json, src/index.ts (a tool with its guidance section and a Config), a test with the test kit, README',
+    options: [],
+    examples: ['loom new plugin my-tool'],
+  },
+  {
+    name: 'help',
+    args: [{ name: '[command]', key: 'topic', rest: true, optional: true, missing: 'the command' }],
+    summary: "this overview, or a command's options and examples",
+    options: [],
+    examples: ['loom help sessions stats', 'loom sessions stats --help'],
+  },
+] as const satisfies readonly CommandSpec[]
+
+export type CommandName = (typeof COMMANDS)[number]['name']
+
+/** Commands with subcommands, and what they are about. */
+export const GROUPS: Record<string, string> = {
+  sessions: 'stored sessions ($LOOM_HOME/sessions): list, read, continue, check, repair, measure and compact them',
+  new: 'create a project from a template',
+}
+
+/** The commands that take this option, in table order. */
+export function commandsFor(option: OptionName): string[] {
+  return COMMANDS.filter(command => (command.options as readonly string[]).includes(option)).map(command => command.name)
+}
+
+export function subcommands(group: string): CommandSpec[] {
+  return COMMANDS.filter(command => command.name.startsWith(`${group} `))
+}
+
+export type Lookup = { command: CommandSpec; rest: string[] } | { group: string; sub?: string } | { unknown: string } | undefined
+
+/** The command the positionals name (and the words after it), a group missing or mistyping its subcommand, or an unknown word. */
+export function lookup(positionals: readonly string[]): Lookup {
+  const [first, second] = positionals
+  if (first === undefined) return undefined
+  if (Object.hasOwn(GROUPS, first)) {
+    const command = COMMANDS.find(command => command.name === `${first} ${second}`)
+    return command ? { command, rest: positionals.slice(2) } : { group: first, sub: second }
+  }
+  const command = COMMANDS.find(command => command.name === first)
+  return command ? { command, rest: positionals.slice(1) } : { unknown: first }
+}
+
+/** The command the positionals name, and its arguments by key; a usage error otherwise. */
+export function resolveCommand(positionals: readonly string[]): { command: CommandSpec; args: Record<string, string> } {
+  const found = lookup(positionals)
+  if (found === undefined) throw new UsageError('missing the command')
+  if ('unknown' in found) throw new UsageError(`unknown command "${found.unknown}"`)
+  if ('group' in found) {
+    const names = subcommands(found.group).map(command => command.name.slice(found.group.length + 1))
+    throw new UsageError(
+      found.sub === undefined
+        ? `${found.group}: missing the command (${names.join(', ')})`
+        : `unknown ${found.group} command "${found.sub}" (${names.join(', ')})`,
+    )
+  }
+  return { command: found.command, args: takeArgs(found.command, found.rest) }
+}
+
+function takeArgs(command: CommandSpec, words: readonly string[]): Record<string, string> {
+  const args: Record<string, string> = {}
+  for (const [index, arg] of command.args.entries()) {
+    const value = arg.rest ? words.slice(index).join(' ').trim() : words[index]
+    if (!value) {
+      if (arg.optional) continue
+      throw new UsageError(`${command.name}: missing ${arg.missing}`)
+    }
+    args[arg.key] = value
+    if (arg.rest) return args
+  }
+  if (words.length > command.args.length) throw new UsageError(`${command.name}: unexpected argument "${words[command.args.length]}"`)
+  return args
+}
+
+/** An option the command does not take is refused: silently ignoring `loom config --model x` would mislead. */
+export function checkOptions(command: CommandSpec, given: readonly string[]) {
+  for (const option of given as OptionName[]) {
+    if (GLOBAL_OPTIONS.includes(option) || command.options.includes(option)) continue
+    const takers = commandsFor(option)
+    throw new UsageError(`${command.name}: --${option} does not apply here (it is for: ${takers.join(', ') || 'no command'})`)
+  }
+}

@@ -1,0 +1,216 @@
+// `loom new plugin NAME`: the files of the new project, its refusals, and the
+// project working. Its node_modules links the workspace's packages (what an
+// install would put there), so the generated plugin boots on the kit, its own
+// tests pass, it typechecks under its own tsconfig, and `loom prompt` in it
+// shows its section and tool. The install from the registry is tested elsewhere.
+import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import ts from 'typescript'
+import { beforeAll, describe, expect, it } from 'vitest'
+// The CLI does not depend on the kit; a plugin project does.
+import { createHost } from '../../../packages/testkit/src/index.ts'
+import { newPlugin, projectFiles, TYPES_NODE_VERSION, TYPESCRIPT_VERSION, VITEST_VERSION } from '../src/scaffold.ts'
+import { loom, project, spawnRun } from './helpers.ts'
+
+const REPO = fileURLToPath(new URL('../../..', import.meta.url))
+const CLI = JSON.parse(readFileSync(join(REPO, 'apps/cli/package.json'), 'utf8'))
+const ROOT = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'))
+
+const FILES = ['.gitignore', 'README.md', 'loom.yml', 'package.json', 'src/index.ts', 'tests/index.test.ts', 'tsconfig.build.json', 'tsconfig.json']
+
+/** `loom new plugin NAME` in `cwd`: its exit code and output. */
+async function scaffold(name: string, cwd: string) {
+  let stdout = ''
+  let stderr = ''
+  const io = { stdout: { write: (text: string) => (stdout += text) }, stderr: { write: (text: string) => (stderr += text) } }
+  const code = await newPlugin(name, { cwd, io })
+  return { code, stdout, stderr }
+}
+
+/** Every file under `dir`, relative, sorted. */
+const filesUnder = (dir: string): string[] =>
+  readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter(entry => entry.isFile())
+    .map(entry => join(entry.parentPath, entry.name).slice(dir.length + 1))
+    .sort()
+
+describe('loom new plugin', () => {
+  it('creates the project and prints the next steps', async () => {
+    const { cwd } = project()
+    const run = await scaffold('@acme/word-count', cwd)
+    expect(run.stderr).toBe('')
+    expect(run.code).toBe(0)
+    expect(run.stdout).toMatch(/cd word-count\n {2}npm install\n {2}npm test\n {2}npx loom prompt/)
+    const dir = join(cwd, 'word-count')
+    expect(filesUnder(dir)).toEqual(FILES)
+
+    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
+    const loomVersion = `^${CLI.version}`
+    expect(pkg).toMatchObject({
+      name: '@acme/word-count',
+      version: '0.1.0',
+      type: 'module',
+      description: expect.any(String),
+      keywords: ['loom-plugin'],
+      exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } },
+      files: ['dist'],
+      scripts: { build: 'tsc -p tsconfig.build.json', typecheck: 'tsc --noEmit', test: 'vitest run', prompt: 'loom prompt' },
+      dependencies: { '@loom/plugin': loomVersion },
+    })
+    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(['@deepseek-ai/cordis', '@deepseek-ai/schemastery'])
+    expect(pkg.devDependencies).toEqual({
+      '@deepseek-ai/cordis': CLI.dependencies['@deepseek-ai/cordis'],
+      '@deepseek-ai/schemastery': CLI.dependencies['@deepseek-ai/schemastery'],
+      '@loom/cli': loomVersion,
+      '@loom/testkit': loomVersion,
+      '@types/node': ROOT.devDependencies['@types/node'],
+      typescript: ROOT.devDependencies.typescript,
+      vitest: ROOT.devDependencies.vitest,
+    })
+
+    const tsconfig = JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8'))
+    expect(tsconfig.compilerOptions).toMatchObject({
+      strict: true,
+      module: 'nodenext',
+      moduleResolution: 'nodenext',
+      target: 'ES2023',
+      types: ['node'],
+      noEmit: true,
+    })
+    expect(tsconfig.include).toEqual(['src', 'tests'])
+    const build = JSON.parse(readFileSync(join(dir, 'tsconfig.build.json'), 'utf8'))
+    expect(build).toMatchObject({ extends: './tsconfig.json', compilerOptions: { noEmit: false, declaration: true, outDir: 'dist' }, include: ['src'] })
+
+    const source = readFileSync(join(dir, 'src/index.ts'), 'utf8')
+    expect([...source.matchAll(/from '([^']+)'/g)].map(([, from]) => from)).toEqual(['@loom/plugin'])
+    expect(readFileSync(join(dir, 'loom.yml'), 'utf8')).toMatch(/- insert:\n {4}- id: word-count\n {6}name: \.\/src\/index\.ts\n/)
+    expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toBe('node_modules\ndist\n')
+    const readme = readFileSync(join(dir, 'README.md'), 'utf8')
+    for (const command of ['npm install', 'npm test', 'npx loom prompt', 'npx loom run', 'npm publish']) expect(readme).toContain(command)
+  })
+
+  it('pins the toolchain the repository builds with', () => {
+    expect({ typescript: TYPESCRIPT_VERSION, vitest: VITEST_VERSION, '@types/node': TYPES_NODE_VERSION }).toEqual({
+      typescript: ROOT.devDependencies.typescript,
+      vitest: ROOT.devDependencies.vitest,
+      '@types/node': ROOT.devDependencies['@types/node'],
+    })
+  })
+
+  it('is the project docs/plugin-authoring.md walks through', () => {
+    const guide = readFileSync(join(REPO, 'docs/plugin-authoring.md'), 'utf8')
+    const block = (opening: string) =>
+      guide.includes(opening) ? guide.slice(guide.indexOf(opening) + opening.length).split(/^```$/m)[0] : `no block ${opening}`
+    const files = projectFiles('@acme/word-count', CLI)
+    expect(block('```ts\n// src/index.ts\n')).toBe(files['src/index.ts'])
+    expect(block('```ts\n// tests/index.test.ts\n')).toBe(files['tests/index.test.ts'])
+    expect(block('```yaml\n')).toBe(files['loom.yml'])
+  })
+
+  it('creates an unscoped project in an empty folder of its name', async () => {
+    const { cwd } = project()
+    mkdirSync(join(cwd, 'hello'))
+    const run = await scaffold('hello', cwd)
+    expect(run.code, run.stderr).toBe(0)
+    expect(JSON.parse(readFileSync(join(cwd, 'hello/package.json'), 'utf8')).name).toBe('hello')
+  })
+
+  it('refuses a folder that exists and is not empty, naming it', async () => {
+    const { cwd } = project({ 'word-count/notes.txt': 'mine' })
+    const run = await scaffold('@acme/word-count', cwd)
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(/\.\/word-count already exists and is not an empty folder/)
+    expect(readdirSync(join(cwd, 'word-count'))).toEqual(['notes.txt'])
+  })
+
+  it.each([
+    ['Word-Count', /\(it has "W", "C"\)/],
+    ['my plugin', /\(it has " "\)/],
+    ['.hidden', /neither part starting with "\." or "_"/],
+    ['@acme', /not of the form name or @scope\/name/],
+    ['fs', /reserved/],
+  ])('refuses the name %j, naming the rule', async (name, reason) => {
+    const { cwd } = project()
+    const run = await scaffold(name, cwd)
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(reason)
+    expect(run.stderr).toContain('an npm package name is lowercase letters, digits')
+    expect(readdirSync(cwd)).toEqual([])
+  })
+
+  describe('the project, with the workspace packages installed', () => {
+    let dir: string
+    let home: string
+    beforeAll(async () => {
+      const made = project()
+      home = made.home
+      dir = join(made.cwd, 'word-count')
+      expect((await scaffold('@acme/word-count', made.cwd)).code).toBe(0)
+      const link = (name: string, target: string) => {
+        mkdirSync(dirname(join(dir, 'node_modules', name)), { recursive: true })
+        symlinkSync(target, join(dir, 'node_modules', name), 'dir')
+      }
+      link('@loom/plugin', join(REPO, 'packages/plugin'))
+      link('@loom/testkit', join(REPO, 'packages/testkit'))
+      for (const name of ['vitest', 'typescript', '@types/node']) link(name, join(REPO, 'node_modules', name))
+    })
+
+    it('boots on the kit with its section and its tool', async () => {
+      const plugin = await import(join(dir, 'src/index.ts'))
+      const host = await createHost()
+      try {
+        const mounted = await host.mount(plugin)
+        const delta = await mounted.delta()
+        expect(delta.sections.map(section => [section.name, section.order, section.stability])).toEqual([['word-count:guidance', 200, 'static']])
+        expect(delta.tools.map(tool => tool.name)).toEqual(['word-count'])
+        expect(await host.callTool('word-count', { text: 'a b a' })).toMatchObject({
+          isError: false,
+          content: [{ type: 'text', text: 'words: 3, lines: 1, characters: 5. Most frequent: a (2), b (1).' }],
+        })
+        await mounted.dispose()
+        await host.assertZeroResidue(mounted)
+      } finally {
+        await host.dispose()
+      }
+    })
+
+    it('passes its own tests', async () => {
+      // The workspace's packages export their sources under this condition (dist/ is for installs).
+      writeFileSync(join(dir, 'vitest.config.ts'), "export default { ssr: { resolve: { conditions: ['loom-source'] } } }\n")
+      const run = await spawnRun(process.execPath, [join(REPO, 'node_modules/vitest/vitest.mjs'), 'run'], { cwd: dir, home, env: { NO_COLOR: '1' } })
+      expect(run.code, run.stdout + run.stderr).toBe(0)
+      expect(run.stdout.replace(/\x1b\[[0-9;]*m/g, '')).toMatch(/Tests +5 passed/)
+    })
+
+    it('typechecks under its own tsconfig', () => {
+      const config = ts.getParsedCommandLineOfConfigFile(
+        join(dir, 'tsconfig.json'),
+        { customConditions: ['loom-source'] },
+        {
+          ...ts.sys,
+          onUnRecoverableConfigFileDiagnostic: diagnostic => {
+            throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'))
+          },
+        },
+      )!
+      expect(config.fileNames.map(file => file.slice(dir.length + 1)).sort()).toEqual(['src/index.ts', 'tests/index.test.ts'])
+      const program = ts.createProgram(config.fileNames, config.options)
+      // Only the project's own files: the workspace's are checked by its own build.
+      const problems = [
+        ...program.getOptionsDiagnostics(),
+        ...program.getGlobalDiagnostics(),
+        ...config.fileNames.flatMap(file => ts.getPreEmitDiagnostics(program, program.getSourceFile(file))),
+      ].map(diagnostic => ts.formatDiagnostic(diagnostic, { getCanonicalFileName: f => f, getCurrentDirectory: () => dir, getNewLine: () => '\n' }))
+      expect(problems).toEqual([])
+    })
+
+    it('shows its section and tool in `loom prompt`', async () => {
+      const run = await loom(['prompt', '--json'], { cwd: dir, home })
+      expect(run.code, run.stderr).toBe(0)
+      const report = JSON.parse(run.stdout)
+      expect(report.sections.map((section: { name: string }) => section.name)).toContain('word-count:guidance')
+      expect(report.tools).toContainEqual(expect.objectContaining({ name: 'word-count', owner: '@acme/word-count' }))
+    })
+  })
+})
