@@ -1,6 +1,7 @@
 // `pnpm bench`: one JSON object per line, so runs can be compared by machine.
 // Figures, not thresholds: nothing here fails on a slow machine.
 import { benchBoot, benchReload } from '../apps/cli/bench/boot.ts'
+import { benchStartup } from '../apps/cli/bench/startup.ts'
 import { benchStep } from '../packages/agent-loop/bench/step.ts'
 import { benchCacheEconomics } from '../packages/agent-loop/bench/cache-economics.ts'
 import { benchDerive } from '../packages/session/bench/derive.ts'
@@ -35,6 +36,8 @@ steps.forEach(print)
 for (const figure of steps.slice(1)) {
   print({ bench: 'agent-loop/step growth', history_ratio: figure.history / steps[0].history, median_ratio: ratio(figure.median_us, steps[0].median_us) })
 }
+
+benchStartup().forEach(print)
 
 const boots = await benchBoot()
 boots.forEach(print)

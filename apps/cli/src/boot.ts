@@ -7,11 +7,11 @@ import type Schema from '@deepseek-ai/schemastery'
 import Include from '@deepseek-ai/cordis-plugin-include'
 import Loader, { Group, interpolate, isJsExpr, type Entry, type EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { CLI_ROOT, closestName, compose, type ComposeOptions, type Composition } from './compose.ts'
+import { objectKeys } from './catalogue.ts'
+import { closestName, compose, resolvePackage, type ComposeOptions, type Composition } from './compose.ts'
 import { BootError } from './errors.ts'
 
 /** The loader entry id of the include that mounts the composed rows. */
@@ -35,6 +35,8 @@ export interface Deployment {
   root: Context
   /** The layers and rows that were mounted. */
   composition: Composition
+  /** The folder of this boot's temporary files (under BOOT_PARENT), removed by `dispose()`. */
+  bootDir: string
   /**
    * Re-reads every layer and applies the new rows to the running deployment as
    * one update of the include (rows that did not change keep running). A layer
@@ -162,6 +164,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     get composition() {
       return composition
     },
+    bootDir,
     async recompose() {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
       // The loader would keep a running row on its old config and go on with the
@@ -225,14 +228,11 @@ function processAlive(pid: number): boolean {
  */
 export function locateModule(name: string, cwd: string): string {
   if (name.startsWith('cordis:') || name.startsWith('file:') || name.startsWith('.') || isAbsolute(name)) return name
-  for (const base of [cwd, CLI_ROOT]) {
-    try {
-      return pathToFileURL(createRequire(join(base, 'package.json')).resolve(name)).href
-    } catch {
-      /* not from here */
-    }
+  try {
+    return pathToFileURL(resolvePackage(name, cwd)).href
+  } catch {
+    return name
   }
-  return name
 }
 
 /**
@@ -298,10 +298,8 @@ async function configProblems(
  * that silently does nothing misleads: it is refused like a bad value.
  */
 function unknownKeys(schema: Schema | undefined, value: unknown, path = ''): { key: string; known: string[] }[] {
-  if (!schema || typeof value !== 'object' || value === null || Array.isArray(value)) return []
-  const parts = schema.type === 'intersect' ? (schema.list ?? []) : [schema]
-  if (!parts.length || parts.some(part => part.type !== 'object' || !part.dict)) return []
-  const dict: Record<string, Schema> = Object.assign({}, ...parts.map(part => part.dict))
+  const dict = schema && objectKeys(schema)
+  if (!dict || typeof value !== 'object' || value === null || Array.isArray(value)) return []
   const known = Object.keys(dict)
   const found: { key: string; known: string[] }[] = []
   for (const [key, item] of Object.entries(value)) {

@@ -291,6 +291,23 @@ export function resolveBundle(spec: string, cwd: string): string {
   throw new ConfigError(`package "${pkg}" (${manifestPath}) declares no bundle: add "loom": { "bundle": "./bundles/<name>.yml" } to its package.json`)
 }
 
+/**
+ * The file a package name (or a subpath it exports) resolves to: from the
+ * project folder first, then from the CLI's (which has the bundled plugins).
+ * Throws the project folder's error when neither has it.
+ */
+export function resolvePackage(name: string, cwd: string): string {
+  let first: unknown
+  for (const dir of [cwd, CLI_ROOT]) {
+    try {
+      return createRequire(join(dir, 'package.json')).resolve(name)
+    } catch (error) {
+      first ??= error
+    }
+  }
+  throw first
+}
+
 /** A package's package.json as seen from `dir` (resolution, then a parent walk for packages whose exports hide it). */
 function findManifest(pkg: string, dir: string): string | undefined {
   try {

@@ -4,7 +4,7 @@
 // project first, then from the CLI.
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { BOOT_PARENT, boot, type Deployment } from '../src/boot.ts'
 import { CLI_ROOT } from '../src/compose.ts'
@@ -15,17 +15,16 @@ afterEach(async () => {
   for (const deployment of deployments.splice(0)) await deployment.dispose()
 })
 
-const ownBootDirs = () => readdirSync(BOOT_PARENT).filter(name => name.startsWith(`boot-${process.pid}-`))
-
 describe('temporary boot files', () => {
   it('live in the OS temp folder while the deployment runs, and are gone after it', async () => {
     const { cwd } = project()
-    const before = ownBootDirs()
     const deployment = await boot({ cwd, bundles: ['minimal'], log: () => {} })
-    expect(ownBootDirs().length).toBe(before.length + 1)
+    expect(dirname(deployment.bootDir)).toBe(BOOT_PARENT)
+    expect(basename(deployment.bootDir)).toMatch(new RegExp(`^boot-${process.pid}-`))
+    expect(readdirSync(deployment.bootDir)).toEqual(['deployment.yml'])
     expect(existsSync(join(CLI_ROOT, '.boot'))).toBe(false)
     await deployment.dispose()
-    expect(ownBootDirs()).toEqual(before)
+    expect(existsSync(deployment.bootDir)).toBe(false)
   })
 
   it('a folder left by a process that is gone is removed by the next boot; a running one is kept', async () => {

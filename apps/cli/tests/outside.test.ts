@@ -1,0 +1,110 @@
+// Loom outside its own repository, as a stranger meets it: the packages are
+// packed, the CLI is installed from the tarballs into a folder of its own (the
+// README's global install), `loom new plugin` makes a plugin project in a temp
+// folder, npm installs it, tsc typechecks it, vitest runs its test kit test,
+// and deployments load it by path (its own loom.yml) and, packed and installed
+// in another project, by package name. Nothing here resolves into the workspace.
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { delimiter, dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { scriptedModel } from './helpers.ts'
+
+const REPO = fileURLToPath(new URL('../../..', import.meta.url))
+const PNPM = `pnpm@${(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { packageManager: string }).packageManager.split('@')[1]}`
+const STEP_MS = 240_000
+
+const base = mkdtempSync(join(tmpdir(), 'loom-outside-'))
+afterAll(() => rmSync(base, { recursive: true, force: true }))
+
+/**
+ * The environment of a stranger's shell: this Node first on PATH, no workspace
+ * source condition, no API keys, sessions in the temp folder.
+ */
+const env: NodeJS.ProcessEnv = {
+  ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^(NODE_OPTIONS|npm_|VITEST|DEEPSEEK_|ANTHROPIC_|OPENAI_)/.test(key))),
+  PATH: [dirname(process.execPath), process.env.PATH].join(delimiter),
+  LOOM_HOME: join(base, 'home'),
+  npm_config_update_notifier: 'false',
+  npm_config_fund: 'false',
+  npm_config_audit: 'false',
+}
+
+function sh(command: string, args: string[], cwd: string): string {
+  try {
+    return execFileSync(command, args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: STEP_MS })
+  } catch (error) {
+    const failed = error as { stdout?: string; stderr?: string; message: string }
+    throw new Error(`${command} ${args.join(' ')} (in ${cwd}) failed: ${failed.message}\n${failed.stdout ?? ''}\n${failed.stderr ?? ''}`)
+  }
+}
+
+const packs = join(REPO, 'packs')
+let tarballs: string[] = []
+const cli = join(base, 'cli')
+const loomBin = join(cli, 'node_modules', '.bin', 'loom')
+const plugin = join(base, 'hello-loom')
+
+describe('a plugin in its own project', { timeout: STEP_MS }, () => {
+  beforeAll(() => {
+    rmSync(packs, { recursive: true, force: true })
+    sh('npx', ['-y', PNPM, 'build'], REPO)
+    sh('npx', ['-y', PNPM, 'pack-all'], REPO)
+    tarballs = readdirSync(packs).map(name => join(packs, name))
+    mkdirSync(cli)
+    sh('npm', ['install', '--prefix', cli, ...tarballs], base)
+  }, STEP_MS)
+
+  it('the installed CLI runs compiled code, from any folder', () => {
+    expect(sh(loomBin, ['--version'], base)).toMatch(/^loom \d+\.\d+\.\d+ \(node v\d+/)
+    const installed = join(cli, 'node_modules', '@loom', 'cli')
+    expect(readdirSync(join(installed, 'dist'))).toContain('main.js')
+    expect(sh(loomBin, ['--bundle', 'minimal', 'prompt'], base)).toContain('You are an AI agent powered by Loom.')
+    // Nothing written into the install.
+    expect(readdirSync(installed).sort()).toEqual(['README.md', 'bin', 'bundles', 'dist', 'package.json', 'src'])
+  })
+
+  it('`loom new plugin` scaffolds a project that installs, typechecks and passes its test kit test', () => {
+    sh(loomBin, ['new', 'plugin', 'hello-loom'], base)
+    // The @loom packages are not on a registry: their tarballs stand in; the rest comes from npm.
+    sh('npm', ['install', ...tarballs], plugin)
+    sh('npx', ['tsc', '--noEmit'], plugin)
+    const tested = sh('npx', ['vitest', 'run'], plugin)
+    expect(tested).toMatch(/passed/)
+    sh('npm', ['run', 'build'], plugin)
+    expect(readdirSync(join(plugin, 'dist'))).toEqual(expect.arrayContaining(['index.js', 'index.d.ts']))
+  })
+
+  it('its loom.yml mounts it by path: `loom prompt` shows its section and its tool', () => {
+    // The project's own CLI (a devDependency): one tree, one copy of Cordis.
+    const prompt = sh('npx', ['loom', 'prompt', '--json'], plugin)
+    const request = JSON.parse(prompt) as { tools: { name: string }[]; manifest: { rows: { kind: string; name: string; owner: string }[] } }
+    expect(request.tools.map(tool => tool.name)).toContain('hello-loom')
+    expect(request.manifest.rows).toContainEqual(expect.objectContaining({ kind: 'section', name: 'hello-loom:guidance', owner: 'hello-loom' }))
+  })
+
+  it('packed and installed in another project, a deployment loads it by package name and `loom run` calls its tool', () => {
+    const packed = sh('npm', ['pack', '--pack-destination', base], plugin).trim().split('\n').pop()!
+    const deployment = join(base, 'deployment')
+    mkdirSync(deployment)
+    writeFileSync(join(deployment, 'package.json'), '{ "name": "deployment", "private": true }\n')
+    sh('npm', ['install', join(base, packed), ...tarballs], deployment)
+    writeFileSync(
+      join(deployment, 'loom.yml'),
+      `${scriptedModel(`
+- text: Counting.
+  toolCalls:
+    - { name: hello-loom, arguments: { text: 'one two two' } }
+- Done counting.
+`)}- insert:\n    - id: hello\n      name: hello-loom\n`,
+    )
+    expect(sh('npx', ['loom', 'plugins'], deployment)).toContain('hello-loom')
+    expect(sh('npx', ['loom', 'prompt'], deployment)).toContain('hello-loom')
+    const run = sh('npx', ['loom', 'run', 'count the words'], deployment)
+    expect(run).toContain('→ hello-loom')
+    expect(run).toContain('✓')
+    expect(run).toContain('Done counting.')
+  })
+})
