@@ -9,7 +9,7 @@ import { DEFAULT_CACHE_PRICES, reconstructRequests, requestEconomics, type Cache
 import type { JsonlPersistence } from '@loom/session-jsonl'
 import { boot, startMessage, type BootOptions } from './boot.ts'
 import { ConfigError, UsageError } from './errors.ts'
-import { Config as RunnerConfig, lastRoute, modelPrices, NO_STORE, name as RUNNER } from './runner.ts'
+import { Config as RunnerConfig, lastRoute, modelPrices, NO_STORE, name as RUNNER } from './runner-config.ts'
 
 /** The modules a store needs: the session service and its JSONL backend. */
 const STORE_MODULES = new Set(['@loom/session', '@loom/session-jsonl'])

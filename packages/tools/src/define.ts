@@ -1,5 +1,6 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import { Ajv2020 } from 'ajv/dist/2020.js'
+import type { Ajv, ErrorObject, ValidateFunction } from 'ajv'
+import type { Ajv2020 } from 'ajv/dist/2020.js'
+import { createRequire } from 'node:module'
 import { isPlainObject, snapshotJson } from './json.ts'
 import type { ToolDefinition, ToolOutput, ToolRunContext } from './types.ts'
 
@@ -38,9 +39,15 @@ const options = { allErrors: true, strict: false, logger: false } as const
 let draft7: Ajv | undefined
 let draft2020: Ajv2020 | undefined
 
+// Ajv (about 90 modules) loads with the first definition, not with this package:
+// a command that only reads sessions never compiles a tool.
+const require = createRequire(import.meta.url)
+
 function validatorFor(schema: Record<string, unknown>): Ajv | Ajv2020 {
-  if (typeof schema.$schema === 'string' && schema.$schema.includes('2020-12')) return (draft2020 ??= new Ajv2020(options))
-  return (draft7 ??= new Ajv(options))
+  if (typeof schema.$schema === 'string' && schema.$schema.includes('2020-12')) {
+    return (draft2020 ??= new (require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js')).Ajv2020(options))
+  }
+  return (draft7 ??= new (require('ajv') as typeof import('ajv')).Ajv(options))
 }
 
 const compiled = new WeakMap<object, CompiledTool>()

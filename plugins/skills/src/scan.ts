@@ -1,6 +1,11 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { isAbsolute, join, relative, resolve, sep } from 'node:path'
-import { parse as parseYaml } from 'yaml'
+
+// The YAML parser (about 70 modules) loads with the first SKILL.md, not with the
+// plugin: a project without skills never pays for it.
+const require = createRequire(import.meta.url)
+const parseYaml = (text: string): unknown => (require('yaml') as typeof import('yaml')).parse(text)
 
 /** One usable skill. */
 export interface Skill {

@@ -168,9 +168,14 @@ export function apply(ctx: Context, config: Config) {
     throw new Error(`${name}: config timeoutMs (${config.timeoutMs}) exceeds maxTimeoutMs (${config.maxTimeoutMs})`)
   }
 
-  const sandbox = resolveSandbox(config.sandbox, name)
-  if (config.sandbox === 'auto' && sandbox === 'none') {
-    ctx.logger('tool-shell').debug('bubblewrap does not work here (%s): commands run without a PID namespace', probeBwrap().reason)
+  // `bwrap` that does not work fails the start; `auto` tries it at the first call
+  // (a 20 ms subprocess that `loom prompt` and a turn without bash never need).
+  let sandbox = config.sandbox === 'auto' ? undefined : resolveSandbox(config.sandbox, name)
+  const resolvedSandbox = () => {
+    if (sandbox) return sandbox
+    sandbox = resolveSandbox('auto', name)
+    if (sandbox === 'none') ctx.logger('tool-shell').debug('bubblewrap does not work here (%s): commands run without a PID namespace', probeBwrap().reason)
+    return sandbox
   }
   if (!reaped) {
     reaped = true
@@ -233,7 +238,7 @@ export function apply(ctx: Context, config: Config) {
               command: args.command,
               cwd,
               env: shellEnv(secretPatterns, config.env.allow),
-              sandbox,
+              sandbox: resolvedSandbox(),
               timeoutMs,
               graceMs: config.graceMs,
               maxOutputBytes: config.maxOutputBytes,
