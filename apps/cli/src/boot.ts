@@ -139,24 +139,16 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   await root.loader.create({ id: DEPLOYMENT_ENTRY, name: 'cordis:include', config: includeConfig(composition.rows) } as never)
   await root.loader.await()
 
-  const problems = async () => {
-    const found = await rowProblems(root, shownName)
-    return found.map(problem => problem.text)
-  }
+  const problems = async () => reportLines(await rowProblems(root, shownName))
   const found: RowProblem[] = [
     ...(await rowProblems(root, shownName)),
     ...(await configProblems(root, mounted(composition.rows), shownName, composition.configFrom, false)).map(text => ({ text, message: text })),
   ]
   starting = false
-  // Root causes first: a row waiting for a service is often waiting for a row that failed.
-  found.sort((a, b) => Number(a.pending === true) - Number(b.pending === true))
-  if (found.some(problem => !problem.pending)) {
-    for (const problem of found) if (problem.pending) problem.text += ' (a failed row above may be the one that provides it)'
-  }
   const stray = strayErrors(found, logged)
   if (found.length || stray.length) {
     await dispose().catch(() => {})
-    throw new BootError([...found.map(problem => problem.text), ...stray])
+    throw new BootError([...reportLines(found), ...stray])
   }
 
   return {
@@ -188,7 +180,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
       const stray = strayErrors(found, logged)
       if (found.length || stray.length) {
         await apply(composition.rows)
-        throw new BootError([...found.map(problem => problem.text), ...stray], 'the edited deployment did not start, so the previous one runs again')
+        throw new BootError([...reportLines(found), ...stray], 'the edited deployment did not start, so the previous one runs again')
       }
       composition = next
       return next
@@ -271,8 +263,8 @@ async function configProblems(
     } catch {
       return
     }
-    if (!plugin?.Config) return
-    if (checkValues) {
+    if (!plugin) return
+    if (checkValues && plugin.Config) {
       try {
         resolveConfig({ Config: plugin.Config } as Plugin.Runtime, config)
       } catch (error) {
@@ -280,11 +272,11 @@ async function configProblems(
         return
       }
     }
-    for (const { key, known } of unknownKeys(plugin.Config as Schema, config)) {
+    for (const { key, known } of unknownKeys(plugin.Config as Schema | undefined, config)) {
       const near = closestName(key.split('.').pop()!, known)
       const file = row.id === undefined ? undefined : configFrom[row.id]
       problems.push(
-        `${file ? `${file}: ` : ''}row "${row.id}" (${shownName(row.name)}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; it has: ${known.join(', ') || 'no keys'}`,
+        `${file ? `${file}: ` : ''}row "${row.id}" (${shownName(row.name)}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; ${known.length ? `it has: ${known.join(', ')}` : 'it takes no config'}`,
       )
     }
   }
@@ -298,6 +290,7 @@ async function configProblems(
  * that silently does nothing misleads: it is refused like a bad value.
  */
 function unknownKeys(schema: Schema | undefined, value: unknown, path = ''): { key: string; known: string[] }[] {
+  // A plugin without a Config gets its config as it is: nothing to check it by.
   const dict = schema && objectKeys(schema)
   if (!dict || typeof value !== 'object' || value === null || Array.isArray(value)) return []
   const known = Object.keys(dict)
@@ -311,9 +304,39 @@ function unknownKeys(schema: Schema | undefined, value: unknown, path = ''): { k
 
 interface RowProblem {
   text: string
-  pending?: boolean
+  /** A row that did not start because services it needs are missing: its id and those services. */
+  waiting?: { row: string; missing: string[] }
   message: string
   error?: unknown
+}
+
+/**
+ * One line per root cause. Rows that failed each get theirs; rows that only
+ * wait for services are folded into one line: after failed rows (which most
+ * likely provide what they wait for), or else one line per missing service,
+ * leaving out a service whose rows an earlier line already named.
+ */
+function reportLines(found: readonly RowProblem[]): string[] {
+  const waiting = found.filter(problem => problem.waiting?.missing.length)
+  const lines = found.filter(problem => !problem.waiting?.missing.length).map(problem => problem.text)
+  if (!waiting.length) return lines
+  const ids = (rows: readonly string[]) => rows.map(row => `"${row}"`).join(', ')
+  if (lines.length) {
+    const rows = waiting.map(problem => problem.waiting!.row)
+    const they = rows.length === 1 ? 'it waits' : 'they wait'
+    return [...lines, `${rows.length === 1 ? 'row' : `${rows.length} rows`} ${ids(rows)} did not start: ${they} for services that a failed row above provides`]
+  }
+  const needing = new Map<string, string[]>()
+  for (const { waiting: wait } of waiting) for (const service of wait!.missing) needing.set(service, [...(needing.get(service) ?? []), wait!.row])
+  const named = new Set<string>()
+  for (const [service, rows] of [...needing].sort((a, b) => b[1].length - a[1].length)) {
+    if (rows.every(row => named.has(row))) continue
+    for (const row of rows) named.add(row)
+    lines.push(
+      `no running row provides the service "${service}", so ${rows.length === 1 ? 'row' : 'rows'} ${ids(rows)} did not start (is its row disabled or missing?)`,
+    )
+  }
+  return lines
 }
 
 /** Every enabled row must be active: otherwise say which row, which module, and why. */
@@ -343,7 +366,7 @@ async function rowProblems(root: Context, shownName: (name: string) => string): 
       const message = missing.length
         ? `needs the service${missing.length > 1 ? 's' : ''} ${missing.map(name => `"${name}"`).join(', ')}, which no running row provides`
         : `is waiting for the services ${wanted.map(name => `"${name}"`).join(', ')}`
-      problems.push({ text: `${row} did not start: it ${message}`, message, pending: true })
+      problems.push({ text: `${row} did not start: it ${message}`, message, waiting: { row: String(entry.options.id), missing } })
     } else if (fiber.state !== ACTIVE) {
       problems.push({ text: `${row} did not settle (fiber state ${fiber.state})`, message: '' })
     }

@@ -57,11 +57,27 @@ describe('startup errors', () => {
     expect(run.stderr).toContain(`row "boom" (${join(run.cwd, 'boom.mjs')}): failed to start: kaboom: the boom plugin needs a fuse`)
   })
 
-  it('a missing required service names the rows that wait and the services', async () => {
+  it('a missing required service is one line naming the service and every row that waits for it', async () => {
     const run = await fails({ 'loom.yml': '- id: llm\n  disabled: true\n' })
     expect(run.code).toBe(1)
-    expect(run.stderr).toContain('row "agents" (@loom/agent-loop) did not start: it needs the service "llm", which no running row provides')
-    expect(run.stderr).toContain('row "scripted" (@loom/cli/demo-model) did not start: it needs the service "llm"')
+    // The runner also waits for "agents", which waits for "llm": one root cause, one line.
+    expect(run.stderr).toBe(
+      'loom: the deployment failed to start:\n  no running row provides the service "llm", so rows "scripted", "agents", "compaction", "runner" did not start (is its row disabled or missing?)\n',
+    )
+  })
+
+  it('rows that wait for a failed row are one line after its error, not one each', async () => {
+    const run = await fails({ 'loom.yml': '- id: prompt\n  config:\n    identity: 5\n' })
+    const lines = run.stderr.trim().split('\n')
+    expect(lines).toHaveLength(3)
+    expect(lines[1]).toBe('  row "prompt" (@loom/system-prompt): invalid config: $.identity expected string but got 5')
+    expect(lines[2]).toMatch(/^ {2}10 rows "tools", "agents", .*"runner" did not start: they wait for services that a failed row above provides$/)
+  })
+
+  it('a config key for a built-in plugin that takes no config is refused: it would do nothing', async () => {
+    const run = await fails({ 'loom.yml': '- id: tools\n  config:\n    bogus: 1\n' })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('row "tools" (@loom/tools): unknown config key "bogus"; it takes no config')
   })
 
   it('malformed YAML in loom.yml names the file and the line', async () => {

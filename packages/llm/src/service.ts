@@ -1,4 +1,5 @@
 import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
 import { DEFAULT_RETRY_POLICY, type GenerateOptions, type LlmAdapter, type LlmModelInfo, type ResolvedRetryPolicy } from './adapter.ts'
 import { LlmError, toFailure } from './errors.ts'
 import { deepFreeze } from './messages.ts'
@@ -185,6 +186,8 @@ class PreparedCall implements PreparedLlmCall {
 export class Llm extends Service {
   /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
   static override readonly name = PACKAGE
+  /** No settings (routes come from the adapter plugins): a key given to its row is refused as unknown. */
+  static readonly Config = Schema.object({})
   private readonly routes = new Map<string, Registration>()
   private readonly home: Context
 

@@ -1,4 +1,5 @@
 import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
 import type { SessionId } from '@loom/llm'
 import { isAbsolute } from 'node:path'
 import { SESSION_FORMAT_VERSION, type SessionEvent, type SessionHeader } from './events.ts'
@@ -161,6 +162,8 @@ function buildHeader(id: SessionId, meta: SessionMeta = {}): SessionHeader {
  * agent scope) detaches it and emits `session/disposed`.
  */
 export class SessionStore extends Service {
+  /** No settings (persistence comes from its own plugin): a key given to its row is refused as unknown. */
+  static readonly Config = Schema.object({})
   private readonly home: Context
   private readonly live = new Map<SessionId, Session>()
   private readonly announced = new WeakSet<Session>()

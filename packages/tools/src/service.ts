@@ -1,4 +1,5 @@
 import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
 import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped, type ScopeKey } from '@loom/scope'
 import { compareCodeUnits } from '@loom/system-prompt'
 import { parseArguments, ToolCallRun, type CallHost } from './call.ts'
@@ -85,6 +86,8 @@ export class ToolRuntime extends Service {
   /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
   static override readonly name = PACKAGE
   static readonly inject = ['systemPrompt']
+  /** No settings: a key given to its row is refused as unknown. */
+  static readonly Config = Schema.object({})
 
   private readonly layers: ScopedLayers<ToolLayer>
 
