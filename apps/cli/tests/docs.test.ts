@@ -1,10 +1,12 @@
-// The loom.yml snippets of the docs cannot drift: every ```yaml block that starts
-// with `# loom.yml`, in the README, docs/ and every package README, is a
-// project's layer over the default bundle, and the deployment it makes boots.
+// The loom.yml snippets of the docs cannot drift: every ```yaml block in the
+// README, docs/ and every package README is a project's layer over the default
+// bundle, and the deployment it makes boots. A plugin it mounts by path, or by a
+// package name that is not installed here, is an empty stand-in.
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { CLI_ROOT, resolvePackage } from '../src/compose.ts'
 import { loom, project } from './helpers.ts'
 
 const REPO = fileURLToPath(new URL('../../..', import.meta.url))
@@ -16,7 +18,7 @@ const docs = [
 ].filter(file => file.endsWith('.md') && existsSync(join(REPO, file)))
 
 const snippets = docs.flatMap(file =>
-  [...readFileSync(join(REPO, file), 'utf8').matchAll(/```yaml\n(# loom\.yml[^\n]*\n[\s\S]*?)```/g)].map((match, index) => ({
+  [...readFileSync(join(REPO, file), 'utf8').matchAll(/```yaml\n([\s\S]*?)```/g)].map((match, index) => ({
     name: `${file} #${index + 1}`,
     yaml: match[1],
   })),
@@ -27,14 +29,37 @@ describe('loom.yml snippets of the docs', () => {
     expect(snippets.length).toBeGreaterThan(10)
   })
 
-  it.each(snippets)('$name boots on the default bundle', async ({ yaml }) => {
-    // A plugin the snippet mounts by path is an empty one here.
-    const plugins = [...yaml.matchAll(/name: \.\/(\S+\.ts)/g)].map(([, path]) => [path, stubPlugin(path)])
-    const { cwd, home } = project({ 'loom.yml': yaml, ...Object.fromEntries(plugins) })
-    const run = await loom(['prompt'], { cwd, home })
+  it.each(snippets)('$name boots on its bundle', async ({ yaml }) => {
+    // A plugin the snippet mounts by path is an empty one here, and so is a
+    // package it names that is not installed; a file a config points at is empty.
+    const paths = [...yaml.matchAll(/name: \.\/(\S+\.ts)/g)].map(([, path]) => [path, stubPlugin(path)])
+    const packages = [...yaml.matchAll(/name: '?((?:@[\w.-]+\/)?[\w.-]+)'?\s*$/gm)]
+      .map(([, name]) => name)
+      .filter(name => !installed(name))
+      .flatMap(name => Object.entries(stubPackage(name)))
+    const files = [...yaml.matchAll(/^\s+\w+: \.\/(\S+\.\w+)\s*$/gm)].map(([, path]) => [path, ''])
+    const { cwd, home } = project({ 'loom.yml': yaml, ...Object.fromEntries([...files, ...paths, ...packages]) })
+    // `# loom.yml on the minimal bundle`: a layer over that bundle instead of the default one.
+    const bundle = /^# loom\.yml on the (\w+) bundle/.exec(yaml)?.[1] ?? 'default'
+    const run = await loom(['--bundle', bundle, 'prompt'], { cwd, home })
     expect(run.stderr).not.toMatch(/warning|error|failed/)
     expect(run.code, run.stderr).toBe(0)
   })
+})
+
+function installed(name: string): boolean {
+  try {
+    resolvePackage(name, CLI_ROOT)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** An installed package whose plugin does nothing. */
+const stubPackage = (name: string) => ({
+  [`node_modules/${name}/package.json`]: JSON.stringify({ name, type: 'module', exports: './index.js' }),
+  [`node_modules/${name}/index.js`]: stubPlugin(name),
 })
 
 /** A plugin that does nothing, named after its file. */
