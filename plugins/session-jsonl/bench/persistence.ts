@@ -114,7 +114,7 @@ export async function benchLoad(size = 100_000, rounds = 7): Promise<LoadFigure>
  * TypeScript loader in the child made every other run twice as slow.
  */
 export function benchLoadFresh(): LoadFigure {
-  const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--load'], { encoding: 'utf8' })
+  const child = spawnSync(process.execPath, ['--conditions=loom-source', fileURLToPath(import.meta.url), '--load'], { encoding: 'utf8' })
   if (child.status !== 0) throw new Error(`the load bench failed: ${child.stderr}`)
   return JSON.parse(child.stdout) as LoadFigure
 }

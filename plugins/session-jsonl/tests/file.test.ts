@@ -212,6 +212,16 @@ describe('readLog and revisions', () => {
     expect((await readLog(file)).revision).toBe(revision)
   })
 
+  it('decodes an ASCII log and one with other characters (and an invalid byte) exactly as UTF-8', async () => {
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    for (const line of ['{"a":"plain"}', '{"b":"é 中 🙂"}', '{"c":"\udc80"}']) {
+      fs.writeFileSync(file, `${line}\n`)
+      expect((await readLog(file)).text).toBe(fs.readFileSync(file, 'utf8'))
+    }
+    fs.writeFileSync(file, Buffer.from([0x7b, 0xff, 0x7d, 0x0a]))
+    expect((await readLog(file)).text).toBe('{\ufffd}\n')
+  })
+
   it('changes after an append and after a truncate', async () => {
     await materialize(file, HEADER, encodeEvents(turn(0, 1)))
     const r0 = (await readLog(file)).revision
