@@ -8,8 +8,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 import { beforeAll, describe, expect, it } from 'vitest'
-// The CLI does not depend on the kit; a plugin project does.
-import { createHost } from '../../../packages/testkit/src/index.ts'
+import { createHost } from '@loom/testkit'
 import { newPlugin, projectFiles, TYPES_NODE_VERSION, TYPESCRIPT_VERSION, VITEST_VERSION } from '../src/scaffold.ts'
 import { loom, project, spawnRun } from './helpers.ts'
 
