@@ -21,6 +21,7 @@ const DEFAULT_IDS = [
   'fs',
   'shell',
   'search',
+  'web-fetch',
   'time',
   'workspace',
   'instructions',
