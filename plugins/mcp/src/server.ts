@@ -1,0 +1,432 @@
+/**
+ * One configured MCP server: its connection, its tools in the registry, its
+ * status, and its restarts. A server that fails to connect or dies loses its
+ * tools and is started again after an exponential backoff; nothing it does can
+ * fail the plugin.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import {
+  ErrorCode,
+  McpError,
+  ResourceListChangedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type Resource,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js'
+import { defineTool, ToolTimeoutError, type ToolDefinition } from '@loom/tools'
+import { isStdio, type Config, type ServerConfig } from './config.ts'
+import { callResultText, capText, resourceText, toolNames } from './mapping.ts'
+
+/** Sent as `clientInfo` in `initialize`. */
+const CLIENT_INFO = { name: 'loom', version: '0.1.0' }
+/** Time between SIGTERM and SIGKILL when a stdio server is stopped. */
+const KILL_GRACE_MS = 2_000
+/** Characters of the server's stderr kept to explain a failure. */
+const STDERR_TAIL = 4_000
+/** Characters of a failure reason shown in the status. */
+const MAX_REASON = 300
+/** Resources listed (first page) for the guidance. */
+const MAX_LISTED_RESOURCES = 50
+
+export type ServerStatus =
+  | { state: 'connecting' }
+  | { state: 'connected'; tools: number; skipped: string[] }
+  | { state: 'failed'; reason: string; retryAt: number }
+  | { state: 'stopped' }
+
+/** What a server needs from the plugin. */
+export interface ServerHost {
+  config: Config
+  /** Registers a tool for the plugin (an effect on its fiber); returns its disposer. */
+  register(tool: ToolDefinition): () => void
+  /** The server's tools, resources or status changed. */
+  changed(): void
+  log(message: string): void
+}
+
+/** One registered tool: the registry's name and the server's. */
+export interface RemoteTool {
+  name: string
+  tool: string
+}
+
+type Transport = StdioClientTransport | StreamableHTTPClientTransport
+
+/** One connection attempt and, once connected, the live connection. */
+interface Link {
+  client: Client
+  transport: Transport
+  /** Aborts the attempt (connect and first listing). */
+  abort: AbortController
+  /** Settles when the transport closed, whoever closed it. */
+  closed: Promise<void>
+}
+
+/** The message with its causes (`fetch failed (connect ECONNREFUSED 127.0.0.1:8931)`). */
+function messageOf(error: unknown): string {
+  if (!(error instanceof Error)) return String(error)
+  return error.cause === undefined ? error.message : `${error.message} (${messageOf(error.cause)})`
+}
+
+function shorten(text: string, max: number): string {
+  const line = text.replace(/\s+/g, ' ').trim()
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line
+}
+
+function seconds(ms: number): string {
+  return String(Math.round(ms) / 1000)
+}
+
+export class ServerConnection {
+  readonly name: string
+  private readonly server: ServerConfig
+  private readonly host: ServerHost
+  status: ServerStatus = { state: 'connecting' }
+  /** The server's `instructions` from `initialize`, when it gave some. */
+  instructions: string | undefined
+  tools: RemoteTool[] = []
+  /** The server's resources (first page), `undefined` when it does not offer resources. */
+  resources: Resource[] | undefined
+  private link: Link | undefined
+  private unregister: (() => void)[] = []
+  /** Bumped whenever the current link is given up: callbacks of older links are ignored. */
+  private generation = 0
+  private failures = 0
+  private connectedAt = 0
+  private retryTimer: NodeJS.Timeout | undefined
+  private stderr = ''
+  private refreshing: Promise<void> | undefined
+  private refreshAgain = false
+  private resolveFirst!: () => void
+  /** Settles when the first connection attempt succeeded or failed. */
+  readonly firstAttempt = new Promise<void>(resolve => {
+    this.resolveFirst = resolve
+  })
+
+  constructor(name: string, server: ServerConfig, host: ServerHost) {
+    this.name = name
+    this.server = server
+    this.host = host
+  }
+
+  get transportName(): string {
+    return isStdio(this.server) ? 'stdio' : 'Streamable HTTP'
+  }
+
+  /** Starts a connection attempt; on failure a restart is scheduled. */
+  async connect(): Promise<void> {
+    if (this.status.state === 'stopped') return
+    const generation = ++this.generation
+    this.retryTimer = undefined
+    this.stderr = ''
+    this.setStatus({ state: 'connecting' })
+    const link = this.open(generation)
+    this.link = link
+    const { connectTimeoutMs } = this.host.config
+    try {
+      await link.client.connect(link.transport, { timeout: connectTimeoutMs, signal: link.abort.signal })
+      if (generation !== this.generation) return
+      this.instructions = link.client.getInstructions()
+      const capabilities = link.client.getServerCapabilities() ?? {}
+      link.client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.refresh(generation))
+      link.client.setNotificationHandler(ResourceListChangedNotificationSchema, () => this.refresh(generation))
+      const [tools, resources] = await Promise.all([
+        capabilities.tools ? this.listTools(link, connectTimeoutMs) : [],
+        capabilities.resources ? this.listResources(link, connectTimeoutMs) : undefined,
+      ])
+      if (generation !== this.generation) return
+      this.connectedAt = Date.now()
+      this.resources = resources
+      this.install(tools)
+    } catch (error) {
+      if (generation !== this.generation) return
+      await this.fail(this.reasonOf(error))
+    } finally {
+      this.resolveFirst()
+    }
+  }
+
+  /** The transport and client of one attempt; the client's close reports the loss of a live link. */
+  private open(generation: number): Link {
+    const server = this.server
+    let transport: Transport
+    if (isStdio(server)) {
+      // Only the SDK's basic variables (PATH, HOME, USER, ...) and `env`: no host secrets.
+      const stdio = new StdioClientTransport({ command: server.command, args: server.args, env: server.env, cwd: server.cwd, stderr: 'pipe' })
+      stdio.stderr?.on('data', (chunk: Buffer) => {
+        this.stderr = (this.stderr + chunk.toString('utf8')).slice(-STDERR_TAIL)
+      })
+      transport = stdio
+    } else {
+      transport = new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers: server.headers } })
+    }
+    const client = new Client(CLIENT_INFO, { capabilities: {} })
+    let closed!: () => void
+    const link: Link = { client, transport, abort: new AbortController(), closed: new Promise<void>(resolve => (closed = resolve)) }
+    client.onclose = () => {
+      closed()
+      if (generation === this.generation && this.status.state === 'connected') void this.fail(this.closedReason())
+    }
+    // Transport errors (a broken SSE stream, a bad line on stdout) surface as failed requests or a close.
+    client.onerror = error => this.host.log(`MCP server "${this.name}": ${messageOf(error)}`)
+    return link
+  }
+
+  private async listTools(link: Link, timeout: number): Promise<Tool[]> {
+    const tools: Tool[] = []
+    let cursor: string | undefined
+    do {
+      const page = await link.client.listTools(cursor ? { cursor } : undefined, { timeout, signal: link.abort.signal })
+      tools.push(...page.tools)
+      cursor = page.nextCursor
+    } while (cursor)
+    return tools
+  }
+
+  private async listResources(link: Link, timeout: number): Promise<Resource[]> {
+    const page = await link.client.listResources(undefined, { timeout, signal: link.abort.signal })
+    return page.resources.slice(0, MAX_LISTED_RESOURCES)
+  }
+
+  /** Replaces this server's tools in the registry with `tools` and marks it connected. */
+  private install(tools: readonly Tool[]): void {
+    this.removeTools()
+    const names = toolNames(
+      this.name,
+      tools.map(tool => tool.name),
+    )
+    const skipped: string[] = []
+    for (const tool of [...tools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+      const name = names.get(tool.name)!
+      try {
+        this.unregister.push(this.host.register(this.define(name, tool)))
+        this.tools.push({ name, tool: tool.name })
+      } catch (error) {
+        skipped.push(tool.name)
+        this.host.log(`MCP server "${this.name}": tool "${tool.name}" is not offered to the model: ${messageOf(error)}`)
+      }
+    }
+    this.setStatus({ state: 'connected', tools: this.tools.length, skipped })
+  }
+
+  private removeTools(): void {
+    for (const dispose of this.unregister.splice(0)) dispose()
+    this.tools = []
+  }
+
+  /** A registry tool that forwards its calls to the server's tool. */
+  private define(name: string, tool: Tool): ToolDefinition {
+    const server = this.name
+    return defineTool({
+      name,
+      description: tool.description?.trim() || tool.title || `Tool "${tool.name}" of the MCP server "${server}".`,
+      parameters: { ...tool.inputSchema, type: 'object' },
+      // The server says so; it is only a hint, but a read-only call has nothing to race with.
+      isConcurrencySafe: tool.annotations?.readOnlyHint === true,
+      execute: async (args: Record<string, unknown>, exec) => {
+        const link = this.liveLink()
+        const { timeoutMs, maxOutputChars } = this.host.config
+        let result: Awaited<ReturnType<Client['callTool']>>
+        try {
+          result = await link.client.callTool({ name: tool.name, arguments: args }, undefined, { signal: exec.signal, timeout: timeoutMs })
+        } catch (error) {
+          throw this.callError(`tool "${tool.name}"`, error, link)
+        }
+        // A call that changed the server's tool list (it notifies before it answers)
+        // returns once the new list is registered, so the next step already sees it.
+        await this.refreshing
+        // `toolResult` is the pre-2024-11-05 result shape; it has no content blocks.
+        const text = 'toolResult' in result ? JSON.stringify(result.toolResult, null, 2) : callResultText(result)
+        const capped = capText(text, maxOutputChars)
+        // An error the tool reports is an error result: the model reads `Error: <its text>`.
+        if (result.isError === true) throw new Error(`MCP server "${server}", tool "${tool.name}": ${capped.text}`)
+        return { content: capped.text, meta: { server, tool: tool.name, chars: text.length, omittedChars: capped.omitted } }
+      },
+    })
+  }
+
+  /** Reads a resource of this server, as capped text. */
+  async readResource(uri: string, signal: AbortSignal): Promise<{ text: string; chars: number; omitted: number }> {
+    const link = this.liveLink()
+    const { timeoutMs, maxOutputChars } = this.host.config
+    try {
+      const result = await link.client.readResource({ uri }, { signal, timeout: timeoutMs })
+      const text = resourceText(result)
+      return { ...capText(text, maxOutputChars), chars: text.length }
+    } catch (error) {
+      throw this.callError(`resource <${uri}>`, error, link)
+    }
+  }
+
+  private liveLink(): Link {
+    if (this.status.state !== 'connected' || !this.link) throw new Error(`MCP server "${this.name}" is not connected (${this.describe()})`)
+    return this.link
+  }
+
+  /** The error of a failed call, naming the server; a broken HTTP link is given up and restarted. */
+  private callError(what: string, error: unknown, link: Link): Error {
+    if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+      return new ToolTimeoutError(`MCP server "${this.name}": ${what} timed out after ${seconds(this.host.config.timeoutMs)} s`)
+    }
+    if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) {
+      return new Error(`MCP server "${this.name}" closed the connection during the call of ${what} (${this.closedReason()}); it will be restarted`)
+    }
+    // Over HTTP there is no connection to watch: a request that fails below the protocol means the server is gone.
+    if (!(error instanceof McpError) && !isStdio(this.server) && link === this.link && this.status.state === 'connected') {
+      void this.fail(`request failed: ${messageOf(error)}`)
+    }
+    return new Error(`MCP server "${this.name}": ${what} failed: ${messageOf(error)}`)
+  }
+
+  /** Re-lists tools and resources after a list_changed notification; calls during a refresh queue one more. */
+  private refresh(generation: number): Promise<void> {
+    if (generation !== this.generation) return Promise.resolve()
+    if (this.refreshing) {
+      this.refreshAgain = true
+      return this.refreshing
+    }
+    const run = async () => {
+      do {
+        this.refreshAgain = false
+        const link = this.link
+        const current = this.generation
+        if (!link || this.status.state !== 'connected') return
+        const capabilities = link.client.getServerCapabilities() ?? {}
+        try {
+          const [tools, resources] = await Promise.all([
+            capabilities.tools ? this.listTools(link, this.host.config.connectTimeoutMs) : [],
+            capabilities.resources ? this.listResources(link, this.host.config.connectTimeoutMs) : undefined,
+          ])
+          if (current !== this.generation || this.status.state !== 'connected') return
+          this.resources = resources
+          this.install(tools)
+        } catch (error) {
+          this.host.log(`MCP server "${this.name}": cannot list its tools after a change: ${messageOf(error)}`)
+        }
+      } while (this.refreshAgain)
+    }
+    this.refreshing = run().finally(() => {
+      this.refreshing = undefined
+    })
+    return this.refreshing
+  }
+
+  /** Gives up the current link: tools removed, status failed, a restart scheduled after the backoff. */
+  private async fail(reason: string): Promise<void> {
+    const link = this.link
+    this.generation++
+    this.link = undefined
+    this.removeTools()
+    this.resources = undefined
+    this.instructions = undefined
+    const { initialDelayMs, maxDelayMs, factor } = this.host.config.restart
+    // A connection that stayed up for a full backoff period starts the backoff over.
+    if (this.connectedAt && Date.now() - this.connectedAt >= maxDelayMs) this.failures = 0
+    this.connectedAt = 0
+    const delay = Math.min(initialDelayMs * factor ** this.failures, maxDelayMs)
+    this.failures++
+    const reasonText = shorten(reason, MAX_REASON)
+    this.setStatus({ state: 'failed', reason: reasonText, retryAt: Date.now() + delay })
+    this.host.log(`MCP server "${this.name}" failed (${reasonText}); restarting in ${seconds(delay)} s`)
+    this.retryTimer = setTimeout(() => void this.connect(), delay)
+    if (link) await this.close(link)
+  }
+
+  private reasonOf(error: unknown): string {
+    const message = messageOf(error).replace(/^MCP error -?\d+: /, '')
+    const stderr = this.stderrLine()
+    if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) return stderr ? `connection closed: ${stderr}` : 'connection closed'
+    return stderr && !message.includes(stderr) ? `${message}: ${stderr}` : message
+  }
+
+  private closedReason(): string {
+    const stderr = this.stderrLine()
+    const what = isStdio(this.server) ? 'the server process exited' : 'the connection closed'
+    return stderr ? `${what}: ${stderr}` : what
+  }
+
+  /** The line of the server's stderr that best says what went wrong: the last error line, else the last line. */
+  private stderrLine(): string | undefined {
+    const lines = this.stderr
+      .split('\n')
+      .map(line => line.trim())
+      .filter(Boolean)
+    return lines.findLast(line => /error/i.test(line)) ?? lines.at(-1)
+  }
+
+  private setStatus(status: ServerStatus): void {
+    this.status = status
+    this.host.changed()
+  }
+
+  /** The status as one phrase: `connected (3 tools)`, `failed (reason); restarting in 4 s`. */
+  describe(now = Date.now()): string {
+    const status = this.status
+    switch (status.state) {
+      case 'connecting':
+        return 'connecting'
+      case 'connected': {
+        const skipped = status.skipped.length ? `; ${status.skipped.length} not offered (invalid schema): ${status.skipped.join(', ')}` : ''
+        return `connected (${status.tools} ${status.tools === 1 ? 'tool' : 'tools'}${skipped})`
+      }
+      case 'failed':
+        return `failed (${status.reason}); restarting in ${Math.max(1, Math.ceil((status.retryAt - now) / 1000))} s`
+      case 'stopped':
+        return 'stopped'
+    }
+  }
+
+  /** Stops for good: no restart, tools removed, the connection closed and a stdio server's process ended. */
+  async dispose(): Promise<void> {
+    const link = this.link
+    this.generation++
+    this.link = undefined
+    this.status = { state: 'stopped' }
+    clearTimeout(this.retryTimer)
+    this.retryTimer = undefined
+    this.removeTools()
+    this.resolveFirst()
+    if (link) await this.close(link)
+  }
+
+  /** SIGKILL to a stdio server's process, synchronously (the host is exiting). */
+  kill(): void {
+    const pid = this.link?.transport instanceof StdioClientTransport ? this.link.transport.pid : null
+    if (pid) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
+    }
+  }
+
+  /**
+   * Ends a link. A stdio server gets SIGTERM, then SIGKILL after a grace period
+   * if it is still there (the SDK's own close would leave its timers behind).
+   */
+  private async close(link: Link): Promise<void> {
+    link.abort.abort()
+    const { transport } = link
+    if (transport instanceof StdioClientTransport && transport.pid !== null) {
+      const pid = transport.pid
+      const signal = (name: NodeJS.Signals) => {
+        try {
+          process.kill(pid, name)
+        } catch {}
+      }
+      signal('SIGTERM')
+      let timer: NodeJS.Timeout | undefined
+      const graceOver = new Promise<'grace'>(resolve => (timer = setTimeout(() => resolve('grace'), KILL_GRACE_MS)))
+      const outcome = await Promise.race([link.closed.then(() => 'closed' as const), graceOver])
+      clearTimeout(timer)
+      if (outcome === 'grace') {
+        signal('SIGKILL')
+        await link.closed
+      }
+      return
+    }
+    // A stdio process that never started has nothing to close (the SDK's close would wait for it).
+    if (transport instanceof StreamableHTTPClientTransport) await link.client.close().catch(() => {})
+  }
+}
