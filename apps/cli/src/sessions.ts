@@ -21,6 +21,8 @@ export interface SessionSummary {
   turns: number
   events: number
   lastStatus: string | null
+  /** The session that delegated this one (a subagent's), when it has one. */
+  parentSession?: string
 }
 
 export interface VerifyReport {
@@ -96,7 +98,12 @@ export class StoredSessions {
     const headers = await this.persistence.list()
     return Promise.all(
       headers.map(async (header: SessionHeader) => {
-        const known = { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null }
+        const known = {
+          id: header.id,
+          createdAt: header.createdAt,
+          cwd: header.cwd ?? null,
+          ...(header.origin === 'subagent' && header.parentSession !== undefined && { parentSession: header.parentSession }),
+        }
         try {
           const { events } = await this.persistence.inspect(header.id)
           let lastStatus: string | null = null

@@ -17,5 +17,5 @@ export type {
 } from './events.ts'
 export { Inbox, type InboxNotify, type InboxTarget } from './inbox.ts'
 export { CLEARED_RUNTIME_CONTEXT, RUNTIME_CONTEXT_OWNER, RuntimeContextProjection } from './runtime-context.ts'
-export { AgentLoop, type AgentLoopConfig, type CreateAgentOptions } from './service.ts'
+export { AgentLoop, type AgentLoopConfig, type CreateAgentOptions, type Delegation } from './service.ts'
 export { buildManifest, type Manifest, type ManifestInput, type ManifestKind, type ManifestRow, type ManifestTotal } from './manifest.ts'

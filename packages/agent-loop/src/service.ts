@@ -2,7 +2,7 @@ import { Context, Service, type Events } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { Llm } from '@loom/llm'
 import { scopeTarget } from '@loom/scope'
-import type { Session, SessionStore } from '@loom/session'
+import type { Session, SessionHeader, SessionStore } from '@loom/session'
 import type { AssembleContext, SystemPrompt } from '@loom/system-prompt'
 import type { ToolRuntime } from '@loom/tools'
 import { isAbsolute } from 'node:path'
@@ -18,7 +18,10 @@ export interface AgentLoopConfig {
   maxSteps: number
 }
 
-export interface CreateAgentOptions extends AgentOptions {
+/** Where a delegated agent's session comes from, recorded in its header (a subagent: `origin: 'subagent'`, its parent's session id, depth 1 and up). */
+export type Delegation = Pick<SessionHeader, 'parentSession' | 'origin' | 'delegationDepth'>
+
+export interface CreateAgentOptions extends AgentOptions, Delegation {
   /** Absolute working directory recorded in the session header (the `{{cwd}}` variable). */
   cwd?: string
 }
@@ -95,13 +98,26 @@ export class AgentLoop extends Service {
 
   /** A new agent on a new session named `id`; it belongs to the calling plugin. */
   create(id: string, options: CreateAgentOptions = {}): Agent {
-    const { cwd, ...agentOptions } = options
+    const { cwd, parentSession, origin, delegationDepth, ...agentOptions } = options
     if (agentOptions.maxTokens !== undefined && !(Number.isSafeInteger(agentOptions.maxTokens) && agentOptions.maxTokens > 0)) {
       throw new Error('agent maxTokens must be a positive safe integer')
     }
     if (cwd !== undefined && !isAbsolute(cwd)) throw new Error(`agent "${id}": cwd must be an absolute path, got "${cwd}"`)
+    if (delegationDepth !== undefined && !(Number.isSafeInteger(delegationDepth) && delegationDepth >= 0 && !Object.is(delegationDepth, -0))) {
+      throw new Error(`agent "${id}": delegationDepth must be a non-negative safe integer, got ${delegationDepth}`)
+    }
+    if (origin !== undefined && origin !== 'subagent') throw new Error(`agent "${id}": origin must be 'subagent', got ${JSON.stringify(origin)}`)
+    if (parentSession !== undefined && (typeof parentSession !== 'string' || parentSession === '')) {
+      throw new Error(`agent "${id}": parentSession must be a non-empty session id`)
+    }
     if (this.agents.has(id)) throw new Error(`agent "${id}" already exists`)
-    const session = this.sessions.prepare(id, { meta: cwd === undefined ? {} : { cwd } })
+    const meta = {
+      ...(cwd !== undefined && { cwd }),
+      ...(parentSession !== undefined && { parentSession }),
+      ...(origin !== undefined && { origin }),
+      ...(delegationDepth !== undefined && { delegationDepth }),
+    }
+    const session = this.sessions.prepare(id, { meta })
     return this.publish(this.ctx, session, agentOptions, 'startup')
   }
 

@@ -39,7 +39,7 @@ export function describeCall(name: string, raw: string): string {
   const args = parseArguments(raw)
   if (typeof args === 'object' && args !== null && !Array.isArray(args)) {
     const record = args as Record<string, unknown>
-    for (const key of ['command', 'path', 'pattern', 'query', 'url', 'file_path']) {
+    for (const key of ['command', 'path', 'pattern', 'query', 'url', 'file_path', 'description']) {
       if (typeof record[key] === 'string') {
         const rest = Object.keys(record).filter(other => other !== key)
         const extra = rest.length ? ' ' + clip(JSON.stringify(Object.fromEntries(rest.map(k => [k, record[k]]))), 60) : ''
@@ -146,7 +146,10 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
   out.push(`session ${header.id}`)
   out.push(`  created  ${formatTime(header.createdAt)}`)
   if (header.cwd !== undefined) out.push(`  cwd      ${header.cwd}`)
-  if (header.parentSession !== undefined) out.push(`  parent   ${header.parentSession}`)
+  if (header.parentSession !== undefined) {
+    const delegated = header.origin === 'subagent' ? ` (subagent, depth ${header.delegationDepth ?? 1})` : ''
+    out.push(`  parent   ${header.parentSession}${delegated}`)
+  }
   out.push(`  turns    ${turns}`)
   out.push(`  events   ${events.length}`)
   const calls = new Map<string, string>()
@@ -213,6 +216,9 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
         const { text, isError } = resultOf(message)
         const name = calls.get(message.content[0].toolCallId) ?? 'tool'
         out.push(`  ${isError ? '✗' : '✓'} ${name}${isError && error ? ` (${error.code})` : ''}`)
+        // A tool that ran a child session (a subagent's `task`) names it in its result's meta.
+        const child = childSessionOf(event.data.meta)
+        if (child !== undefined) out.push(`    ↳ subagent session ${child}`)
         if (text.trim()) out.push(indent(text))
         break
       }
@@ -234,6 +240,12 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
     }
   }
   return out.join('\n') + '\n'
+}
+
+/** The `childSession` a tool result's meta names, if any. */
+function childSessionOf(meta: unknown): string | undefined {
+  if (typeof meta !== 'object' || meta === null || !('childSession' in meta)) return undefined
+  return typeof meta.childSession === 'string' ? meta.childSession : undefined
 }
 
 export function formatTime(ms: number): string {

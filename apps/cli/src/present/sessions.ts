@@ -9,11 +9,17 @@ import type { Io } from './term.ts'
 
 const pretty = (value: unknown) => JSON.stringify(value, null, 2) + '\n'
 
-/** `ID  CREATED  TURNS  LAST  CWD`, one stored session a line. */
+/** `ID  CREATED  TURNS  LAST  CWD`, one stored session a line; a subagent's ends with its parent. */
 export function printSessionList(io: Io, sessions: readonly SessionSummary[], json: boolean) {
   if (json) return io.stdout.write(pretty(sessions))
   if (!sessions.length) return io.stdout.write('no stored sessions\n')
-  const rows = sessions.map(s => [s.id, formatTime(s.createdAt), String(s.turns), s.lastStatus ?? '-', s.cwd ?? '-'])
+  const rows = sessions.map(s => [
+    s.id,
+    formatTime(s.createdAt),
+    String(s.turns),
+    s.lastStatus ?? '-',
+    `${s.cwd ?? '-'}${s.parentSession === undefined ? '' : `  (subagent of ${s.parentSession})`}`,
+  ])
   const head = ['ID', 'CREATED', 'TURNS', 'LAST', 'CWD']
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)))
   const fmt = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ')
