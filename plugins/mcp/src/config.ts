@@ -47,7 +47,7 @@ const Stdio: Schema<StdioServerConfig> = Schema.object({
     .description(
       "Variables set for the server. It gets these and `PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `TERM`, nothing else of the host's environment (no API keys).",
     ),
-  cwd: Schema.string().description('The directory the server runs in (default: the host process cwd).'),
+  cwd: Schema.string().description('The directory the server runs in, relative to the project folder (default: the project folder).'),
 }).description('A server started as a subprocess (stdio transport).') as Schema<StdioServerConfig>
 
 const Http: Schema<HttpServerConfig> = Schema.object({

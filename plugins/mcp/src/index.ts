@@ -1,7 +1,8 @@
 import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@loom/system-prompt'
 import { defineTool } from '@loom/tools'
-import { Config, configProblem } from './config.ts'
+import { fileURLToPath } from 'node:url'
+import { Config, configProblem, isStdio, type ServerConfig } from './config.ts'
 import { cleanPart, TOOL_PREFIX } from './mapping.ts'
 import { ServerConnection } from './server.ts'
 
@@ -47,6 +48,12 @@ export function statusText(servers: readonly ServerConnection[], now = Date.now(
   return ['MCP servers:', ...servers.map(server => `- ${server.name} (${server.transportName}): ${server.describe(now)}`)].join('\n')
 }
 
+/** A stdio server runs in the project folder (the deployment's base URL), and a relative `cwd` is relative to it. */
+function inProject(server: ServerConfig, baseUrl: string | undefined): ServerConfig {
+  if (!isStdio(server) || !baseUrl?.startsWith('file:')) return server
+  return { ...server, cwd: fileURLToPath(new URL(server.cwd ?? '.', baseUrl)) }
+}
+
 function sleep(ms: number, until: Promise<unknown>): Promise<unknown> {
   let timer: NodeJS.Timeout | undefined
   return Promise.race([until, new Promise(resolve => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer))
@@ -75,7 +82,7 @@ export async function apply(ctx: Context, config: Config) {
   }
   const servers = Object.keys(config.servers)
     .sort()
-    .map(server => new ServerConnection(server, config.servers[server], host))
+    .map(server => new ServerConnection(server, inProject(config.servers[server], ctx.baseUrl), host))
   let stopping = false
 
   /** `mcp_read_resource` exists while a connected server offers resources; its `server` enum follows them. */
