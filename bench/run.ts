@@ -9,6 +9,7 @@ import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
 import { compareAssemble } from '../packages/system-prompt/bench/compare.ts'
 import { benchAppend, benchLoadFresh } from '../plugins/session-jsonl/bench/persistence.ts'
 import { benchSse } from '../packages/llm/bench/sse.ts'
+import { benchGrep } from '../plugins/tool-search/bench/search.ts'
 import { benchProviderCache } from './provider-cache.ts'
 
 const iterations = Number(process.env.BENCH_ITERATIONS ?? 2000)
@@ -47,3 +48,4 @@ print(await benchReload())
 ;(await benchProviderCache()).forEach(print)
 
 benchSse().forEach(print)
+;(await benchGrep()).forEach(print)

@@ -33,7 +33,9 @@ export const Config: Schema<Config> = Schema.object({
     .description('Bytes kept of one matching line; longer lines end in "... (line truncated to N bytes)".'),
   ignore: Schema.array(Schema.string())
     .default(['.git', 'node_modules'])
-    .description('File and directory names skipped wherever they occur in a walk (a `path` naming one explicitly is still searched).'),
+    .description(
+      'File and directory names skipped wherever they occur in a walk, even with `hidden` or `no_ignore` (a `path` naming one explicitly is still searched).',
+    ),
   timeoutMs: Schema.natural()
     .min(1)
     .default(30000)
@@ -47,10 +49,11 @@ export const SECTIONS = { glob: ['tool:glob', 103], grep: ['tool:grep', 104] } a
 
 /** The guidance sections the model sees, for a config (static: they change only with the config). */
 export function guidance(config: Pick<Config, 'globMaxResults' | 'grepMaxMatches' | 'ignore'>) {
-  const skipped = config.ignore.length === 0 ? '' : ` ${list(config.ignore.map(n => `\`${n}\``))} ${config.ignore.length === 1 ? 'is' : 'are'} skipped.`
+  const always = config.ignore.length === 0 ? '' : `; ${list(config.ignore.map(n => `\`${n}\``))} always ${config.ignore.length === 1 ? 'is' : 'are'}`
+  const skipped = ` Hidden files and files ignored by \`.gitignore\` or \`.ignore\` are skipped unless \`hidden\` or \`no_ignore\` is true${always}.`
   return {
     glob: `Use \`glob\` to find files by name, not \`find\` or \`ls -R\` in a shell. Patterns are relative to \`path\` (default: the workspace root): \`**\` matches any number of directories, \`*\` and \`?\` match within one name, and \`{a,b}\` and \`[abc]\` work, so \`**/*.ts\` finds every TypeScript file and \`*.ts\` only those directly in \`path\`. Results are the newest files first, at most ${config.globMaxResults}.${skipped}`,
-    grep: `Use \`grep\` to search file contents, not \`grep\` or \`rg\` in a shell. \`pattern\` is a JavaScript regular expression, matched line by line; narrow the search with \`path\` (a directory or one file) and \`glob\` (\`*.ts\` matches file names at any depth). Results read \`file:line: text\`, in path order, at most ${config.grepMaxMatches} lines; binary files are skipped.${skipped}`,
+    grep: `Use \`grep\` to search file contents, not \`grep\` or \`rg\` in a shell. \`pattern\` is a JavaScript regular expression, matched line by line; narrow the search with \`path\` (a directory or one file) and \`glob\` (\`*.ts\` matches file names at any depth). Results read \`file:line: text\`, in path order, at most ${config.grepMaxMatches} lines. Binary files are skipped.${skipped}`,
   }
 }
 
@@ -63,37 +66,53 @@ const pathProperty = (what: string) => ({
   description: `${what}, relative to the workspace root (an absolute path must lie inside it). Default: the workspace root.`,
 })
 
+/** The arguments that widen a walk, shared by both tools. */
+const walkProperties = {
+  hidden: { type: 'boolean', description: 'Also search hidden files (names starting with "."). Default false.' },
+  no_ignore: { type: 'boolean', description: 'Also search files that .gitignore, .ignore or git excludes ignore. Default false.' },
+}
+
+/** Starting the search worker takes 50 to 150 ms: done this long after the plugin starts, unless it was disposed first. */
+const WARM_AFTER_MS = 1000
+
 /** Registers the `glob` and `grep` tools and their guidance sections. */
 export function apply(ctx: Context, config: Config) {
   const texts = guidance(config)
   const workers = new ScanWorkers()
-  ctx.effect(() => () => workers.close(), `${name}: grep worker`)
+  ctx.effect(() => {
+    const warm = setTimeout(() => workers.warm(), WARM_AFTER_MS).unref()
+    return () => {
+      clearTimeout(warm)
+      workers.close()
+    }
+  }, `${name}: search worker`)
   ctx.systemPrompt.section({ name: SECTIONS.glob[0], order: SECTIONS.glob[1], text: texts.glob })
   ctx.systemPrompt.section({ name: SECTIONS.grep[0], order: SECTIONS.grep[1], text: texts.grep })
 
   ctx.tools.register(
     defineTool<GlobArgs>({
       name: 'glob',
-      description: `Lists the workspace files whose path matches a glob pattern (\`**\`, \`*\`, \`?\`, \`{a,b}\`, \`[a-z]\`), newest first, at most ${config.globMaxResults}. Paths are relative to the workspace root.`,
+      description: `Lists the workspace files whose path matches a glob pattern (\`**\`, \`*\`, \`?\`, \`{a,b}\`, \`[a-z]\`), newest first, at most ${config.globMaxResults}. Paths are relative to the workspace root. Hidden and ignored files are skipped unless asked.`,
       parameters: {
         type: 'object',
         properties: {
           pattern: { type: 'string', minLength: 1, description: 'Glob matched against paths relative to `path`, e.g. "**/*.ts" or "src/*.{js,ts}".' },
           path: pathProperty('Directory to search in'),
+          ...walkProperties,
         },
         required: ['pattern'],
         additionalProperties: false,
       },
       isConcurrencySafe: true,
       timeoutMs: config.timeoutMs,
-      execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, exec.signal),
+      execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal),
     }),
   )
 
   ctx.tools.register(
     defineTool<GrepArgs>({
       name: 'grep',
-      description: `Searches text files of the workspace for a JavaScript regular expression and returns matching lines as \`file:line: text\`, at most ${config.grepMaxMatches}.`,
+      description: `Searches text files of the workspace for a JavaScript regular expression and returns matching lines as \`file:line: text\`, at most ${config.grepMaxMatches}. Hidden and ignored files are skipped unless asked.`,
       parameters: {
         type: 'object',
         properties: {
@@ -101,6 +120,7 @@ export function apply(ctx: Context, config: Config) {
           path: pathProperty('Directory or file to search'),
           glob: { type: 'string', description: 'Only search files matching this glob; without a "/" it matches the file name at any depth (e.g. "*.ts").' },
           ignore_case: { type: 'boolean', description: 'Match case-insensitively. Default false.' },
+          ...walkProperties,
         },
         required: ['pattern'],
         additionalProperties: false,

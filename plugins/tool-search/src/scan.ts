@@ -1,43 +1,63 @@
 import { Worker } from 'node:worker_threads'
+import type { GitEnv } from './ignore-files.ts'
+import { type Counter, COUNTERS, Progress } from './progress.ts'
 
-/** A file for grep to search, as the walk found it. */
-export interface ScanFile {
-  /** Shown to the model (relative to the workspace root). */
+/** A directory to walk, as the host resolved it. */
+export interface WalkJob {
+  /** The directory (symlinks resolved, inside the workspace). */
+  start: string
+  /** How `start` is shown (relative to the workspace root). */
   display: string
-  /** Read from (symlinks resolved, inside the workspace). */
-  real: string
-  size: number
+  /** The workspace root, symlinks resolved. */
+  root: string
+  /** Names always skipped (the `ignore` config). */
+  names: readonly string[]
+  hidden: boolean
+  /** Where git's configuration is, to honour ignore files; undefined: ignore files are not read (`no_ignore`). */
+  ignoreFiles: GitEnv | undefined
+  maxDepth: number
 }
 
-/** The worker's input. */
-export interface ScanJob {
-  /** The regular expression, already compiled once on the main thread to report syntax errors. */
+/** grep: lines of the files of a walk (or of one file) that match a regular expression. */
+export interface GrepJob {
+  kind: 'grep'
+  /** The files to search: a walk, filtered by a glob (`basename`: matched against the file name only); or one file. */
+  files: { walk: WalkJob; glob?: { pattern: string; basename: boolean } } | { file: { real: string; display: string } }
+  /** The regular expression, already compiled once on the host to report syntax errors. */
   source: string
   flags: string
-  files: ScanFile[]
   maxMatches: number
   maxLineBytes: number
   maxFileBytes: number
-  /** `progress[0]`: the index of the file being searched, readable while the worker is stuck in it. */
-  progress: Int32Array
 }
 
-/** What the worker posts, in file order. */
+/** glob: the files of a walk matching a pattern, newest first, at most `max`. */
+export interface GlobJob {
+  kind: 'glob'
+  walk: WalkJob
+  pattern: string
+  max: number
+}
+
+export type ScanJob = (GrepJob | GlobJob) & { progress: SharedArrayBuffer }
+
+/** What the worker posts: grep's matches as it finds them (in path order), then the end. */
 export type ScanMessage =
   | { kind: 'match'; file: number; text: string; truncated: boolean }
-  | { kind: 'skip'; file: number; reason: 'binary' | 'large' }
-  | { kind: 'done'; cut: boolean }
+  | { kind: 'done'; cut: boolean; glob?: { shown: string[]; total: number } }
 
 export interface ScanResult {
-  /** `file:line: text`, in order. */
+  /** grep's `file:line: text`, in order. */
   lines: string[]
   /** Files with at least one line in `lines`. */
   files: number
   /** The match cap was reached and another match exists. */
   cut: boolean
-  binary: number
-  large: number
   truncatedLines: number
+  /** glob's answer: the newest files (relative to the workspace root) and how many matched. */
+  glob?: { shown: string[]; total: number }
+  /** What was skipped: binary and large files (grep), ignored and hidden entries. */
+  skipped: Record<Counter, number>
   /** The deadline stopped the search: the results are what was found before it. */
   timedOut: boolean
   /** With `timedOut`: the file the search was in. */
@@ -48,61 +68,74 @@ export interface ScanResult {
 const WORKER = new URL(`./scan-worker${import.meta.url.slice(import.meta.url.lastIndexOf('.'))}`, import.meta.url)
 
 /**
- * Runs grep's line matching in worker threads. A model-chosen regular expression can
- * backtrack for minutes on one line, and a RegExp call cannot be interrupted on the
- * thread running it; in a worker it can (`worker.terminate()`), and the host's event
- * loop keeps serving timers, signals and other calls meanwhile.
+ * Runs the searches (the walk, glob's matching and grep's line matching) in worker
+ * threads. A model-chosen regular expression or glob can backtrack for minutes, and a
+ * RegExp call cannot be interrupted on the thread running it; in a worker it can
+ * (`worker.terminate()`), and the host's event loop keeps serving timers, signals
+ * and other calls meanwhile. The worker also does its file I/O synchronously, which
+ * is several times faster than a promise per file.
  *
- * One idle worker is kept between searches (starting one costs 50 to 150 ms); a
- * worker that was stopped is never reused. `close()` (on plugin dispose) stops the
- * idle one.
+ * One idle worker is kept between searches (starting one costs 50 to 150 ms): the
+ * first is started in the background when the plugin starts. A worker that was
+ * stopped is never reused. `close()` (on plugin dispose) stops the idle one.
  */
 export class ScanWorkers {
   #idle: Worker | undefined
   #closed = false
 
+  /** Starts the idle worker ahead of the first search. */
+  warm(): void {
+    if (!this.#closed && this.#idle === undefined) this.#release(this.#spawn())
+  }
+
   /**
-   * Searches the files of `job`. When `deadline` fires, the worker is stopped and the
-   * matches posted so far are the (partial) result; when `signal` fires, the worker is
-   * stopped and the call rejects.
+   * Runs `job`. When `deadline` fires, the worker is stopped and what was posted so
+   * far is the (partial) result; when `signal` fires, the worker is stopped and the
+   * call rejects.
    */
-  run(job: Omit<ScanJob, 'progress'>, signal: AbortSignal, deadline: AbortSignal): Promise<ScanResult> {
+  run(job: GrepJob | GlobJob, signal: AbortSignal, deadline?: AbortSignal): Promise<ScanResult> {
     signal.throwIfAborted()
     const worker = this.#take()
-    const progress = new Int32Array(new SharedArrayBuffer(4))
-    const result: ScanResult = { lines: [], files: 0, cut: false, binary: 0, large: 0, truncatedLines: 0, timedOut: false }
+    const progress = new Progress()
+    const lines: string[] = []
+    let files = 0
+    let truncatedLines = 0
     let lastMatchedFile = -1
+    const skipped = () => Object.fromEntries(COUNTERS.map(counter => [counter, progress.get(counter)])) as Record<Counter, number>
 
     return new Promise<ScanResult>((resolve, reject) => {
       const settle = (keepWorker: boolean, finish: () => void) => {
         signal.removeEventListener('abort', onAbort)
-        deadline.removeEventListener('abort', onDeadline)
+        deadline?.removeEventListener('abort', onDeadline)
         worker.off('message', onMessage).off('error', onError).off('exit', onExit)
-        if (keepWorker) this.#release(worker)
-        else void worker.terminate()
-        finish()
+        if (keepWorker) {
+          this.#release(worker)
+          finish()
+        } else {
+          // Once it is stopped, what it shared can no longer change under the reader.
+          worker.terminate().then(finish, finish)
+        }
       }
       const onAbort = () => settle(false, () => reject(signal.reason))
-      const onDeadline = () => settle(false, () => resolve({ ...result, timedOut: true, stoppedIn: job.files[Atomics.load(progress, 0)]?.display }))
+      const onDeadline = () =>
+        settle(false, () => resolve({ lines, files, cut: false, truncatedLines, skipped: skipped(), timedOut: true, stoppedIn: progress.current() }))
       const onError = (error: Error) => settle(false, () => reject(error))
-      const onExit = (code: number) => settle(false, () => reject(new Error(`the grep worker exited (code ${code}) before finishing`)))
+      const onExit = (code: number) => settle(false, () => reject(new Error(`the search worker exited (code ${code}) before finishing`)))
       const onMessage = (message: ScanMessage) => {
         if (message.kind === 'match') {
-          result.lines.push(message.text)
-          if (message.truncated) result.truncatedLines++
-          if (message.file !== lastMatchedFile) result.files++
+          lines.push(message.text)
+          if (message.truncated) truncatedLines++
+          if (message.file !== lastMatchedFile) files++
           lastMatchedFile = message.file
-        } else if (message.kind === 'skip') {
-          result[message.reason]++
         } else {
-          settle(true, () => resolve({ ...result, cut: message.cut }))
+          settle(true, () => resolve({ lines, files, cut: message.cut, truncatedLines, glob: message.glob, skipped: skipped(), timedOut: false }))
         }
       }
       signal.addEventListener('abort', onAbort, { once: true })
-      deadline.addEventListener('abort', onDeadline, { once: true })
+      deadline?.addEventListener('abort', onDeadline, { once: true })
       worker.on('message', onMessage).on('error', onError).on('exit', onExit)
-      if (deadline.aborted) onDeadline()
-      else worker.postMessage({ ...job, progress } satisfies ScanJob)
+      if (deadline?.aborted) onDeadline()
+      else worker.postMessage({ ...job, progress: progress.buffer } satisfies ScanJob)
     })
   }
 
@@ -113,19 +146,19 @@ export class ScanWorkers {
     this.#idle = undefined
   }
 
+  #spawn(): Worker {
+    const fresh = new Worker(WORKER)
+    // While idle nobody else listens: an unhandled 'error' event would throw in the host.
+    return fresh
+      .on('error', () => {})
+      .on('exit', () => {
+        if (this.#idle === fresh) this.#idle = undefined
+      })
+  }
+
   #take(): Worker {
-    let worker = this.#idle
+    const worker = this.#idle ?? this.#spawn()
     this.#idle = undefined
-    if (worker === undefined) {
-      const fresh = new Worker(WORKER)
-      // While idle nobody else listens: an unhandled 'error' event would throw in the host.
-      fresh
-        .on('error', () => {})
-        .on('exit', () => {
-          if (this.#idle === fresh) this.#idle = undefined
-        })
-      worker = fresh
-    }
     worker.ref()
     return worker
   }

@@ -1,10 +1,9 @@
 import { stat } from 'node:fs/promises'
+import { homedir } from 'node:os'
 import { isAbsolute, posix } from 'node:path'
-import { resolveInWorkspace, type WorkspacePath } from '@loom/tools/workspace'
-import { plural } from '@loom/tools/workspace'
+import { plural, resolveInWorkspace, type WorkspacePath } from '@loom/tools/workspace'
 import { compileGlob, globDepth, splitGlob } from './pattern.ts'
-import type { ScanFile, ScanResult, ScanWorkers } from './scan.ts'
-import { walkFiles, type WalkedFile } from './walk.ts'
+import type { GrepJob, ScanResult, ScanWorkers, WalkJob } from './scan.ts'
 
 export interface SearchLimits {
   globMaxResults: number
@@ -15,12 +14,20 @@ export interface SearchLimits {
   timeoutMs: number
 }
 
-export interface GlobArgs {
+/** The arguments that widen a walk. */
+export interface WalkArgs {
+  /** Also search hidden files and directories (names starting with a dot). */
+  hidden?: boolean
+  /** Also search what `.gitignore`, `.ignore`, `.git/info/exclude` and the global git excludes file ignore. */
+  no_ignore?: boolean
+}
+
+export interface GlobArgs extends WalkArgs {
   pattern: string
   path?: string
 }
 
-export interface GrepArgs {
+export interface GrepArgs extends WalkArgs {
   pattern: string
   path?: string
   glob?: string
@@ -46,11 +53,35 @@ async function searchRoot(root: string, path: string | undefined, allowFile: boo
   throw new Error(`"${at.display}" is not a directory; glob's path is the directory to search in`)
 }
 
+/** The walk from `start` as the tool's arguments ask for it. */
+function walkJob(start: WorkspacePath, limits: SearchLimits, args: WalkArgs, maxDepth: number): WalkJob {
+  const env = process.env
+  return {
+    start: start.path,
+    display: start.display,
+    root: start.root,
+    names: limits.ignore,
+    hidden: args.hidden === true,
+    ignoreFiles: args.no_ignore === true ? undefined : { home: env.HOME || homedir(), xdgConfigHome: env.XDG_CONFIG_HOME || undefined },
+    maxDepth,
+  }
+}
+
+/** For an empty answer: what the walk left out, and the arguments that include it. */
+function skippedNote({ skipped }: ScanResult): string | undefined {
+  const entries = (n: number, what: string) => `${n} ${what} ${n === 1 ? 'entry' : 'entries'}`
+  const parts: string[] = []
+  if (skipped.ignored > 0) parts.push(`${entries(skipped.ignored, 'ignored')} (no_ignore: true includes them)`)
+  if (skipped.hidden > 0) parts.push(`${entries(skipped.hidden, 'hidden')} (hidden: true includes them)`)
+  return parts.length === 0 ? undefined : `(Skipped ${parts.join(' and ')}.)`
+}
+
 /**
  * Files whose path (relative to `path`, default the workspace root) matches the glob,
- * newest modification first (ties by path), at most `globMaxResults`.
+ * newest modification first (ties by path), at most `globMaxResults`; walked in the
+ * search worker, so a pattern that backtracks for long is stopped with the call.
  */
-export async function globFiles(root: string, args: GlobArgs, limits: SearchLimits, signal: AbortSignal) {
+export async function globFiles(root: string, args: GlobArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal) {
   const { at } = await searchRoot(root, args.path, false)
   // Literal leading directories of the pattern narrow the walk (and are confined like any path).
   const { base, rest } = splitGlob(args.pattern)
@@ -60,27 +91,23 @@ export async function globFiles(root: string, args: GlobArgs, limits: SearchLimi
     const info = await stat(start.path).catch(() => undefined)
     if (!info?.isDirectory()) return noFiles(args, at)
   }
-  const matcher = globMatcher(rest, `invalid glob pattern "${args.pattern}"`)
-  const found: WalkedFile[] = []
-  for await (const file of walkFiles(start.path, { root: at.root, display: start.display, ignore: limits.ignore, maxDepth: globDepth(rest), signal })) {
-    if (matcher.test(file.rel)) found.push(file)
-  }
-  if (found.length === 0) return noFiles(args, at)
-  found.sort((a, b) => b.mtimeMs - a.mtimeMs || (a.display < b.display ? -1 : a.display > b.display ? 1 : 0))
-  const shown = found.slice(0, limits.globMaxResults)
-  const lines = shown.map(file => file.display)
-  if (found.length > shown.length) {
-    lines.push('', `(Showing ${shown.length} of ${found.length} files, newest first. Narrow the pattern or the path to see the others.)`)
+  globMatcher(rest, `invalid glob pattern "${args.pattern}"`)
+  const found = await workers.run({ kind: 'glob', walk: walkJob(start, limits, args, globDepth(rest)), pattern: rest, max: limits.globMaxResults }, signal)
+  const { shown, total } = found.glob!
+  if (total === 0) return noFiles(args, at, skippedNote(found))
+  const lines = [...shown]
+  if (total > shown.length) {
+    lines.push('', `(Showing ${shown.length} of ${total} files, newest first. Narrow the pattern or the path to see the others.)`)
   }
   return {
     content: lines.join('\n'),
-    meta: { pattern: args.pattern, path: at.display, total: found.length, shown: shown.length },
+    meta: { pattern: args.pattern, path: at.display, total, shown: shown.length },
   }
 }
 
-function noFiles(args: GlobArgs, at: WorkspacePath) {
+function noFiles(args: GlobArgs, at: WorkspacePath, note?: string) {
   return {
-    content: `No files match "${args.pattern}" in "${at.display}".`,
+    content: [`No files match "${args.pattern}" in "${at.display}".`, ...(note === undefined ? [] : [note])].join('\n'),
     meta: { pattern: args.pattern, path: at.display, total: 0, shown: 0 },
   }
 }
@@ -111,30 +138,34 @@ export function compileRegExp(pattern: string, ignoreCase: boolean): RegExp {
 /**
  * Lines matching a JavaScript regular expression, as `file:line: text`, in files
  * under `path` (or in that one file) whose name matches `glob`; files in path order,
- * binary files skipped, at most `grepMaxMatches` lines of at most `grepMaxLineBytes`.
+ * binary, hidden and ignored files skipped, at most `grepMaxMatches` lines of at most
+ * `grepMaxLineBytes`.
  *
- * The lines are matched in a worker thread (see scan.ts). The call stops itself at
- * `timeoutMs`: while listing files that is an error, while matching the answer is
- * what was found so far, with a notice.
+ * The walk and the matching run in a worker thread (see scan.ts), streaming: a file is
+ * searched as soon as the walk meets it. The call stops itself at `timeoutMs` and
+ * answers with what was found so far, with a notice.
  */
 export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal) {
   const regex = compileRegExp(args.pattern, args.ignore_case === true)
   const { at, isFile } = await searchRoot(root, args.path, true)
+  const glob = args.glob === undefined || args.glob === '' ? undefined : args.glob
+  if (glob !== undefined) globMatcher(glob, `invalid glob "${glob}"`)
+  const job: GrepJob = {
+    kind: 'grep',
+    // A glob without a slash matches the file name at any depth, like ripgrep's --glob.
+    files: isFile
+      ? { file: { real: at.path, display: at.display } }
+      : { walk: walkJob(at, limits, args, Infinity), glob: glob === undefined ? undefined : { pattern: glob, basename: !glob.includes('/') } },
+    source: regex.source,
+    flags: regex.flags,
+    maxMatches: limits.grepMaxMatches,
+    maxLineBytes: limits.grepMaxLineBytes,
+    maxFileBytes: GREP_MAX_FILE_BYTES,
+  }
   const deadline = new AbortController()
   const timer = setTimeout(() => deadline.abort(), limits.timeoutMs)
   let found: ScanResult
   try {
-    const files = isFile
-      ? [{ display: at.display, real: at.path, size: (await stat(at.path)).size }]
-      : await filesToGrep(at, args.glob, limits, signal, deadline.signal)
-    const job = {
-      source: regex.source,
-      flags: regex.flags,
-      files,
-      maxMatches: limits.grepMaxMatches,
-      maxLineBytes: limits.grepMaxLineBytes,
-      maxFileBytes: GREP_MAX_FILE_BYTES,
-    }
     found = await workers.run(job, signal, deadline.signal)
   } finally {
     clearTimeout(timer)
@@ -148,50 +179,29 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
     )
   }
   if (found.cut) notes.push(`(Showing the first ${limits.grepMaxMatches} matches; there are more. Narrow the pattern, the path or the glob to see the others.)`)
-  if (found.large > 0) notes.push(`(Skipped ${plural(found.large, 'file')} larger than ${GREP_MAX_FILE_BYTES / 1024 / 1024} MiB.)`)
-  if (isFile && found.binary > 0) notes.push(`("${at.display}" is a binary file; grep searches text files only.)`)
+  const { binary, large, ignored, hidden } = found.skipped
+  if (large > 0) notes.push(`(Skipped ${plural(large, 'file')} larger than ${GREP_MAX_FILE_BYTES / 1024 / 1024} MiB.)`)
+  if (isFile && binary > 0) notes.push(`("${at.display}" is a binary file; grep searches text files only.)`)
   const meta = {
     pattern: args.pattern,
     path: at.display,
     matches: found.lines.length,
     files: found.files,
     cut: found.cut,
-    binarySkipped: found.binary,
-    largeSkipped: found.large,
+    binarySkipped: binary,
+    largeSkipped: large,
+    ignoredSkipped: ignored,
+    hiddenSkipped: hidden,
     truncatedLines: found.truncatedLines,
     timedOut: found.timedOut,
   }
   if (found.lines.length === 0) {
-    const where = args.glob ? `"${at.display}" (glob "${args.glob}")` : `"${at.display}"`
-    return { content: [`No matches for /${args.pattern}/${args.ignore_case ? 'i' : ''} in ${where}.`, ...notes].join('\n'), meta }
+    const where = glob ? `"${at.display}" (glob "${glob}")` : `"${at.display}"`
+    const skipped = found.timedOut ? undefined : skippedNote(found)
+    return {
+      content: [`No matches for /${args.pattern}/${args.ignore_case ? 'i' : ''} in ${where}.`, ...notes, ...(skipped ? [skipped] : [])].join('\n'),
+      meta,
+    }
   }
   return { content: notes.length > 0 ? `${found.lines.join('\n')}\n\n${notes.join('\n')}` : found.lines.join('\n'), meta }
-}
-
-/** The files grep searches under the directory `at`: walked, filtered by `glob`, in path order. */
-async function filesToGrep(at: WorkspacePath, glob: string | undefined, limits: SearchLimits, signal: AbortSignal, deadline: AbortSignal): Promise<ScanFile[]> {
-  let filter: ((file: WalkedFile) => boolean) | undefined
-  if (glob !== undefined && glob !== '') {
-    const matcher = globMatcher(glob, `invalid glob "${glob}"`)
-    // A glob without a slash matches the file name at any depth, like ripgrep's --glob.
-    filter = glob.includes('/') ? file => matcher.test(file.rel) : file => matcher.test(posix.basename(file.rel))
-  }
-  const files: ScanFile[] = []
-  try {
-    for await (const file of walkFiles(at.path, {
-      root: at.root,
-      display: at.display,
-      ignore: limits.ignore,
-      maxDepth: Infinity,
-      signal: AbortSignal.any([signal, deadline]),
-    })) {
-      if (filter === undefined || filter(file)) files.push({ display: file.display, real: file.real, size: file.size })
-    }
-  } catch (error) {
-    if (signal.aborted || !deadline.aborted) throw error
-    throw new Error(
-      `grep timed out after ${limits.timeoutMs} ms while listing the files in "${at.display}" (nothing was searched); narrow the path or the glob`,
-    )
-  }
-  return files.sort((a, b) => (a.display < b.display ? -1 : a.display > b.display ? 1 : 0))
 }

@@ -1,7 +1,9 @@
-import type { Dirent } from 'node:fs'
-import { readdir, realpath, stat } from 'node:fs/promises'
+// The directory walk of both tools, run in the search worker (sync I/O: the worker
+// has nothing else to do, and one readdir per directory is all it costs).
+import { type Dirent, readdirSync, realpathSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { isInside } from '@loom/tools/workspace'
+import { type Chain, chainBelow, enter, type GitEnv, startChain, verdict } from './ignore-files.ts'
 
 export interface WalkedFile {
   /** Path relative to the directory the walk started in, `/`-separated. */
@@ -10,68 +12,108 @@ export interface WalkedFile {
   display: string
   /** Absolute path to read (a symlink's target, checked to be inside the workspace). */
   real: string
-  mtimeMs: number
-  size: number
 }
 
 export interface WalkOptions {
   /** The workspace root, symlinks resolved. */
   root: string
-  /** How the start directory is shown to the model (relative to the root, \`.\` for the root). */
+  /** How the start directory is shown to the model (relative to the root, `.` for the root). */
   display: string
-  /** Entry names skipped wherever they occur (directories are not entered). */
-  ignore: readonly string[]
+  /** Entry names skipped wherever they occur, whatever the other options say (directories are not entered). */
+  names: readonly string[]
+  /** Also walk hidden entries (names starting with a dot). */
+  hidden: boolean
+  /** Honour ignore files (`.gitignore`, `.ignore`, `.git/info/exclude`, the global excludes file); with it, where git's configuration is. */
+  ignoreFiles: GitEnv | undefined
   /** Directory levels below the start to look at (1: only the start's own entries). */
   maxDepth: number
-  signal: AbortSignal
+  /** Called for each entry left out as hidden or ignored (a directory counts once), for the notices. */
+  onSkip(reason: 'ignored' | 'hidden'): void
+}
+
+/** A directory to list: its path, its path from the walk's start and from the ignore files' top, its depth and chain. */
+interface Dir {
+  path: string
+  rel: string
+  fromTop: string
+  depth: number
+  chain: Chain
+}
+
+/** An entry met in a listing, waiting for its turn; `chain` is set for a directory a negation re-included. */
+interface Pending {
+  parent: Dir
+  name: string
+  kind: 'file' | 'dir' | 'link'
+  chain?: Chain
 }
 
 /**
- * The regular files under `start` (a resolved directory inside the workspace),
- * depth first. Ignored names are skipped, symlinked directories are not entered
- * (no loops, no escapes), and a symlinked file is listed only when its target is
- * inside the workspace. Unreadable directories are skipped.
+ * The regular files under `start` (a resolved directory inside the workspace), one at
+ * a time in path order (code units, as a sort of the full paths would give), so a
+ * search can stream its results and stop early. Names in `names` are skipped; hidden
+ * entries and ignored ones unless asked; symlinked directories are not entered (no
+ * loops, no escapes); a symlinked file is listed only when its target is inside the
+ * workspace; unreadable directories are skipped.
  */
-export async function* walkFiles(start: string, options: WalkOptions): AsyncGenerator<WalkedFile> {
-  const ignore = new Set(options.ignore)
-  const stack: { dir: string; rel: string; depth: number }[] = [{ dir: start, rel: '', depth: 1 }]
-  while (stack.length > 0) {
-    options.signal.throwIfAborted()
-    const { dir, rel, depth } = stack.pop()!
+export function* walkFiles(start: string, options: WalkOptions): Generator<WalkedFile> {
+  const names = new Set(options.names)
+  const top = options.ignoreFiles === undefined ? undefined : startChain(start, options.root, options.ignoreFiles)
+  const stack: Pending[] = []
+  const list = (dir: Dir) => {
     let entries: Dirent[]
     try {
-      entries = await readdir(dir, { withFileTypes: true })
+      entries = readdirSync(dir.path, { withFileTypes: true })
     } catch {
+      return
+    }
+    const chain = top === undefined ? dir.chain : enter(dir.chain, dir.path, dir.fromTop, name => entries.some(e => e.name === name))
+    const parent = { ...dir, chain }
+    const pending: (Pending & { key: string })[] = []
+    for (const entry of entries) {
+      const name = entry.name
+      if (names.has(name)) continue
+      if (!options.hidden && name.charCodeAt(0) === 0x2e) {
+        options.onSkip('hidden')
+        continue
+      }
+      const kind = entry.isDirectory() ? 'dir' : entry.isFile() ? 'file' : entry.isSymbolicLink() ? 'link' : undefined
+      if (kind === undefined || (kind === 'dir' && dir.depth >= options.maxDepth)) continue
+      let below: Chain | undefined
+      if (top !== undefined && chain.length > 0) {
+        const path = kind === 'dir' ? `${dir.fromTop}${name}/` : `${dir.fromTop}${name}`
+        const decided = verdict(chain, path)
+        if (decided.ignored) {
+          options.onSkip('ignored')
+          continue
+        }
+        if (kind === 'dir' && decided.by >= 0) below = chainBelow(chain, path, decided.by)
+      }
+      // A directory sorts as its name plus `/`: its files then come exactly where a sort of the full paths puts them.
+      pending.push({ parent, name, kind, chain: below, key: kind === 'dir' ? `${name}/` : name })
+    }
+    pending.sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0)) // popped in path order
+    for (const item of pending) stack.push(item)
+  }
+
+  list({ path: start, rel: '', fromTop: top?.prefix ?? '', depth: 1, chain: top?.chain ?? [] })
+  while (stack.length > 0) {
+    const { parent, name, kind, chain } = stack.pop()!
+    const path = join(parent.path, name)
+    const rel = parent.rel === '' ? name : `${parent.rel}/${name}`
+    if (kind === 'dir') {
+      list({ path, rel, fromTop: `${parent.fromTop}${name}/`, depth: parent.depth + 1, chain: chain ?? parent.chain })
       continue
     }
-    entries.sort((a, b) => (a.name < b.name ? 1 : a.name > b.name ? -1 : 0)) // popped in name order
-    for (const entry of entries) {
-      if (ignore.has(entry.name)) continue
-      const path = join(dir, entry.name)
-      const childRel = rel === '' ? entry.name : `${rel}/${entry.name}`
-      if (entry.isDirectory()) {
-        if (depth < options.maxDepth) stack.push({ dir: path, rel: childRel, depth: depth + 1 })
-        continue
-      }
-      let real = path
-      if (entry.isSymbolicLink()) {
-        try {
-          real = await realpath(path)
-        } catch {
-          continue // dangling or looping
-        }
-        if (!isInside(options.root, real)) continue
-      } else if (!entry.isFile()) {
-        continue
-      }
-      let info
+    let real = path
+    if (kind === 'link') {
       try {
-        info = await stat(real)
+        real = realpathSync(path)
+        if (!isInside(options.root, real) || !statSync(real).isFile()) continue
       } catch {
-        continue
+        continue // dangling or looping
       }
-      if (!info.isFile()) continue
-      yield { rel: childRel, display: options.display === '.' ? childRel : `${options.display}/${childRel}`, real, mtimeMs: info.mtimeMs, size: info.size }
     }
+    yield { rel, display: options.display === '.' ? rel : `${options.display}/${rel}`, real }
   }
 }

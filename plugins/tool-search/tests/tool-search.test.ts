@@ -8,9 +8,9 @@ import * as toolSearch from '../src/index.ts'
 import { compileGlob, splitGlob } from '../src/pattern.ts'
 
 const GLOB_TEXT =
-  'Use `glob` to find files by name, not `find` or `ls -R` in a shell. Patterns are relative to `path` (default: the workspace root): `**` matches any number of directories, `*` and `?` match within one name, and `{a,b}` and `[abc]` work, so `**/*.ts` finds every TypeScript file and `*.ts` only those directly in `path`. Results are the newest files first, at most 100. `.git` and `node_modules` are skipped.'
+  'Use `glob` to find files by name, not `find` or `ls -R` in a shell. Patterns are relative to `path` (default: the workspace root): `**` matches any number of directories, `*` and `?` match within one name, and `{a,b}` and `[abc]` work, so `**/*.ts` finds every TypeScript file and `*.ts` only those directly in `path`. Results are the newest files first, at most 100. Hidden files and files ignored by `.gitignore` or `.ignore` are skipped unless `hidden` or `no_ignore` is true; `.git` and `node_modules` always are.'
 const GREP_TEXT =
-  'Use `grep` to search file contents, not `grep` or `rg` in a shell. `pattern` is a JavaScript regular expression, matched line by line; narrow the search with `path` (a directory or one file) and `glob` (`*.ts` matches file names at any depth). Results read `file:line: text`, in path order, at most 250 lines; binary files are skipped. `.git` and `node_modules` are skipped.'
+  'Use `grep` to search file contents, not `grep` or `rg` in a shell. `pattern` is a JavaScript regular expression, matched line by line; narrow the search with `path` (a directory or one file) and `glob` (`*.ts` matches file names at any depth). Results read `file:line: text`, in path order, at most 250 lines. Binary files are skipped. Hidden files and files ignored by `.gitignore` or `.ignore` are skipped unless `hidden` or `no_ignore` is true; `.git` and `node_modules` always are.'
 
 type Host = Awaited<ReturnType<typeof createHost>>
 type Mounted = Awaited<ReturnType<Host['mount']>>
@@ -20,6 +20,7 @@ let mounted: Mounted
 let base: string
 let ws: string
 let outside: string
+const savedEnv = { HOME: process.env.HOME, XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME }
 
 const textOf = (r: { content: readonly { type: string; text?: string }[] }) => r.content.map(b => (b.type === 'text' ? b.text : '')).join('')
 
@@ -45,11 +46,18 @@ beforeEach(async () => {
   outside = join(base, 'outside')
   await mkdir(ws)
   await mkdir(outside)
+  // The git configuration of the machine (a global excludes file) must not decide what the tests find.
+  process.env.HOME = join(base, 'home')
+  process.env.XDG_CONFIG_HOME = join(base, 'xdg')
   host = await createHost()
   mounted = await host.mount(toolSearch)
 })
 
 afterEach(async () => {
+  for (const [key, value] of Object.entries(savedEnv)) {
+    if (value === undefined) delete process.env[key]
+    else process.env[key] = value
+  }
   await host.dispose()
   await rm(base, { recursive: true, force: true })
 })
@@ -65,7 +73,8 @@ describe('what the model sees', () => {
     expect(delta.sections.map(s => s.rendered)).toEqual([GLOB_TEXT, GREP_TEXT])
     expect(delta.tools.map(t => t.name)).toEqual(['glob', 'grep'])
     expect((delta.tools[0].parameters as any).required).toEqual(['pattern'])
-    expect(Object.keys((delta.tools[1].parameters as any).properties)).toEqual(['pattern', 'path', 'glob', 'ignore_case'])
+    expect(Object.keys((delta.tools[0].parameters as any).properties)).toEqual(['pattern', 'path', 'hidden', 'no_ignore'])
+    expect(Object.keys((delta.tools[1].parameters as any).properties)).toEqual(['pattern', 'path', 'glob', 'ignore_case', 'hidden', 'no_ignore'])
     expect(delta.contexts).toEqual([])
     expect(delta.variables).toEqual([])
   })
@@ -80,8 +89,9 @@ describe('what the model sees', () => {
     try {
       const m = await h.mount(toolSearch, { globMaxResults: 7, grepMaxMatches: 9, ignore: ['dist'] })
       const [glob, grep] = (await m.delta({ cwd: ws })).sections
-      expect(glob.text).toContain('at most 7. `dist` is skipped.')
-      expect(grep.text).toContain('at most 9 lines; binary files are skipped. `dist` is skipped.')
+      expect(glob.text).toContain('at most 7. Hidden files')
+      expect(glob.text).toMatch(/is true; `dist` always is\.$/)
+      expect(grep.text).toContain('at most 9 lines. Binary files are skipped.')
     } finally {
       await h.dispose()
     }
@@ -124,16 +134,19 @@ describe('glob patterns', () => {
     expect(matches('{src/**/,}*.ts', 'c.ts')).toBe(true)
     expect(matches('{src/**/,}*.ts', 'lib/c.ts')).toBe(false)
     expect(matches('a/**/b/**', 'a/x/b/y/z')).toBe(true)
-    expect(matches('a/**/b/**', 'a/b')).toBe(false)
+    expect(matches('a/**/b/**', 'a/b')).toBe(true) // picomatch: a trailing /** also matches the directory itself
   })
 
-  it('never backtracks: *a*a*a*a*b against long names of a', () => {
-    const matcher = compileGlob('*a*a*a*a*b')
-    expect(matcher.test('a'.repeat(100))).toBe(false)
-    expect(matcher.test('a'.repeat(20_000))).toBe(false)
-    expect(matcher.test(`${'a'.repeat(20_000)}b`)).toBe(true)
-    expect(compileGlob('**/*a*a*a*a*b').test(`${'a/'.repeat(2000)}${'a'.repeat(5000)}`)).toBe(false)
-    expect(compileGlob(`${'{a,'.repeat(50)}b${'}'.repeat(50)}*`).test('a'.repeat(1000))).toBe(true)
+  it("has picomatch's syntax: extglobs, POSIX classes, escaped parentheses", () => {
+    expect(matches('@(src|lib)/*.ts', 'lib/a.ts')).toBe(true)
+    expect(matches('@(src|lib)/*.ts', 'test/a.ts')).toBe(false)
+    expect(matches('*.!(js)', 'a.ts')).toBe(true)
+    expect(matches('*.!(js)', 'a.js')).toBe(false)
+    expect(matches('file[[:digit:]].txt', 'file7.txt')).toBe(true)
+    expect(matches('file[[:digit:]].txt', 'fileA.txt')).toBe(false)
+    expect(matches('app/\\(auth\\)/*.tsx', 'app/(auth)/page.tsx')).toBe(true)
+    expect(matches('!literal', '!literal')).toBe(true) // a leading ! does not negate
+    expect(matches('x\\-y', 'x-y')).toBe(true) // not valid with the u flag: compiled without it
   })
 
   it('splits the literal leading directories off', () => {
@@ -189,7 +202,7 @@ describe('glob', () => {
     const h = await createHost()
     try {
       await h.mount(toolSearch, { ignore: [] })
-      const r = await h.callTool('glob', { pattern: '**/*.ts' }, { cwd: ws })
+      const r = await h.callTool('glob', { pattern: '**/*.ts', hidden: true }, { cwd: ws })
       expect(textOf(r).split('\n').sort()).toEqual([
         '.git/config.ts',
         'node_modules/pkg/index.ts',
@@ -349,6 +362,31 @@ describe('bounded search', () => {
     expect((await call('glob', { pattern: '*a'.repeat(500) })).isError).toBe(false)
   })
 
+  it('stops a glob that backtracks for long with the call, and the host stays responsive', async () => {
+    const h = await createHost()
+    try {
+      await h.mount(toolSearch, { timeoutMs: 1000 })
+      await files(ws, { [`${'a'.repeat(250)}`]: '', 'ok.txt': '' })
+      const terminate = vi.spyOn(Worker.prototype, 'terminate')
+      let ticks = 0
+      const interval = setInterval(() => ticks++, 50)
+      let r
+      try {
+        r = await h.callTool('glob', { pattern: '*a*a*a*a*a*a*a*a*b' }, { cwd: ws })
+      } finally {
+        clearInterval(interval)
+      }
+      expect(r.isError).toBe(true)
+      expect(textOf(r)).toContain('timed out after 1000 ms')
+      expect(ticks).toBeGreaterThan(5) // ~20 expected: the matching ran in the worker
+      await vi.waitFor(() => expect(terminate).toHaveBeenCalled())
+      terminate.mockRestore()
+      expect(textOf(await h.callTool('glob', { pattern: 'ok.*' }, { cwd: ws }))).toBe('ok.txt')
+    } finally {
+      await h.dispose()
+    }
+  }, 30_000)
+
   it('stops a catastrophic regular expression at the timeout, with partial results, and the host stays responsive', async () => {
     const h = await createHost()
     try {
@@ -394,6 +432,130 @@ describe('bounded search', () => {
       terminate.mockRestore()
     }
     expect(textOf(await call('grep', { pattern: '!$', path: 'ok.txt' }))).toBe('ok.txt:1: fine!')
+  })
+})
+
+describe('ignore files and hidden files', () => {
+  it('skips what .gitignore ignores, so ignored files cannot fill the match cap', async () => {
+    const noise = Array.from({ length: 300 }, () => 'needle\n').join('')
+    await files(ws, {
+      '.gitignore': 'dist/\n.venv/\n*.log\n',
+      'dist/bundle.js': noise,
+      'build.log': noise,
+      '.venv/lib/site.py': 'needle\n',
+      'src/main.ts': 'const x = 1\nneedle()\n',
+    })
+    const r = await call('grep', { pattern: 'needle' })
+    expect(r.text).toBe('src/main.ts:2: needle()')
+    expect(r.meta).toMatchObject({ matches: 1, cut: false, ignoredSkipped: 2, hiddenSkipped: 2 })
+    expect((await call('glob', { pattern: '**/*' })).text).toBe('src/main.ts')
+  })
+
+  it('searches ignored files with no_ignore: true, and says what it skipped when nothing matched', async () => {
+    await files(ws, { '.gitignore': 'dist/\n*.log\n', 'dist/a.js': 'needle\n', 'b.log': 'needle\n', 'c.ts': '' })
+    expect((await call('grep', { pattern: 'needle' })).text).toBe(
+      'No matches for /needle/ in ".".\n(Skipped 2 ignored entries (no_ignore: true includes them) and 1 hidden entry (hidden: true includes them).)',
+    )
+    expect((await call('grep', { pattern: 'needle', no_ignore: true })).text).toBe('b.log:1: needle\ndist/a.js:1: needle')
+    expect((await call('glob', { pattern: '**/*.js' })).text).toBe(
+      'No files match "**/*.js" in ".".\n(Skipped 2 ignored entries (no_ignore: true includes them) and 1 hidden entry (hidden: true includes them).)',
+    )
+    expect((await call('glob', { pattern: '**/*.js', no_ignore: true })).text).toBe('dist/a.js')
+  })
+
+  it("reads .gitignore at every level with git's semantics: relative to its folder, negations, directories only", async () => {
+    await files(ws, {
+      '.gitignore': '*.log\nbuild/\nout\n',
+      'a.log': 'hit\n',
+      'sub/.gitignore': '!keep.log\n/local.txt\n',
+      'sub/keep.log': 'hit\n',
+      'sub/drop.log': 'hit\n',
+      'sub/local.txt': 'hit\n',
+      'sub/deeper/local.txt': 'hit\n',
+      'local.txt': 'hit\n',
+      'build/x.txt': 'hit\n',
+      'pkg/build': 'hit\n', // a file: `build/` ignores directories only
+      'pkg/out/y.txt': 'hit\n',
+      'keep/.gitignore': '!build/\n', // re-includes a directory a parent's file ignores
+      'keep/build/z.txt': 'hit\n',
+    })
+    expect((await call('grep', { pattern: 'hit' })).text.split('\n')).toEqual([
+      'keep/build/z.txt:1: hit',
+      'local.txt:1: hit',
+      'pkg/build:1: hit',
+      'sub/deeper/local.txt:1: hit',
+      'sub/keep.log:1: hit',
+    ])
+  })
+
+  it('applies the ignore files above the path searched, but searches a path that names an ignored directory', async () => {
+    await files(ws, { '.gitignore': '*.log\ndist/\n', 'sub/a.log': 'hit\n', 'sub/b.txt': 'hit\n', 'dist/c.js': 'hit\n', 'dist/d.log': 'hit\n' })
+    expect((await call('grep', { pattern: 'hit', path: 'sub' })).text).toBe('sub/b.txt:1: hit')
+    expect((await call('grep', { pattern: 'hit', path: 'dist' })).text).toBe('dist/c.js:1: hit')
+    expect((await call('glob', { pattern: 'sub/*' })).text).toBe('sub/b.txt')
+  })
+
+  it('honours .ignore files, which win over .gitignore', async () => {
+    await files(ws, {
+      '.ignore': 'generated/\n!keep.tmp\n',
+      '.gitignore': '*.tmp\n',
+      'generated/g.ts': 'hit\n',
+      'keep.tmp': 'hit\n',
+      'other.tmp': 'hit\n',
+      'src/.ignore': 'fixtures\n',
+      'src/fixtures/f.ts': 'hit\n',
+      'src/s.ts': 'hit\n',
+    })
+    expect((await call('grep', { pattern: 'hit' })).text).toBe('keep.tmp:1: hit\nsrc/s.ts:1: hit')
+  })
+
+  it('honours .git/info/exclude and the global excludes file', async () => {
+    await files(ws, {
+      '.git/info/exclude': '# local\nnotes.md\n',
+      '.git/HEAD': 'ref: refs/heads/main\n',
+      'notes.md': 'hit\n',
+      'scratch.bak': 'hit\n',
+      'sub/deep.bak': 'hit\n',
+      'main.ts': 'hit\n',
+    })
+    await files(join(base, 'xdg'), { 'git/ignore': '*.bak\n' })
+    expect((await call('grep', { pattern: 'hit', path: 'sub' })).text).toBe(
+      'No matches for /hit/ in "sub".\n(Skipped 1 ignored entry (no_ignore: true includes them).)',
+    )
+    expect((await call('grep', { pattern: 'hit' })).text).toBe('main.ts:1: hit')
+    // core.excludesFile, when git's config sets it, replaces the default file.
+    await files(join(base, 'home'), { '.gitconfig': '[user]\n\tname = x\n[core]\n\texcludesFile = ~/my-ignore\n', 'my-ignore': 'main.ts\n' })
+    expect((await call('grep', { pattern: 'hit' })).text).toBe('scratch.bak:1: hit\nsub/deep.bak:1: hit')
+  })
+
+  it('skips hidden files and directories unless hidden: true, and .git and node_modules even then', async () => {
+    await files(ws, {
+      '.env': 'needle\n',
+      '.config/tool.ts': 'needle\n',
+      'src/.cache/x.ts': 'needle\n',
+      'src/a.ts': 'needle\n',
+      '.git/config': 'needle\n',
+      'node_modules/m/i.ts': 'needle\n',
+    })
+    expect((await call('grep', { pattern: 'needle' })).text).toBe('src/a.ts:1: needle')
+    expect((await call('grep', { pattern: 'needle', hidden: true })).text).toBe(
+      '.config/tool.ts:1: needle\n.env:1: needle\nsrc/.cache/x.ts:1: needle\nsrc/a.ts:1: needle',
+    )
+    expect((await call('glob', { pattern: '**/*.ts' })).text).toBe('src/a.ts')
+    expect((await call('glob', { pattern: '**/*.ts', hidden: true })).text.split('\n').sort()).toEqual(['.config/tool.ts', 'src/.cache/x.ts', 'src/a.ts'])
+    expect((await call('grep', { pattern: 'needle', path: '.env' })).text).toBe('.env:1: needle') // named explicitly
+  })
+
+  it('skips binary files met in the walk and counts them', async () => {
+    await files(ws, { 'img.png': Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0x6e, 0x65, 0x65, 0x64, 0x6c, 0x65]), 'a.txt': 'needle\n' })
+    const r = await call('grep', { pattern: 'needle' })
+    expect(r.text).toBe('a.txt:1: needle')
+    expect(r.meta).toMatchObject({ binarySkipped: 1 })
+  })
+
+  it('streams files in the order of their full paths', async () => {
+    await files(ws, { 'a/b.ts': 'x\n', 'a-x.ts': 'x\n', 'a.ts': 'x\n', 'a0/c.ts': 'x\n', 'B.ts': 'x\n' })
+    expect((await call('grep', { pattern: 'x' })).text).toBe('B.ts:1: x\na-x.ts:1: x\na.ts:1: x\na/b.ts:1: x\na0/c.ts:1: x')
   })
 })
 
