@@ -1,17 +1,19 @@
-import { stat } from 'node:fs/promises'
-import { resolve } from 'node:path'
+import { realpathSync } from 'node:fs'
+import { realpath, stat } from 'node:fs/promises'
+import { isAbsolute } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
+import { workspaceRootOf } from '@loom/tools/workspace'
 import { DEFAULT_SECRET_PATTERNS, createRedactor, hostRedactor, scrubEnv, type Redactor, type SecretPattern } from '@loom/secrets'
 import { reapOrphans } from './procs.ts'
 import { ShellRun, type RunResult, type StreamOutput } from './run.ts'
-import { probeBwrap, resolveSandbox, type SandboxMode } from './sandbox.ts'
+import { probeBwrap, resolveSandbox, type Confinement, type SandboxMode } from './sandbox.ts'
 
 export { ShellRun, DRAIN_MS, type RunOptions, type RunResult, type StreamOutput } from './run.ts'
 export { MARKER_VAR, reapOrphans } from './procs.ts'
-export { BWRAP_ARGS, probeBwrap, resolveSandbox, type SandboxMode } from './sandbox.ts'
+export { bwrapArgs, probeBwrap, resolveSandbox, type BwrapProbe, type Confinement, type SandboxMode } from './sandbox.ts'
 export { TailBuffer } from './tail.ts'
 
 export const name = '@loom/tool-shell'
@@ -21,7 +23,7 @@ export const SECTION_NAME = 'tool:bash'
 export const SECTION_ORDER = 105
 
 export interface Config {
-  /** Directory commands run in; default: the calling agent's session cwd, else the process cwd. */
+  /** Workspace root, where commands run (a leading `~/` is the home directory); default: the calling agent's session cwd, else the process cwd. */
   root?: string
   /** Timeout of a call that does not pass `timeout`. */
   timeoutMs: number
@@ -33,8 +35,12 @@ export interface Config {
   graceMs: number
   /** The shell, run as `<shell> -c <command>`. */
   shell: string
-  /** `auto`: bubblewrap (own PID namespace) when it works here, else `none` (process group and /proc tracking). */
+  /** `bwrap`: each command confined through bubblewrap; `none`: unconfined (process group and /proc tracking); `auto`: `bwrap` when it works here, else `none`. */
   sandbox: SandboxMode
+  /** With bubblewrap: keep the host's network; otherwise commands have none. */
+  network: boolean
+  /** With bubblewrap: paths (absolute or `~/...`) writable besides the workspace root and the private /tmp. */
+  writable: string[]
   env: {
     /** Names (globs, or exact) removed from the commands' environment besides the default secret rule. */
     secretPatterns: string[]
@@ -44,7 +50,9 @@ export interface Config {
 }
 
 export const Config: Schema<Config> = Schema.object({
-  root: Schema.string().description('Directory commands run in (default: the agent session cwd, else the process cwd).'),
+  root: Schema.string().description(
+    'Workspace root, where commands run and what they may write (a leading `~/` is the home directory; default: the agent session cwd, else the process cwd).',
+  ),
   timeoutMs: Schema.natural().min(1).default(120_000).description('Timeout of a call that does not pass `timeout`, in ms.'),
   maxTimeoutMs: Schema.natural().min(1).default(600_000).description('Largest timeout a call may ask for, in ms; larger requests are clamped.'),
   maxOutputBytes: Schema.natural().min(1).default(64_000).description('Bytes kept per stream (stdout, stderr); the tail is kept.'),
@@ -53,7 +61,17 @@ export const Config: Schema<Config> = Schema.object({
   sandbox: Schema.union(['auto', 'bwrap', 'none'] as const)
     .default('auto')
     .description(
-      'Process isolation: `bwrap` runs each command in its own PID namespace through bubblewrap (nothing it starts survives the call or the host); `none` uses a process group plus /proc tracking; `auto` is `bwrap` when it works here, else `none`.',
+      'Isolation of each command: `bwrap` confines it through bubblewrap (the filesystem read-only except the workspace root, `writable` and a private /tmp; no network unless `network`; its own PID namespace, so nothing it starts survives the call or the host); `none` runs it unconfined, tracked by its process group and /proc; `auto` is `bwrap` when it works here, else `none`.',
+    ),
+  network: Schema.boolean()
+    .default(false)
+    .description(
+      "With bubblewrap: keep the host's network. Off, a command has only a loopback interface of its own (a server it starts is reachable, nothing else).",
+    ),
+  writable: Schema.array(String)
+    .default([])
+    .description(
+      'With bubblewrap: more paths commands may write, absolute or `~/...`, e.g. `~/.cache`; each must exist. Everything but the workspace root, these and a private /tmp is read-only.',
     ),
   env: Schema.object({
     secretPatterns: Schema.array(String)
@@ -94,7 +112,26 @@ export function guidance(config: Config): string {
     `A command is stopped after ${seconds(config.timeoutMs)} s; give long builds or test runs a larger \`timeout\` (in ms, at most ${seconds(config.maxTimeoutMs)} s). Only the last ${config.maxOutputBytes} bytes of stdout and of stderr are kept: filter long output (\`| tail\`, \`| grep\`).`,
     'Every process a command starts ends with the call, background ones too: start a server and use it in the same command (`server & sleep 2; curl localhost:8080`).',
     'Secret environment variables (API keys, tokens, passwords) are not set in the shell, and secrets in the output read `[REDACTED]`.',
+    sandboxGuidance(config),
   ].join('\n')
+}
+
+/**
+ * What the model is told about confinement. It follows the config alone, so that
+ * the section is the same whatever `auto` comes to at the first command: there, it
+ * describes the sandbox (the cautious reading when bubblewrap turns out missing).
+ */
+function sandboxGuidance(config: Config): string {
+  if (config.sandbox === 'none') {
+    return 'Commands are not sandboxed: they can change files anywhere and reach the network, so keep changes inside the workspace root.'
+  }
+  const places = ['the workspace root', ...config.writable.map(path => `\`${path}\``), '`/tmp` (private to the call, emptied after it)']
+  const writable = `${places.slice(0, -1).join(', ')} and ${places.at(-1)}`
+  const network = config.network
+    ? ''
+    : '; there is no network (downloads, package installs and `git fetch` fail; a server the command starts on localhost works)'
+  const lead = config.sandbox === 'bwrap' ? 'Commands run in a sandbox' : 'Commands run in a sandbox where this machine supports one'
+  return `${lead}: they can read any file, but only ${writable} are writable, a write elsewhere fails with \`Read-only file system\`${network}.`
 }
 
 interface BashArgs {
@@ -137,13 +174,28 @@ export function formatResult(result: RunResult, notes: { clampedFromMs?: number;
   return lines.join('\n')
 }
 
+/** The workspace root of the call, the one the file tools use (`workspaceRootOf`): commands start there. */
 async function workingDirectory(config: Config, exec: ToolRunContext): Promise<string> {
-  const cwd = resolve(config.root ?? exec.agent?.cwd ?? process.cwd())
+  const cwd = workspaceRootOf(config.root, exec)
   const info = await stat(cwd).catch(() => undefined)
   if (!info?.isDirectory()) {
     throw new Error(`working directory "${cwd}" does not exist or is not a directory (${name}: config root or the session cwd)`)
   }
   return cwd
+}
+
+/** The `writable` paths, `~/` expanded and symlinks resolved (bwrap binds a path at its real place); each must exist. */
+function writablePaths(paths: readonly string[]): string[] {
+  return paths.map(path => {
+    if (!isAbsolute(path) && path !== '~' && !path.startsWith('~/')) {
+      throw new Error(`${name}: config writable path "${path}" is not absolute (give /... or ~/...)`)
+    }
+    try {
+      return realpathSync(workspaceRootOf(path))
+    } catch (error) {
+      throw new Error(`${name}: config writable path "${path}" cannot be made writable: ${(error as Error).message}`)
+    }
+  })
 }
 
 /** The host's environment without secrets, plus `SHELL_ENV`. */
@@ -168,15 +220,25 @@ export function apply(ctx: Context, config: Config) {
     throw new Error(`${name}: config timeoutMs (${config.timeoutMs}) exceeds maxTimeoutMs (${config.maxTimeoutMs})`)
   }
 
+  const writable = config.sandbox === 'none' ? [] : writablePaths(config.writable)
   // `bwrap` that does not work fails the start; `auto` tries it at the first call
-  // (a 20 ms subprocess that `loom prompt` and a turn without bash never need).
-  let sandbox = config.sandbox === 'auto' ? undefined : resolveSandbox(config.sandbox, name)
+  // (a 50 ms subprocess that `loom prompt` and a turn without bash never need: the
+  // guidance does not depend on its outcome).
+  let sandbox = config.sandbox === 'auto' ? undefined : resolveSandbox(config.sandbox, name, config.network)
+  let warned = false
   const resolvedSandbox = () => {
-    if (sandbox) return sandbox
-    sandbox = resolveSandbox('auto', name)
-    if (sandbox === 'none') ctx.logger('tool-shell').debug('bubblewrap does not work here (%s): commands run without a PID namespace', probeBwrap().reason)
+    sandbox ??= resolveSandbox('auto', name, config.network)
+    if (sandbox === 'none' && !warned) {
+      // Said once, at the first command: the deployment runs commands that can write anywhere.
+      warned = true
+      const why = config.sandbox === 'none' ? "config sandbox is 'none'" : `bubblewrap does not work here (${probeBwrap(config.network).reason})`
+      ctx.logger('tool-shell').warn(`${why}: commands run unconfined, able to write outside the workspace and to reach the network`)
+    }
     return sandbox
   }
+  /** The confinement of a call whose workspace root is `cwd`, or `none`. */
+  const confinement = async (cwd: string): Promise<Confinement | 'none'> =>
+    resolvedSandbox() === 'none' ? 'none' : { network: config.network, writable: [...writable, await realpath(cwd)] }
   if (!reaped) {
     reaped = true
     reapOrphans()
@@ -228,6 +290,7 @@ export function apply(ctx: Context, config: Config) {
       // No declarative `timeoutMs`: the tool stops its own process tree and still returns the output.
       async execute(args, exec) {
         const cwd = await workingDirectory(config, exec)
+        const sandbox = await confinement(cwd)
         const requested = args.timeout ?? config.timeoutMs
         const timeoutMs = Math.min(requested, config.maxTimeoutMs)
         let run: ShellRun
@@ -238,7 +301,7 @@ export function apply(ctx: Context, config: Config) {
               command: args.command,
               cwd,
               env: shellEnv(secretPatterns, config.env.allow),
-              sandbox: resolvedSandbox(),
+              sandbox,
               timeoutMs,
               graceMs: config.graceMs,
               maxOutputBytes: config.maxOutputBytes,

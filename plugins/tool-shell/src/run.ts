@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { constants } from 'node:os'
 import type { Readable } from 'node:stream'
 import { MARKER_VAR, callProcesses, killCall, newMarker, startTimeOf, type CallTree } from './procs.ts'
-import { BWRAP_ARGS, findExecutable } from './sandbox.ts'
+import { bwrapArgs, findExecutable, type Confinement } from './sandbox.ts'
 import { TailBuffer } from './tail.ts'
 
 /**
@@ -18,8 +18,8 @@ export interface RunOptions {
   cwd: string
   /** The command's environment; the run adds its marker (`LOOM_TOOL_CALL`). */
   env: NodeJS.ProcessEnv
-  /** `bwrap`: in its own PID namespace through bubblewrap; `none`: a plain subprocess. */
-  sandbox: 'bwrap' | 'none'
+  /** A confinement: through bubblewrap, in its own PID namespace; `none`: a plain subprocess. */
+  sandbox: Confinement | 'none'
   timeoutMs: number
   graceMs: number
   maxOutputBytes: number
@@ -96,9 +96,11 @@ export class ShellRun {
     this.stderr = new TailBuffer(options.maxOutputBytes)
     const env: NodeJS.ProcessEnv = { ...options.env, [MARKER_VAR]: this.marker }
     const common = { cwd: options.cwd, env, detached: true, windowsHide: true } as const
-    if (options.sandbox === 'bwrap') {
+    if (options.sandbox !== 'none') {
       const shell = findExecutable(options.shell, options.cwd, env.PATH)
-      const args = [...BWRAP_ARGS, '--chdir', options.cwd, '--json-status-fd', '3', '--', shell, '-c', options.command]
+      // The host's TMPDIR may be read-only inside; the private /tmp is not.
+      env.TMPDIR = '/tmp'
+      const args = [...bwrapArgs(options.sandbox), '--chdir', options.cwd, '--json-status-fd', '3', '--', shell, '-c', options.command]
       this.child = spawn('bwrap', args, { ...common, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] })
       this.readBwrapStatus(this.child.stdio[3] as Readable)
     } else {
@@ -122,7 +124,7 @@ export class ShellRun {
     this.reason = reason
     clearTimeout(this.timeoutTimer)
     const pid = this.child.pid!
-    if (this.options.sandbox === 'bwrap') {
+    if (this.options.sandbox !== 'none') {
       // The shell's group inside the namespace, not bwrap: bwrap would end the
       // namespace at once. Before the shell's pid is known, that is what happens.
       this.signal(-(this.shellPid ?? pid), 'SIGTERM')
@@ -191,7 +193,7 @@ export class ShellRun {
   private onExit(code: number | null, signal: NodeJS.Signals | null): void {
     // bwrap exits with 128 + n when the shell died of signal n. Only when this run
     // sent a signal is that read as the signal; otherwise it stays an exit code.
-    if (this.options.sandbox === 'bwrap' && this.reason !== undefined && code !== null && code > 128) {
+    if (this.options.sandbox !== 'none' && this.reason !== undefined && code !== null && code > 128) {
       const name = signalName(code - 128)
       if (name) [code, signal] = [null, name]
     }

@@ -5,27 +5,50 @@ import { delimiter, isAbsolute, join, resolve } from 'node:path'
 /** `auto`: bubblewrap when it works here, else `none`. */
 export type SandboxMode = 'auto' | 'bwrap' | 'none'
 
+/** What a command confined by bubblewrap may change and reach. */
+export interface Confinement {
+  /** Keep the host's network; otherwise the command has a loopback of its own and nothing else. */
+  network: boolean
+  /** Absolute, symlink-free paths the command may write (the workspace root among them); everything else is read-only. */
+  writable: readonly string[]
+}
+
 /**
- * bubblewrap around each command, for process control only: the filesystem,
- * the devices and the network stay as they are.
+ * The bubblewrap arguments of a confined command, up to `--chdir`. The order
+ * matters: later mounts go over earlier ones, so the writable binds come after
+ * the private /tmp (a workspace under /tmp is the host's directory, not a hole).
  */
-export const BWRAP_ARGS: readonly string[] = Object.freeze([
-  // The whole filesystem, writable as without bwrap, devices included.
-  '--dev-bind',
-  '/',
-  '/',
-  // A /proc of the new PID namespace (`ps` sees only the command's processes).
-  '--proc',
-  '/proc',
-  // Its own PID namespace: when the shell exits, or bwrap is killed, the kernel
-  // kills every process in it, `setsid` ones included.
-  '--unshare-pid',
-  // bwrap, and so the namespace, dies with the host, even when the host gets SIGKILL.
-  '--die-with-parent',
-  // The shell leads its own session and group, so a SIGTERM reaches the command's
-  // processes and not bwrap itself (which would end them all at once).
-  '--new-session',
-])
+export function bwrapArgs(confinement: Confinement): string[] {
+  return [
+    // Every file readable, none writable.
+    '--ro-bind',
+    '/',
+    '/',
+    // A minimal /dev of its own (null, zero, random, tty, shm, ...), without the host's disks.
+    '--dev',
+    '/dev',
+    // A /proc of the new PID namespace (`ps` sees only the command's processes).
+    '--proc',
+    '/proc',
+    // An empty /tmp of its own, gone with the call.
+    '--tmpfs',
+    '/tmp',
+    ...confinement.writable.flatMap(path => ['--bind', path, path]),
+    // Its own network namespace: only a loopback interface of its own.
+    ...(confinement.network ? [] : ['--unshare-net']),
+    // Its own PID namespace: when the shell exits, or bwrap is killed, the kernel
+    // kills every process in it, `setsid` ones included.
+    '--unshare-pid',
+    // bwrap, and so the namespace, dies with the host, even when the host gets SIGKILL.
+    '--die-with-parent',
+    // The shell leads its own session and group, so a SIGTERM reaches the command's
+    // processes and not bwrap itself (which would end them all at once).
+    '--new-session',
+    // As root bwrap keeps every capability, and with CAP_SYS_ADMIN a command could
+    // simply remount / writable (or mknod a disk): root runs without any.
+    ...(process.getuid?.() === 0 ? ['--cap-drop', 'ALL'] : []),
+  ]
+}
 
 export interface BwrapProbe {
   ok: boolean
@@ -33,22 +56,29 @@ export interface BwrapProbe {
   reason?: string
 }
 
-let probed: BwrapProbe | undefined
+// One probe per network setting: a host may allow bwrap but not network namespaces.
+const probes = new Map<boolean, BwrapProbe>()
 
-/** Whether `bwrap` runs a command with `BWRAP_ARGS` here; tried once per process. */
-export function probeBwrap(): BwrapProbe {
-  if (probed) return probed
-  const result = spawnSync('bwrap', [...BWRAP_ARGS, '--', 'true'], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 5_000 })
-  if (result.error) probed = { ok: false, reason: result.error.message }
-  else if (result.status !== 0) probed = { ok: false, reason: `exit ${result.status ?? result.signal}: ${result.stderr.toString().trim()}` }
-  else probed = { ok: true }
-  return probed
+/**
+ * Whether `bwrap` runs a command confined as `bwrapArgs` would (read-only root,
+ * private /tmp, a writable bind, no network unless `network`); tried once per process.
+ */
+export function probeBwrap(network = false): BwrapProbe {
+  let probe = probes.get(network)
+  if (probe) return probe
+  const args = [...bwrapArgs({ network, writable: ['/tmp'] }), '--', 'true']
+  const result = spawnSync('bwrap', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 5_000 })
+  if (result.error) probe = { ok: false, reason: result.error.message }
+  else if (result.status !== 0) probe = { ok: false, reason: `exit ${result.status ?? result.signal}: ${result.stderr.toString().trim()}` }
+  else probe = { ok: true }
+  probes.set(network, probe)
+  return probe
 }
 
 /** The sandbox a mode comes to here; `bwrap` when it does not work is an error naming the reason. */
-export function resolveSandbox(mode: SandboxMode, owner: string): 'bwrap' | 'none' {
+export function resolveSandbox(mode: SandboxMode, owner: string, network = false): 'bwrap' | 'none' {
   if (mode === 'none') return 'none'
-  const probe = probeBwrap()
+  const probe = probeBwrap(network)
   if (probe.ok) return 'bwrap'
   if (mode === 'auto') return 'none'
   throw new Error(
