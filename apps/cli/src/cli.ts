@@ -14,6 +14,7 @@ import { checkOptions, lookup, OPTIONS, resolveCommand, type CommandName } from 
 import { ConfigError, UsageError } from './errors.ts'
 import { helpFor, overview, seeHelp } from './help.ts'
 import { hostSecrets, processIo, styler, type Io } from './present/term.ts'
+import type { OutputFormat } from './present/turn.ts'
 import type { TurnResult, TurnWatcher, Runner } from './runner.ts'
 import type { StoredSessions } from './sessions.ts'
 
@@ -23,6 +24,8 @@ export const USAGE = overview()
 export interface Parsed {
   command: string[]
   json: boolean
+  /** How a turn is printed as it runs (`run`, `sessions resume`). */
+  output: OutputFormat
   provider?: string
   model?: string
   bundles: string[]
@@ -54,9 +57,13 @@ export function parse(argv: readonly string[]): Parsed {
   }
   const found = lookup(positionals)
   if (found && 'command' in found && values.help !== true) checkOptions(found.command, Object.keys(values))
+  const output = outputFormat(values.output as string | undefined)
+  // One object at the end, or lines as it runs: both at once cannot share stdout.
+  if (values.json === true && values.output !== undefined) throw new UsageError(`--json and --output ${output} are two output formats: give one`)
   return {
     command: positionals,
     json: values.json === true,
+    output,
     provider: values.provider as string | undefined,
     model: values.model as string | undefined,
     bundles: (values.bundle as string[] | undefined) ?? [],
@@ -87,6 +94,11 @@ function positionalsOf(argv: readonly string[]): string[] {
   }
 }
 
+function outputFormat(raw: string | undefined): OutputFormat {
+  if (raw === undefined || raw === 'text' || raw === 'stream-json') return raw ?? 'text'
+  throw new UsageError(`--output: expected text or stream-json, got "${raw}"`)
+}
+
 function onOff(flag: string, raw: string | undefined): 'on' | 'off' | undefined {
   if (raw === undefined || raw === 'on' || raw === 'off') return raw
   throw new UsageError(`--${flag}: expected on or off, got "${raw}"`)
@@ -113,6 +125,8 @@ export type Interrupt = (signal: NodeJS.Signals) => 'stopping' | 'handled' | 'ex
 export interface MainOptions {
   io?: Io
   cwd?: string
+  /** Where the task `-` is read from (default: process.stdin). */
+  stdin?: AsyncIterable<string | Uint8Array>
   /** Receives what a stop signal does while the command runs (`undefined`: nothing runs yet, or any more). */
   onInterrupt?: (interrupt: Interrupt | undefined) => void
 }
@@ -151,6 +165,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     }
     const { command, args } = resolveCommand(parsed.command)
     name = command.name as CommandName
+    if (args.task === '-') args.task = await readTask(options.stdin ?? process.stdin, name)
     plan = PLANS[name](args, parsed)
   } catch (error) {
     if ((error as Error)?.name !== 'UsageError') throw error
@@ -197,6 +212,16 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     await opened?.dispose().catch(error => fail(`shutting down: ${(error as Error).message}`))
     options.onInterrupt?.(undefined)
   }
+}
+
+/** The task `-`: all of stdin up to its end, without the trailing line breaks; an empty one is a usage error. */
+async function readTask(stdin: AsyncIterable<string | Uint8Array>, command: string): Promise<string> {
+  const decoder = new TextDecoder()
+  let text = ''
+  for await (const chunk of stdin) text += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true })
+  const task = (text + decoder.decode()).replace(/[\r\n]+$/, '')
+  if (!task.trim()) throw new UsageError(`${command}: the task read from stdin (-) is empty`)
+  return task
 }
 
 /** What a running command gets. */

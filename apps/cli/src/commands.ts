@@ -16,11 +16,16 @@ export interface OptionSpec {
 /** Every option, in the order the help lists them. */
 export const OPTIONS = {
   json: { type: 'boolean', help: 'machine-readable output' },
+  output: {
+    type: 'string',
+    value: '<format>',
+    help: 'text as the turn streams (default), or stream-json: one JSON object per line as things happen; not with --json',
+  },
   provider: { type: 'string', value: '<id>', help: 'model route; default: the first served of deepseek, anthropic, openai, scripted' },
   model: { type: 'string', value: '<id>', help: 'model id' },
   thinking: { type: 'string', value: 'on|off', help: 'thinking mode of the model; off sends reasoning effort "off"' },
   'reasoning-effort': { type: 'string', value: '<e>', help: 'reasoning effort the route offers, e.g. low, high, max' },
-  'show-reasoning': { type: 'boolean', help: "print the model's reasoning as it streams, dimmed" },
+  'show-reasoning': { type: 'boolean', help: "print the model's reasoning as it streams, dimmed (reasoning lines with stream-json)" },
   'max-steps': { type: 'string', value: '<n>', help: 'model requests per turn before the turn stops (default 50)' },
   'max-input-tokens': { type: 'string', value: '<n>', help: 'input tokens per turn, as the provider reports them' },
   'max-cost': { type: 'string', value: '<usd>', help: "estimated US dollars per turn at the model's prices" },
@@ -65,10 +70,10 @@ export interface CommandSpec {
 
 const LAYERS = ['bundle', 'patch'] as const
 const ROUTE = ['provider', 'model'] as const
-const TURN = ['json', ...ROUTE, 'thinking', 'reasoning-effort', 'show-reasoning', 'max-steps', 'max-input-tokens', 'max-cost', ...LAYERS] as const
+const TURN = ['json', 'output', ...ROUTE, 'thinking', 'reasoning-effort', 'show-reasoning', 'max-steps', 'max-input-tokens', 'max-cost', ...LAYERS] as const
 const STORED = ['json', ...LAYERS] as const
 
-const task = (example: string): ArgSpec => ({ name: '"<task>"', key: 'task', rest: true, missing: `the task, as in: ${example}` })
+const task = (example: string): ArgSpec => ({ name: '"<task>"', key: 'task', rest: true, missing: `the task, as in: ${example} (or - to read it from stdin)` })
 const ID: ArgSpec = { name: 'ID', key: 'id', missing: 'the session id (see: loom sessions list)' }
 const SESSION = '20261129-134221-5be15d'
 
@@ -78,9 +83,9 @@ export const COMMANDS = [
     args: [task('loom run "what is in this directory?"')],
     summary: 'one headless turn of an agent in the current directory',
     details:
-      'Streams the assistant text and tool calls as they happen; the session is stored under $LOOM_HOME/sessions. Exit 0 when the turn completed, 1 otherwise, 130 after Ctrl-C.',
+      'Streams the assistant text and tool calls as they happen; the session is stored under $LOOM_HOME/sessions. The task - is read from stdin, all of it. Exit 0 when the turn completed, 1 otherwise (an error, a limit), 2 on a usage error, 130 after Ctrl-C.',
     options: TURN,
-    examples: ['loom run "what is in this directory?"', 'loom run --json --max-steps 10 "fix the failing test"'],
+    examples: ['loom run "what is in this directory?"', 'loom run --json --max-steps 10 "fix the failing test"', 'git diff | loom run --output stream-json -'],
   },
   {
     name: 'prompt',
@@ -125,8 +130,9 @@ export const COMMANDS = [
     name: 'sessions resume',
     args: [ID, task('loom sessions resume ID "and now?"')],
     summary: 'a new turn on a stored session (output as for run)',
+    details: 'The task - is read from stdin, all of it.',
     options: TURN,
-    examples: [`loom sessions resume ${SESSION} "and now the tests"`],
+    examples: [`loom sessions resume ${SESSION} "and now the tests"`, `loom sessions resume ${SESSION} - < next-task.txt`],
   },
   {
     name: 'sessions verify',

@@ -2,13 +2,16 @@
 // `loom dev`): assistant text and tool calls as they stream, a tool result or
 // the end of an answer once it is on disk, a spinner on a TTY while the agent
 // waits; then the answer if nothing streamed, and the footer on stderr. With
-// `--json`, only the report at the end.
+// `--json`, only the report at the end; with `--output stream-json`, one JSON
+// line per thing that happened (stream-json.ts). Both live views read the turn
+// through `readTurn`, so they show the same things at the same moments.
 import type { TokenUsage } from '@loom/llm'
-import type { SessionEvent, TurnEndReason } from '@loom/session'
+import type { SessionEvent, SessionEventMap, TurnEndReason } from '@loom/session'
 import { DEFAULT_CACHE_PRICES, type CachePrices } from '@loom/session'
 import type { TurnResult, TurnWatcher } from '../runner.ts'
 import { assistantText, describeCall, describeReason, describeResult, describeRetry, parseArguments, resultOf } from './describe.ts'
 import { DurableOutput } from './durable.ts'
+import { StreamJsonTurn } from './stream-json.ts'
 import { Spinner, styler, type Io } from './term.ts'
 
 export interface ToolCallReport {
@@ -36,8 +39,12 @@ export interface RunReport {
   model: string
 }
 
+export type OutputFormat = 'text' | 'stream-json'
+
 export interface TurnFlags {
   json?: boolean
+  /** `text` (the default) or `stream-json`; `json` wins over it (the command line refuses both). */
+  output?: OutputFormat
   /** Print the model's reasoning as it streams, dimmed. */
   showReasoning?: boolean
 }
@@ -50,8 +57,8 @@ const EXIT_INTERRUPTED = 130
  * it, else 1.
  */
 export async function showTurn(io: Io, flags: TurnFlags, turn: (watch?: TurnWatcher) => Promise<TurnResult>): Promise<number> {
-  const view = flags.json ? undefined : new LiveTurn(io, flags.showReasoning === true)
-  const result = await turn(view?.watch)
+  const view = flags.json ? undefined : flags.output === 'stream-json' ? new StreamJsonTurn(io) : new LiveTurn(io)
+  const result = await turn(view && readTurn(view, { reasoning: flags.showReasoning === true }))
   const report = runReport(result.sessionId, result, result.events, result.reason, result.prices)
   if (view) view.end(report, result)
   else io.stdout.write(JSON.stringify(report, null, 2) + '\n')
@@ -59,10 +66,85 @@ export async function showTurn(io: Io, flags: TurnFlags, turn: (watch?: TurnWatc
   return result.cancelled && report.status === 'aborted' ? EXIT_INTERRUPTED : 1
 }
 
+/**
+ * What a live view of a turn is told, in log order. `readTurn` calls each
+ * method when it may be shown: a finished message, a tool result and the end
+ * of the turn once their events are on disk (see durable.ts), the rest at once
+ * unless something before it still waits.
+ */
+export interface TurnView {
+  /** The turn's session is ready: its id and route (the agent's options). */
+  begin(session: { id: string; provider: string | null; model: string | null }): void
+  /** A model request starts. */
+  step(): void
+  text(delta: string): void
+  /** Only when reasoning is shown (`--show-reasoning`). */
+  reasoning(delta: string): void
+  /** A model request is answered and its message is on disk. */
+  message(data: SessionEventMap['assistant/message']): void
+  /** A failed request is retried: what it streamed is not part of the answer. */
+  retry(retry: SessionEventMap['request/retry']): void
+  toolCall(call: SessionEventMap['tool/call']): void
+  /** `name`: the tool of the call this result answers. */
+  toolResult(result: SessionEventMap['tool/result'], name: string): void
+  /** The turn's end is on disk. */
+  turnEnd(data: SessionEventMap['turn/end']): void
+  /** Watching is over (every event is on disk and shown). */
+  stop(): void
+  /** After the turn: how it ended, from its report. */
+  end(report: RunReport, result: TurnResult): void
+}
+
+/** Follows the turn's session through the runner's events and tells `view`, each when it may be shown, until the returned function is called. */
+export function readTurn(view: TurnView, options: { reasoning: boolean }): TurnWatcher {
+  return (ctx, session) => {
+    // What presents something as done waits for the disk (see durable.ts).
+    const shown = new DurableOutput(ctx.get('sessionPersistence') !== undefined)
+    const names = new Map<string, string>()
+    const agent = ctx.agents.get(session.id)
+    view.begin({ id: session.id, provider: agent?.options.provider ?? null, model: agent?.options.model ?? null })
+    const read = (event: SessionEvent) => {
+      switch (event.type) {
+        case 'step/start':
+          return shown.live(() => view.step())
+        case 'assistant/chunk': {
+          const { chunk } = event.data
+          if (chunk.type === 'text-delta') shown.live(() => view.text(chunk.text))
+          else if (chunk.type === 'reasoning-delta' && options.reasoning) shown.live(() => view.reasoning(chunk.text))
+          return
+        }
+        case 'assistant/message':
+          return shown.done(event.seq, () => view.message(event.data))
+        case 'request/retry':
+          return shown.live(() => view.retry(event.data))
+        case 'tool/call':
+          names.set(event.data.callId, event.data.name)
+          return shown.live(() => view.toolCall(event.data))
+        case 'tool/result': {
+          const name = names.get(event.data.message.content[0].toolCallId) ?? 'tool'
+          return shown.done(event.seq, () => view.toolResult(event.data, name))
+        }
+        case 'turn/end':
+          return shown.done(event.seq, () => view.turnEnd(event.data))
+      }
+    }
+    const stopDurable = ctx.on('session/durable', (id, seq) => {
+      if (id === session.id) shown.durable(seq)
+    })
+    const stopEvents = ctx.on('session/event', (target, event) => {
+      if (target === session) read(event)
+    })
+    return () => {
+      view.stop()
+      stopEvents()
+      stopDurable()
+    }
+  }
+}
+
 /** The live view of one turn on the terminal. */
-class LiveTurn {
+class LiveTurn implements TurnView {
   private readonly io: Io
-  private readonly showReasoning: boolean
   private readonly out: ReturnType<typeof styler>
   private readonly spinner: Spinner
   private atLineStart = true
@@ -70,91 +152,61 @@ class LiveTurn {
   /** What the last streamed delta was: reasoning is set apart from the answer by a line break. */
   private streaming: 'text' | 'reasoning' | undefined
 
-  constructor(io: Io, showReasoning: boolean) {
+  constructor(io: Io) {
     this.io = io
-    this.showReasoning = showReasoning
     this.out = styler(io.stdout)
     this.spinner = new Spinner(io.stderr)
   }
 
-  /** Follows `session` through the runner's events until the returned function is called. */
-  readonly watch: TurnWatcher = (ctx, session) => {
-    // What presents something as done waits for the disk (see durable.ts).
-    const shown = new DurableOutput(ctx.get('sessionPersistence') !== undefined)
-    const stopDurable = ctx.on('session/durable', (id, seq) => {
-      if (id === session.id) shown.durable(seq)
-    })
-    const stopEvents = ctx.on('session/event', (target, event) => {
-      if (target === session) this.show(event, shown)
-    })
-    return () => {
-      this.spinner.stop()
-      stopEvents()
-      stopDurable()
-    }
+  begin() {}
+
+  step() {
+    this.spinner.start('thinking')
   }
 
-  private show(event: SessionEvent, shown: DurableOutput) {
-    const { out, spinner } = this
-    switch (event.type) {
-      case 'step/start':
-        shown.live(() => spinner.start('thinking'))
-        break
-      case 'assistant/chunk': {
-        const { chunk } = event.data
-        if (chunk.type === 'text-delta') {
-          shown.live(() => {
-            if (this.streaming === 'reasoning' && !this.atLineStart) this.write('\n')
-            this.write(chunk.text)
-            this.streamedText = true
-            this.streaming = 'text'
-          })
-        } else if (chunk.type === 'reasoning-delta' && this.showReasoning) {
-          shown.live(() => {
-            if (this.streaming === 'text' && !this.atLineStart) this.write('\n')
-            this.write(out.dim(chunk.text))
-            this.streaming = 'reasoning'
-          })
-        }
-        break
-      }
-      case 'assistant/message':
-        shown.done(event.seq, () => {
-          if (!this.atLineStart) this.write('\n')
-          this.streaming = undefined
-        })
-        break
-      case 'request/retry': {
-        // What the failed attempt streamed is not part of the answer: the retry repeats the request.
-        const retry = event.data
-        shown.live(() => {
-          this.line(out.yellow(`${this.streaming ? '(that partial answer is discarded) ' : ''}${describeRetry(retry)}`))
-          this.streaming = undefined
-          spinner.start('waiting to retry')
-        })
-        break
-      }
-      case 'tool/call': {
-        const { name, arguments: raw } = event.data
-        shown.live(() => {
-          this.line(out.cyan(`→ ${describeCall(name, raw)}`))
-          spinner.start(`running ${name}`)
-        })
-        break
-      }
-      case 'tool/result': {
-        const { message } = event.data
-        const { ok, summary } = describeResult(message)
-        shown.done(event.seq, () => {
-          this.line(out.dim(`  ${ok ? out.green('✓') : out.red('✗')} ${summary}`))
-          spinner.start('thinking')
-        })
-        break
-      }
-      case 'turn/end':
-        shown.done(event.seq, () => spinner.stop())
-        break
-    }
+  text(delta: string) {
+    if (this.streaming === 'reasoning' && !this.atLineStart) this.write('\n')
+    this.write(delta)
+    this.streamedText = true
+    this.streaming = 'text'
+  }
+
+  reasoning(delta: string) {
+    if (this.streaming === 'text' && !this.atLineStart) this.write('\n')
+    this.write(this.out.dim(delta))
+    this.streaming = 'reasoning'
+  }
+
+  message() {
+    if (!this.atLineStart) this.write('\n')
+    this.streaming = undefined
+  }
+
+  retry(retry: SessionEventMap['request/retry']) {
+    // What the failed attempt streamed is not part of the answer: the retry repeats the request.
+    this.line(this.out.yellow(`${this.streaming ? '(that partial answer is discarded) ' : ''}${describeRetry(retry)}`))
+    this.streaming = undefined
+    this.spinner.start('waiting to retry')
+  }
+
+  toolCall({ name, arguments: raw }: SessionEventMap['tool/call']) {
+    this.line(this.out.cyan(`→ ${describeCall(name, raw)}`))
+    this.spinner.start(`running ${name}`)
+  }
+
+  toolResult({ message }: SessionEventMap['tool/result']) {
+    const { out } = this
+    const { ok, summary } = describeResult(message)
+    this.line(out.dim(`  ${ok ? out.green('✓') : out.red('✗')} ${summary}`))
+    this.spinner.start('thinking')
+  }
+
+  turnEnd() {
+    this.spinner.stop()
+  }
+
+  stop() {
+    this.spinner.stop()
   }
 
   /** The answer if it did not stream, why a turn that did not complete ended, and the footer. */
