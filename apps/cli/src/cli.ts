@@ -1,8 +1,10 @@
 // The `loom` command line: parse against the command table (commands.ts), then
-// run the command on what it needs: nothing booted (`config`, `schema`,
+// run the command on what it needs (`loom` alone, on a terminal, is the
+// conversation: conversation.ts): nothing booted (`config`, `schema`,
 // `plugins`, `new plugin`, `dev`, which boots its own), the session store alone
 // (`sessions list`, `show`, `verify`, `repair`, `stats`), or the whole
-// deployment and its runner (`run`, `prompt`, `sessions resume`, `compact`).
+// deployment and its runner (`run`, `prompt`, the conversation, `sessions
+// resume`, `compact`).
 // present/ does the printing. Everything heavy is imported by the command that
 // needs it, so `loom --version` and `loom --help` load no host.
 import { redact } from '@loom/secrets'
@@ -10,7 +12,7 @@ import type { CachePrices } from '@loom/session'
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import type { BootOptions } from './boot.ts'
-import { checkOptions, lookup, OPTIONS, resolveCommand, type CommandName } from './commands.ts'
+import { checkOptions, CONVERSATION, lookup, OPTIONS, resolveCommand, type CommandName, type CommandSpec } from './commands.ts'
 import { ConfigError, UsageError } from './errors.ts'
 import { helpFor, overview, seeHelp } from './help.ts'
 import { hostSecrets, processIo, styler, type Io } from './present/term.ts'
@@ -42,6 +44,8 @@ export interface Parsed {
   maxCostUsd?: number
   /** `schema --out`: the file to write. */
   out?: string
+  /** `loom -c`: the conversation continues the last session started here. */
+  continue: boolean
 }
 
 /** `pnpm loom -- ...` passes the `--` through. */
@@ -56,7 +60,10 @@ export function parse(argv: readonly string[]): Parsed {
     throw new UsageError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''))
   }
   const found = lookup(positionals)
-  if (found && 'command' in found && values.help !== true) checkOptions(found.command, Object.keys(values))
+  if (values.help !== true) {
+    if (found && 'command' in found) checkOptions(found.command, Object.keys(values))
+    else if (found === undefined) checkOptions(CONVERSATION, Object.keys(values))
+  }
   const output = outputFormat(values.output as string | undefined)
   // One object at the end, or lines as it runs: both at once cannot share stdout.
   if (values.json === true && values.output !== undefined) throw new UsageError(`--json and --output ${output} are two output formats: give one`)
@@ -82,6 +89,7 @@ export function parse(argv: readonly string[]): Parsed {
     maxInputTokens: number('max-input-tokens', values['max-input-tokens'] as string | undefined, { integer: true, min: 1 }),
     maxCostUsd: number('max-cost', values['max-cost'] as string | undefined, { integer: false, min: 0 }),
     out: values.out as string | undefined,
+    continue: values.continue === true,
   }
 }
 
@@ -147,7 +155,8 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
   // options and arguments. A mistake is one line naming the help to read.
   let parsed: Parsed
   let plan: Plan
-  let name: CommandName
+  // The session leases this process takes name it, so a refused writer reads `(loom run)`.
+  let leaseCommand = 'loom'
   try {
     parsed = parse(argv)
     if (parsed.version) {
@@ -159,14 +168,23 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
       io.stdout.write(helpFor(parsed.command))
       return 0
     }
-    if (!parsed.command.length) {
+    // No command: a conversation on a terminal; elsewhere the overview, as a usage error.
+    const terminal = options.stdin === undefined && Boolean(process.stdin.isTTY) && Boolean(io.stdout.isTTY)
+    if (!parsed.command.length && !terminal && !parsed.continue) {
       io.stdout.write(USAGE)
       return 2
     }
-    const { command, args } = resolveCommand(parsed.command)
-    name = command.name as CommandName
-    if (args.task === '-') args.task = await readTask(options.stdin ?? process.stdin, name)
-    plan = PLANS[name](args, parsed)
+    const { command, args }: { command: CommandSpec; args: Record<string, string> } = parsed.command.length
+      ? resolveCommand(parsed.command)
+      : { command: CONVERSATION, args: {} }
+    if ((command === CONVERSATION || command.name === 'resume') && !terminal) {
+      throw new UsageError(
+        `${parsed.continue ? '-c' : command.name}: a conversation needs a terminal (stdin and stdout); a script runs a turn with: loom sessions resume ID "<task>"`,
+      )
+    }
+    if (command !== CONVERSATION) leaseCommand = `loom ${command.name}`
+    if (args.task === '-') args.task = await readTask(options.stdin ?? process.stdin, command.name)
+    plan = command === CONVERSATION ? conversation(parsed.continue ? 'last' : undefined) : PLANS[command.name as CommandName](args, parsed)
   } catch (error) {
     if ((error as Error)?.name !== 'UsageError') throw error
     return fail(`${(error as Error).message}; see: ${seeHelp(positionalsOf(argv))}`, 2)
@@ -176,8 +194,6 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
   const log: BootOptions['log'] = (level, text) =>
     io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n')
   const context: Context = { parsed, io, cwd, layers, log, onInterrupt: options.onInterrupt }
-  // The session leases this process takes name it, so a refused writer reads `(loom run)`.
-  const leaseCommand = `loom ${name}`
   let opened: { dispose(): Promise<void> } | undefined
   try {
     if (plan.on === 'nothing') return await plan.run(context)
@@ -253,6 +269,13 @@ const turn = (start: (runner: Runner, context: Context, watch?: TurnWatcher) => 
 
 const sessionsView = () => import('./present/sessions.ts')
 
+/** `loom`, `loom -c`, `loom resume REF`: the conversation, on a new session or the stored one `ref` names. */
+const conversation = (ref: string | undefined) =>
+  runner(async (runner, { parsed, io, cwd, onInterrupt }) => {
+    const { converse } = await import('./conversation.ts')
+    return converse({ runner, io, flags: { ...parsed, cwd }, session: ref, onInterrupt })
+  })
+
 /**
  * Each command's plan, made from its arguments once they are checked (a
  * mistake found here is a usage error, before anything loads); the command
@@ -287,6 +310,7 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
       ;(await sessionsView()).printSession(io, await store.show(id), parsed.json)
       return 0
     }),
+  resume: ({ id }) => conversation(id),
   'sessions resume': ({ id, task }) => turn((runner, { parsed, cwd }, watch) => runner.resume(id, task, { ...parsed, cwd }, watch)),
   'sessions verify': ({ id }) =>
     store(async (store, { parsed, io }) => {

@@ -35,6 +35,7 @@ export const OPTIONS = {
   'miss-price': { type: 'string', value: '<P>', help: "price per million cache-miss input tokens (default: the model's; deepseek-flash 0.30)" },
   'output-price': { type: 'string', value: '<P>', help: "price per million output tokens (default: the model's; deepseek-flash 1.20)" },
   out: { type: 'string', value: '<file>', help: 'write it to this file instead of stdout' },
+  continue: { type: 'boolean', short: 'c', help: 'open the conversation on the last session started in this folder' },
   help: { type: 'boolean', short: 'h', help: "this help; after a command, that command's options and examples" },
   version: { type: 'boolean', short: 'v', help: 'versions of loom and Node' },
 } as const satisfies Record<string, OptionSpec>
@@ -70,11 +71,15 @@ export interface CommandSpec {
 
 const LAYERS = ['bundle', 'patch'] as const
 const ROUTE = ['provider', 'model'] as const
-const TURN = ['json', 'output', ...ROUTE, 'thinking', 'reasoning-effort', 'show-reasoning', 'max-steps', 'max-input-tokens', 'max-cost', ...LAYERS] as const
+/** What a conversation's turns take; `run` and `sessions resume` add their output formats. */
+const CHAT = [...ROUTE, 'thinking', 'reasoning-effort', 'show-reasoning', 'max-steps', 'max-input-tokens', 'max-cost', ...LAYERS] as const
+const TURN = ['json', 'output', ...CHAT] as const
 const STORED = ['json', ...LAYERS] as const
 
 const task = (example: string): ArgSpec => ({ name: '"<task>"', key: 'task', rest: true, missing: `the task, as in: ${example} (or - to read it from stdin)` })
 const ID: ArgSpec = { name: 'ID', key: 'id', missing: 'the session id (see: loom sessions list)' }
+/** A stored session to continue: its id, a unique prefix of it, or `last`. */
+const REF: ArgSpec = { name: 'ID|prefix|last', key: 'id', missing: 'the session: its id, a unique prefix of it, or last (see: loom sessions list)' }
 const SESSION = '20261129-134221-5be15d'
 
 export const COMMANDS = [
@@ -86,6 +91,15 @@ export const COMMANDS = [
       'Streams the assistant text and tool calls as they happen; the session is stored under $LOOM_HOME/sessions. The task - is read from stdin, all of it. Exit 0 when the turn completed, 1 otherwise (an error, a limit), 2 on a usage error, 130 after Ctrl-C.',
     options: TURN,
     examples: ['loom run "what is in this directory?"', 'loom run --json --max-steps 10 "fix the failing test"', 'git diff | loom run --output stream-json -'],
+  },
+  {
+    name: 'resume',
+    args: [REF],
+    summary: 'open the conversation (as `loom` does) on a stored session',
+    details:
+      'The session is named by its id, a unique prefix of it, or last: the most recent session started in this folder (`loom -c` opens that one). An ambiguous prefix is an error that lists the sessions it names. Needs a terminal; to script a turn on a session, use loom sessions resume.',
+    options: CHAT,
+    examples: ['loom resume last', `loom resume ${SESSION.slice(0, 11)}`],
   },
   {
     name: 'prompt',
@@ -128,11 +142,12 @@ export const COMMANDS = [
   },
   {
     name: 'sessions resume',
-    args: [ID, task('loom sessions resume ID "and now?"')],
+    args: [REF, task('loom sessions resume ID "and now?"')],
     summary: 'a new turn on a stored session (output as for run)',
-    details: 'The task - is read from stdin, all of it.',
+    details:
+      'The session is named by its id, a unique prefix of it, or last (the most recent one started in this folder). The task - is read from stdin, all of it.',
     options: TURN,
-    examples: [`loom sessions resume ${SESSION} "and now the tests"`, `loom sessions resume ${SESSION} - < next-task.txt`],
+    examples: [`loom sessions resume ${SESSION} "and now the tests"`, 'loom sessions resume last - < next-task.txt'],
   },
   {
     name: 'sessions verify',
@@ -204,6 +219,21 @@ export const COMMANDS = [
 
 export type CommandName = (typeof COMMANDS)[number]['name']
 
+/**
+ * `loom` with no command, on a terminal: a conversation with the agent of the
+ * current directory. Not in the table (no word names it); its options are
+ * checked against this, and the overview shows it.
+ */
+export const CONVERSATION = {
+  name: 'loom',
+  args: [],
+  summary: 'a conversation with the agent in the current directory, on a terminal: one session, a turn per line',
+  details:
+    'Each line typed runs a turn, streamed as loom run streams it, with its tokens and cost after it. Ctrl-C cancels the running turn and returns to the prompt; Ctrl-C or Ctrl-D at an empty prompt quits. Type /help for the slash commands (/prompt, /stats, /sessions, /new, /resume, /model, /compact, /quit). -c opens the last session started in this folder; loom resume opens a stored one. Without a terminal, loom prints this help.',
+  options: [...CHAT, 'continue'],
+  examples: ['loom', 'loom -c', 'loom --model deepseek-pro'],
+} as const satisfies CommandSpec
+
 /** Commands with subcommands, and what they are about. */
 export const GROUPS: Record<string, string> = {
   sessions: 'stored sessions ($LOOM_HOME/sessions): list, read, continue, check, repair, measure and compact them',
@@ -269,6 +299,8 @@ export function checkOptions(command: CommandSpec, given: readonly string[]) {
   for (const option of given as OptionName[]) {
     if (GLOBAL_OPTIONS.includes(option) || command.options.includes(option)) continue
     const takers = commandsFor(option)
-    throw new UsageError(`${command.name}: --${option} does not apply here (it is for: ${takers.join(', ') || 'no command'})`)
+    const where = command.name === CONVERSATION.name ? 'to the conversation' : 'here'
+    const who = command.name === CONVERSATION.name ? '' : `${command.name}: `
+    throw new UsageError(`${who}--${option} does not apply ${where} (it is for: ${takers.join(', ') || 'loom with no command'})`)
   }
 }

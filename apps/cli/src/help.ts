@@ -1,7 +1,7 @@
 // The help texts, all derived from the command table: the overview (`loom
 // --help`), one command's (`loom help sessions stats`, `loom run --help`), and a
 // group's (`loom help sessions`).
-import { COMMANDS, commandsFor, GLOBAL_OPTIONS, GROUPS, lookup, OPTIONS, subcommands, type CommandSpec, type OptionName } from './commands.ts'
+import { COMMANDS, commandsFor, CONVERSATION, GLOBAL_OPTIONS, GROUPS, lookup, OPTIONS, subcommands, type CommandSpec, type OptionName } from './commands.ts'
 import { UsageError } from './errors.ts'
 
 const ENVIRONMENT = `Environment:
@@ -23,10 +23,10 @@ function flag(name: OptionName): string {
 const FLAG_WIDTH = Math.max(...(Object.keys(OPTIONS) as OptionName[]).map(name => flag(name).length)) + 2
 const optionLine = (name: OptionName, suffix = '') => `  ${flag(name).padEnd(FLAG_WIDTH)}${OPTIONS[name].help}${suffix}`
 
-/** The commands an option is for, as the overview says it: a whole group by its name. */
+/** The commands an option is for, as the overview says it: a whole group by its name, and `loom` for the conversation. */
 function takers(name: OptionName): string {
   const names = commandsFor(name)
-  const shown: string[] = []
+  const shown: string[] = (CONVERSATION.options as readonly string[]).includes(name) ? ['loom'] : []
   for (const command of names) {
     const group = command.split(' ')[0]
     const whole = command !== group && subcommands(group).every(sub => names.includes(sub.name))
@@ -41,7 +41,10 @@ export function overview(): string {
   const width = Math.max(...COMMANDS.map(command => synopsis(command).length)) + 2
   const options = (Object.keys(OPTIONS) as OptionName[]).map(name => optionLine(name, GLOBAL_OPTIONS.includes(name) ? '' : ` (${takers(name)})`))
   return [
-    'Usage: loom <command> [options]',
+    `Usage: loom [options]             ${CONVERSATION.summary}`,
+    '       loom <command> [options]',
+    '',
+    CONVERSATION.details,
     '',
     'Commands:',
     ...COMMANDS.map(command => `  ${synopsis(command).padEnd(width)} ${command.summary}`),

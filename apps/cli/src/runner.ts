@@ -13,6 +13,7 @@ import { UsageError } from './errors.ts'
 import type {} from '@loom/session-jsonl'
 import type { Compaction, CompactionStatus } from '@loom/compaction'
 
+import { resolveSessionRef } from './session-ref.ts'
 import { Config, lastRoute, modelPrices, name, NO_STORE, type RunnerConfig } from './runner-config.ts'
 
 export { Config, name, type RunnerConfig }
@@ -152,20 +153,32 @@ export class Runner extends Service {
 
   /** `loom run`: one turn of a new agent for the working directory. */
   async run(task: string, flags: RunFlags = {}, watch?: TurnWatcher): Promise<TurnResult> {
-    const route = await this.route(flags)
-    const cwd = flags.cwd ?? process.cwd()
-    const agent = this.home.agents.create(newSessionId(), { ...route, cwd, ...this.agentOptions(route.model, flags) })
-    return this.turn(agent, task, route, watch)
+    return this.once(await this.open(flags), task, watch)
   }
 
-  /** `loom sessions resume ID`: a new turn on a stored session. */
-  async resume(id: string, task: string, flags: RunFlags = {}, watch?: TurnWatcher): Promise<TurnResult> {
-    const persistence = this.persistence()
+  /** `loom sessions resume REF`: a new turn on a stored session (its id, a unique prefix of it, or `last`). */
+  async resume(ref: string, task: string, flags: RunFlags = {}, watch?: TurnWatcher): Promise<TurnResult> {
+    return this.once(await this.open(flags, await this.resolve(ref, flags.cwd)), task, watch)
+  }
+
+  /**
+   * The agent of a new session for `flags.cwd`, or of the stored session `id`
+   * resumed. It holds the session's lease until the caller disposes it (a
+   * conversation keeps it across its turns).
+   */
+  async open(flags: RunFlags = {}, id?: string): Promise<Agent> {
+    if (id === undefined) {
+      const route = await this.route(flags)
+      return this.home.agents.create(newSessionId(), { ...route, cwd: flags.cwd ?? process.cwd(), ...this.agentOptions(route.model, flags) })
+    }
     const options = await this.resumeRoute(id, flags)
-    const model = options.model ?? lastRoute((await persistence.inspect(id)).events)?.model ?? ''
-    const agent = await this.home.agents.resume(id, { ...options, ...this.agentOptions(model, flags) })
-    const route = { provider: agent.options.provider ?? '', model: agent.options.model ?? '' }
-    return this.turn(agent, task, route, watch)
+    const model = options.model ?? lastRoute((await this.persistence().inspect(id)).events)?.model ?? ''
+    return this.home.agents.resume(id, { ...options, ...this.agentOptions(model, flags) })
+  }
+
+  /** The id of the stored session `ref` names: an id, a unique prefix of one, or `last` (the most recent one started in `cwd`). */
+  async resolve(ref: string, cwd = process.cwd()): Promise<string> {
+    return resolveSessionRef(await this.persistence().list(), ref, cwd)
   }
 
   /** USD per million tokens for `model`: the config's, else the built-in list prices, else deepseek-flash's. */
@@ -202,12 +215,24 @@ export class Runner extends Service {
     return { ...this.baseOptions(), ...(reasoningEffort !== undefined && { reasoningEffort }), limits }
   }
 
+  /** One turn of a new or resumed agent, which is disposed after it. */
+  private async once(agent: Agent, task: string, watch?: TurnWatcher): Promise<TurnResult> {
+    try {
+      return await this.turn(agent, task, watch)
+    } finally {
+      // Disposing the agent detaches its session; the backend writes what is left.
+      await agent.dispose()
+    }
+  }
+
   /**
-   * One turn of `agent` on `task`, watched by `watch`; the agent is disposed
-   * after it. A prompt that does not assemble ends the turn with that error,
-   * before any model call (the loop's own assembly of the step fails).
+   * One turn of `agent` on `task`, watched by `watch`; the agent stays (a
+   * conversation's next turn runs on it). A prompt that does not assemble ends
+   * the turn with that error, before any model call (the loop's own assembly
+   * of the step fails).
    */
-  private async turn(agent: Agent, task: string, route: { provider: string; model: string }, watch?: TurnWatcher): Promise<TurnResult> {
+  async turn(agent: Agent, task: string, watch?: TurnWatcher): Promise<TurnResult> {
+    const route = { provider: agent.options.provider ?? '', model: agent.options.model ?? '' }
     const session = agent.session
     const from = session.events.length
     const stopWatching = watch?.(this.home, session) ?? (() => {})
@@ -238,8 +263,6 @@ export class Runner extends Service {
     const events = session.events.slice(from)
     let reason: TurnEndReason | undefined
     for (const event of events) if (event.type === 'turn/end') reason = event.data.reason
-    // Disposing the agent detaches its session; the backend writes what is left.
-    await agent.dispose()
     const error = reason || failure === undefined ? undefined : ((failure as Error)?.message ?? String(failure))
     return { sessionId: session.id, ...route, events, reason, error, prices: this.prices(route.model), cancelled }
   }
@@ -279,19 +302,26 @@ export class Runner extends Service {
 
   /** `loom sessions compact ID`: resumes the session's agent and compacts it now (needs @loom/compaction). */
   async compactSession(id: string, flags: RouteFlags = {}): Promise<CompactReport> {
-    const compaction = this.home.get('compaction') as Compaction | undefined
-    if (!compaction) {
-      throw new UsageError("this deployment has no compaction: add the row `- id: compaction\n    name: '@loom/compaction'` to use `loom sessions compact`")
-    }
+    this.compaction()
     this.persistence()
     const agent = await this.home.agents.resume(id, { ...(await this.resumeRoute(id, flags)), ...this.baseOptions() })
+    try {
+      return await this.compact(agent)
+    } finally {
+      await agent.dispose()
+    }
+  }
+
+  /** Compacts the session of a live agent now (`/compact` in a conversation; needs @loom/compaction). */
+  async compact(agent: Agent): Promise<CompactReport> {
+    const compaction = this.compaction()
     // A stop signal cancels the summary call; the compaction then ends with its error.
     this.active = agent
     try {
       const result = await compaction.compactNow(agent)
       await this.home.sessions.flush(agent.session)
       return {
-        id,
+        id: agent.session.id,
         status: result.status,
         tokensBefore: result.tokensBefore,
         tokensAfter: result.tokensAfter,
@@ -301,11 +331,20 @@ export class Runner extends Service {
       }
     } finally {
       this.active = undefined
-      await agent.dispose()
+      this.cancelled = false
     }
   }
 
-  private persistence() {
+  private compaction(): Compaction {
+    const compaction = this.home.get('compaction') as Compaction | undefined
+    if (!compaction) {
+      throw new UsageError("this deployment has no compaction: add the row `- id: compaction\n    name: '@loom/compaction'` to use `loom sessions compact`")
+    }
+    return compaction
+  }
+
+  /** The session store; a usage error when the deployment has none. */
+  persistence() {
     const persistence = this.home.get('sessionPersistence')
     if (!persistence) throw new UsageError(NO_STORE)
     return persistence

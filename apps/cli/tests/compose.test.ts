@@ -149,7 +149,7 @@ describe('arguments', () => {
 
   it('refuses an option the command does not use, naming the commands it is for', () => {
     expect(() => parse(['config', '--model', 'foo'])).toThrow(
-      'config: --model does not apply here (it is for: run, prompt, dev, sessions resume, sessions compact)',
+      'config: --model does not apply here (it is for: run, resume, prompt, dev, sessions resume, sessions compact)',
     )
     expect(() => parse(['sessions', 'list', '--max-cost', '1'])).toThrow('sessions list: --max-cost does not apply here')
     expect(() => parse(['run', 'hi', '--hit-price', '1'])).toThrow('run: --hit-price does not apply here (it is for: sessions stats)')

@@ -20,7 +20,7 @@ describe('loom --help', () => {
     expect(run.code).toBe(0)
     for (const command of COMMANDS) expect(run.stdout).toMatch(new RegExp(`^  ${command.name}\\b.* ${escape(command.summary)}$`, 'm'))
     expect(listedOptions(run.stdout)).toEqual(Object.keys(OPTIONS).map(name => `--${name}`))
-    expect(run.stdout).toMatch(/^ {2}--model <id> +model id \(run, prompt, dev, sessions resume, sessions compact\)$/m)
+    expect(run.stdout).toMatch(/^ {2}--model <id> +model id \(loom, run, resume, prompt, dev, sessions resume, sessions compact\)$/m)
     expect(run.stdout).toMatch(/^ {2}--json +machine-readable output \(run, prompt, config, sessions, plugins\)$/m)
     expect(run.stdout).toMatch(/^ {2}--out <file> +.*\(schema\)$/m)
     expect(run.stdout).toContain('DEEPSEEK_API_KEY')
@@ -63,7 +63,7 @@ describe('help of one command', () => {
   it("a group's help lists its commands", async () => {
     const run = await loom(['sessions', '--help'], at)
     expect(run.code).toBe(0)
-    for (const sub of ['list', 'show ID', 'resume ID "<task>"', 'verify ID', 'repair ID', 'stats ID', 'compact ID'])
+    for (const sub of ['list', 'show ID', 'resume ID|prefix|last "<task>"', 'verify ID', 'repair ID', 'stats ID', 'compact ID'])
       expect(run.stdout).toContain(`  sessions ${sub} `)
     expect((await loom(['help', 'sessions'], at)).stdout).toBe(run.stdout)
   })
@@ -81,7 +81,7 @@ describe('usage errors', () => {
     expect(config.code).toBe(2)
     expect(config.stdout).toBe('')
     expect(config.stderr).toBe(
-      'loom: config: --model does not apply here (it is for: run, prompt, dev, sessions resume, sessions compact); see: loom config --help\n',
+      'loom: config: --model does not apply here (it is for: run, resume, prompt, dev, sessions resume, sessions compact); see: loom config --help\n',
     )
     const list = await loom(['sessions', 'list', '--hit-price', '1'], at)
     expect([list.code, list.stderr]).toEqual([
@@ -90,7 +90,7 @@ describe('usage errors', () => {
     ])
     const plugins = await loom(['plugins', '--bundle', 'minimal'], at)
     expect(plugins.code).toBe(2)
-    expect(plugins.stderr).toContain('plugins: --bundle does not apply here (it is for: run, prompt, dev, config, sessions list')
+    expect(plugins.stderr).toContain('plugins: --bundle does not apply here (it is for: run, resume, prompt, dev, config, sessions list')
   })
 
   it('other mistakes point at the help of the command they were made in', async () => {

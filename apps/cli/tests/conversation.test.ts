@@ -1,0 +1,191 @@
+// `loom` on a terminal: a conversation. Driven in a real terminal (tmux): the
+// keys typed, what the screen shows, and the session log it leaves. The prefix
+// rules of `loom resume` and `/resume` are checked in this process.
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { SESSION_FORMAT_VERSION, type SessionHeader } from '@loom/session'
+import { afterEach, describe, expect, it } from 'vitest'
+import { resolveSessionRef } from '../src/session-ref.ts'
+import { MAIN, SLOW_MODEL, cleanEnv, events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
+
+const TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux'].find(existsSync)
+
+const header = (id: string, createdAt: number, cwd = '/p', subagent = false): SessionHeader => ({
+  version: SESSION_FORMAT_VERSION,
+  id,
+  createdAt,
+  cwd,
+  ...(subagent && { origin: 'subagent' as const, parentSession: 'x' }),
+})
+
+describe('a session named by id, prefix or last', () => {
+  const headers = [
+    header('20261129-134221-5be15d', 1),
+    header('20261129-134221-77aa01', 2),
+    header('20261130-090000-abcdef', 3, '/q'),
+    header('20261201-1', 4, '/p', true),
+  ]
+
+  it('an id, or a prefix naming one session, is that session', () => {
+    expect(resolveSessionRef(headers, '20261129-134221-5be15d', '/p')).toBe('20261129-134221-5be15d')
+    expect(resolveSessionRef(headers, '20261130', '/p')).toBe('20261130-090000-abcdef')
+    expect(resolveSessionRef(headers, '20261129-134221-7', '/p')).toBe('20261129-134221-77aa01')
+  })
+
+  it('an ambiguous prefix is an error that lists the sessions it names; an unknown one says so', () => {
+    expect(() => resolveSessionRef(headers, '20261129', '/p')).toThrow(
+      'the id prefix "20261129" names 2 sessions: 20261129-134221-5be15d, 20261129-134221-77aa01; give more of the id',
+    )
+    expect(() => resolveSessionRef(headers, 'nope', '/p')).toThrow('session "nope" not found')
+  })
+
+  it('last is the most recent session started in this folder, not a subagent of it', () => {
+    expect(resolveSessionRef(headers, 'last', '/p')).toBe('20261129-134221-77aa01')
+    expect(resolveSessionRef(headers, 'last', '/q')).toBe('20261130-090000-abcdef')
+    expect(() => resolveSessionRef(headers, 'last', '/r')).toThrow('no stored session was started in /r')
+  })
+})
+
+const THREE_ANSWERS = scriptedModel(`
+- First answer.
+- Second answer.
+- Third answer.
+`)
+
+/** `loom ...args` in a tmux terminal of 120x40. */
+class Terminal {
+  static count = 0
+  readonly name = `loom-conversation-${process.pid}-${Terminal.count++}`
+
+  constructor(cwd: string, home: string, args: string[] = []) {
+    const env = cleanEnv(home)
+    // The shell line keeps the pane open after loom exits, with its exit code on screen.
+    const command = [process.execPath, '--conditions=loom-source', MAIN, ...args].map(word => `'${word}'`).join(' ')
+    execFileSync(TMUX!, ['new-session', '-d', '-s', this.name, '-x', '120', '-y', '40', `${command}; echo "exited $?"; sleep 600`], { cwd, env })
+  }
+
+  screen(): string {
+    return execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-200', '-t', this.name], { encoding: 'utf8' })
+  }
+
+  /** Types `keys` (tmux key names: `Enter`, `C-c`, `C-d`, or text). */
+  send(...keys: string[]) {
+    execFileSync(TMUX!, ['send-keys', '-t', this.name, ...keys])
+  }
+
+  line(text: string) {
+    this.send('-l', text)
+    this.send('Enter')
+  }
+
+  /** Resolves with the screen once `pattern` is on it (matched from `from` characters on), or fails with what it shows. */
+  async waitFor(pattern: RegExp, from = 0, timeoutMs = 30_000): Promise<string> {
+    const start = Date.now()
+    for (;;) {
+      const screen = this.screen()
+      if (pattern.test(screen.slice(from))) return screen
+      if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${pattern}; the screen:\n${screen}`)
+      await new Promise(resolve => setTimeout(resolve, 100))
+    }
+  }
+
+  /** Waits for the next prompt after `from`: a line that is `> ` alone. */
+  prompt(from: number) {
+    return this.waitFor(/^> ?$/m, from)
+  }
+
+  kill() {
+    try {
+      execFileSync(TMUX!, ['kill-session', '-t', this.name], { stdio: 'ignore' })
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+const terminals: Terminal[] = []
+afterEach(() => {
+  for (const terminal of terminals.splice(0)) terminal.kill()
+})
+
+function open(files: Record<string, string>, args: string[] = [], at = project(files)) {
+  const terminal = new Terminal(at.cwd, at.home, args)
+  terminals.push(terminal)
+  return { ...at, terminal }
+}
+
+async function sessions(at: { cwd: string; home: string }): Promise<{ id: string; turns: number; lastStatus: string }[]> {
+  const list = await loom(['sessions', 'list', '--json'], at)
+  return JSON.parse(list.stdout)
+}
+
+describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
+  it('runs a turn per line, in one session, with a footer after each; /quit exits 0', async () => {
+    const { terminal, ...at } = open({ 'loom.yml': THREE_ANSWERS })
+    let screen = await terminal.waitFor(/loom: a new session · scripted\/scripted-1/)
+    await terminal.prompt(0)
+    terminal.line('hello')
+    screen = await terminal.waitFor(/First answer\.\n.*session \S+ · scripted\/scripted-1 · \d+ in .* out tokens · ~\$/)
+    let from = screen.indexOf('First answer.')
+    await terminal.prompt(from)
+    terminal.line('and again')
+    screen = await terminal.waitFor(/Second answer\./)
+    from = screen.indexOf('Second answer.')
+    await terminal.prompt(from)
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+    const stored = await sessions(at)
+    expect(stored.map(session => [session.turns, session.lastStatus])).toEqual([[2, 'completed']])
+  })
+
+  it('Ctrl-C cancels the running turn and the conversation goes on; Ctrl-D exits 0', async () => {
+    const { terminal, ...at } = open({ 'loom.yml': SLOW_MODEL })
+    await terminal.prompt(0)
+    terminal.line('sleep please')
+    let screen = await terminal.waitFor(/→ bash: sleep 30/)
+    terminal.send('C-c')
+    screen = await terminal.waitFor(/the turn ended: .*\n.*session \S+ ·/)
+    await terminal.prompt(screen.indexOf('the turn ended'))
+    terminal.line('and now?')
+    screen = await terminal.waitFor(/Woke up\.\n.*session \S+ ·/)
+    await terminal.prompt(screen.indexOf('Woke up.'))
+    terminal.send('C-d')
+    await terminal.waitFor(/exited 0/)
+    const [file, ...others] = sessionFiles(at.home)
+    expect(others).toEqual([])
+    const ends = events(file).filter(event => event.type === 'turn/end')
+    expect(ends.map(event => event.data.reason.kind)).toEqual(['aborted', 'completed'])
+  })
+
+  it('Ctrl-C at an empty prompt exits 0, storing nothing', async () => {
+    const { terminal, ...at } = open({ 'loom.yml': THREE_ANSWERS })
+    await terminal.prompt(0)
+    terminal.send('C-c')
+    await terminal.waitFor(/exited 0/)
+    expect(sessionFiles(at.home)).toEqual([])
+  })
+
+  it('loom -c continues the last session of this folder; /prompt shows the system text', async () => {
+    const first = open({ 'loom.yml': THREE_ANSWERS })
+    await first.terminal.prompt(0)
+    first.terminal.line('hello')
+    await first.terminal.waitFor(/First answer\./)
+    first.terminal.send('C-d')
+    await first.terminal.waitFor(/exited 0/)
+    const [{ id }] = await sessions(first)
+
+    const { terminal } = open({}, ['-c'], { cwd: first.cwd, home: first.home })
+    let screen = await terminal.waitFor(new RegExp(`loom: session ${id} \\(1 turns so far\\)`))
+    await terminal.prompt(0)
+    terminal.line('/prompt')
+    screen = await terminal.waitFor(/── system ─+\n[\s\S]*── tools, in request order/)
+    expect(screen).toMatch(/── route: scripted\/scripted-1/)
+    await terminal.prompt(screen.indexOf('── manifest'))
+    terminal.line('more')
+    screen = await terminal.waitFor(/^> more\n.*answer\.\n.*session \S+ ·/m)
+    expect(screen).toContain(`session ${id} · scripted/scripted-1`)
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+    expect((await sessions(first)).map(session => [session.id, session.turns])).toEqual([[id, 2]])
+  })
+})
