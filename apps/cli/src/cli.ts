@@ -12,7 +12,17 @@ import type { CachePrices } from '@loom/session'
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import type { BootOptions } from './boot.ts'
-import { checkOptions, CONVERSATION, lookup, OPTIONS, resolveCommand, type CommandName, type CommandSpec } from './commands.ts'
+import {
+  checkOptions,
+  CONVERSATION,
+  lookup,
+  OPTIONS,
+  parseApproveMode,
+  resolveCommand,
+  type ApproveMode,
+  type CommandName,
+  type CommandSpec,
+} from './commands.ts'
 import { ConfigError, UsageError } from './errors.ts'
 import { helpFor, overview, seeHelp } from './help.ts'
 import { hostSecrets, processIo, styler, type Io } from './present/term.ts'
@@ -28,6 +38,8 @@ export interface Parsed {
   json: boolean
   /** How a turn is printed as it runs (`run`, `sessions resume`). */
   output: OutputFormat
+  /** How a headless turn answers a tool call the policy asks about. */
+  approve: ApproveMode
   provider?: string
   model?: string
   bundles: string[]
@@ -71,6 +83,7 @@ export function parse(argv: readonly string[]): Parsed {
     command: positionals,
     json: values.json === true,
     output,
+    approve: parseApproveMode(values.approve as string | undefined),
     provider: values.provider as string | undefined,
     model: values.model as string | undefined,
     bundles: (values.bundle as string[] | undefined) ?? [],
@@ -207,7 +220,9 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
       return await plan.run(store, context)
     }
     const { boot } = await import('./boot.ts')
-    const deployment = await boot({ ...layers, log })
+    // Headless: a tool call the policy asks about is answered by --approve.
+    const { headlessApprover } = await import('./approve.ts')
+    const deployment = await boot({ ...layers, log, plugins: [headlessApprover(parsed.approve)] })
     opened = deployment
     const runner = deployment.root.get('runner') as Runner | undefined
     if (!runner) {

@@ -13,6 +13,19 @@ export interface OptionSpec {
   help: string
 }
 
+/** `never`: every ask is denied; `all`: every ask is allowed; `policy` (the default): the policy's asks are denied, as no one can answer them here. */
+export type ApproveMode = 'never' | 'policy' | 'all'
+
+export const APPROVE_MODES: readonly ApproveMode[] = ['never', 'policy', 'all']
+export const DEFAULT_APPROVE_MODE: ApproveMode = 'policy'
+
+/** The value of `--approve`; a usage error naming the flag and the modes otherwise. */
+export function parseApproveMode(value: string | undefined): ApproveMode {
+  if (value === undefined) return DEFAULT_APPROVE_MODE
+  if ((APPROVE_MODES as readonly string[]).includes(value)) return value as ApproveMode
+  throw new UsageError(`--approve must be one of ${APPROVE_MODES.join(', ')}, not ${JSON.stringify(value)}`)
+}
+
 /** Every option, in the order the help lists them. */
 export const OPTIONS = {
   json: { type: 'boolean', help: 'machine-readable output' },
@@ -20,6 +33,11 @@ export const OPTIONS = {
     type: 'string',
     value: '<format>',
     help: 'text as the turn streams (default), or stream-json: one JSON object per line as things happen; not with --json',
+  },
+  approve: {
+    type: 'string',
+    value: 'never|policy|all',
+    help: 'how a tool call that the policy (@loom/permissions) asks about is answered with no one to ask: never and policy (default) deny it with a note the model sees, all allows it',
   },
   provider: { type: 'string', value: '<id>', help: 'model route; default: the first served of deepseek, anthropic, openai, scripted' },
   model: { type: 'string', value: '<id>', help: 'model id' },
@@ -73,7 +91,7 @@ const LAYERS = ['bundle', 'patch'] as const
 const ROUTE = ['provider', 'model'] as const
 /** What a conversation's turns take; `run` and `sessions resume` add their output formats. */
 const CHAT = [...ROUTE, 'thinking', 'reasoning-effort', 'show-reasoning', 'max-steps', 'max-input-tokens', 'max-cost', ...LAYERS] as const
-const TURN = ['json', 'output', ...CHAT] as const
+const TURN = ['json', 'output', 'approve', ...CHAT] as const
 const STORED = ['json', ...LAYERS] as const
 
 const task = (example: string): ArgSpec => ({ name: '"<task>"', key: 'task', rest: true, missing: `the task, as in: ${example} (or - to read it from stdin)` })

@@ -1,4 +1,4 @@
-import { errorChain, HarnessError, type UserMessage } from '@loom/llm'
+import { errorChain, HarnessError, type JsonValue, type UserMessage } from '@loom/llm'
 import { describeViolations, type CompiledTool } from './define.ts'
 import {
   abortedBeforeDispatchResult,
@@ -13,7 +13,8 @@ import {
 import { isPlainObject, snapshotJson } from './json.ts'
 import { redactResult } from './redact.ts'
 import { describe, normalizeContent, normalizeMeta, normalizeResult, normalizeUserMessage, textOf } from './result.ts'
-import type { ToolCallInput, ToolExecutionResult, ToolRunContext } from './types.ts'
+import type { Ask, AskOutcome } from './approval.ts'
+import type { PreToolDecision, ToolCallInput, ToolDecision, ToolExecutionResult, ToolRunContext } from './types.ts'
 
 /** What a call needs from the runtime, bound to the call's scope. */
 export interface CallHost {
@@ -21,11 +22,17 @@ export interface CallHost {
   lookup(name: string): CompiledTool | undefined
   /** Names visible in the call's scope, restrictions applied, sorted. */
   available(): string[]
+  /** The pre-execute waterfall; `DEFAULT_DECISION` when every listener passed it through. */
   preExecute(exec: ToolRunContext): Promise<unknown>
+  /** Settles an `ask`: an earlier allow-session, the approver, or no one. */
+  settleAsk(exec: ToolRunContext, ask: Ask): Promise<AskOutcome>
   execute(exec: ToolRunContext, inner: () => Promise<ToolExecutionResult>): Promise<unknown>
   postExecute(exec: ToolRunContext, result: ToolExecutionResult): Promise<unknown>
   emitResult(exec: ToolRunContext, result: ToolExecutionResult): void
 }
+
+/** The innermost pre-execute step: no listener decided. */
+export const DEFAULT_DECISION: PreToolDecision = Object.freeze({ kind: 'allow' })
 
 export type ParsedArguments = { ok: true; value: unknown } | { ok: false; raw: string; problem: string }
 
@@ -65,6 +72,8 @@ export class ToolCallRun {
   /** A result decided before dispatch: lossy arguments, a denial, an early abort. */
   private early: ToolExecutionResult | undefined
   private dispatched: ToolExecutionResult | undefined
+  /** How a listener's pre-execute decision was settled, for the result's meta. */
+  private decision: ToolDecision | undefined
   private invoked = false
   private bodyStarted = false
   private readonly deferred: UserMessage[] = []
@@ -152,6 +161,7 @@ export class ToolCallRun {
           result = this.input.signal.aborted && !reviewed.isError ? this.abortOf(reviewed) : reviewed
         }
       }
+      if (this.decision) result = withDecision(result, this.decision)
       const final = redactResult(normalizeResult(result))
       this.phase = 'done'
       this.host.emitResult(this.exec, final)
@@ -167,36 +177,49 @@ export class ToolCallRun {
     this.phase = to
   }
 
-  /** Abort check, pre-execute, abort check again. `undefined` means dispatch. */
+  /** Abort check, pre-execute (and the approver on `ask`), abort check again. `undefined` means dispatch. */
   private async decide(): Promise<ToolExecutionResult | undefined> {
     if (this.input.signal.aborted) return abortedBeforeDispatchResult()
-    const decision = await this.host.preExecute(this.exec)
-    const denial = this.denialOf(decision)
-    if (denial !== undefined) return errorResult(denial)
+    const decision = this.validDecision(await this.host.preExecute(this.exec))
+    // Only what a listener decided is recorded: the default passed through is no decision.
+    if (decision !== DEFAULT_DECISION) {
+      const settled: ToolDecision | 'aborted' =
+        decision.kind === 'ask'
+          ? await this.host.settleAsk(this.exec, decision)
+          : decision.kind === 'deny'
+            ? { policy: 'deny', reason: decision.reason }
+            : { policy: 'allow' }
+      if (settled === 'aborted') return abortedBeforeDispatchResult()
+      this.decision = settled
+      const denial = denialOf(this.input.name, settled)
+      if (denial !== undefined) return errorResult(denial)
+    }
     if (this.input.signal.aborted) return abortedBeforeDispatchResult()
     return undefined
   }
 
-  private denialOf(decision: unknown): string | undefined {
-    const name = this.input.name
+  private validDecision(decision: unknown): PreToolDecision {
+    if (decision === DEFAULT_DECISION) return DEFAULT_DECISION
     const bad = (detail: string): never => {
       throw new TypeError(
-        `a tools/pre-execute listener returned ${detail} for tool "${name}"; expected { kind: 'allow' }, { kind: 'deny', reason } or { kind: 'ask', reason? }`,
+        `a tools/pre-execute listener returned ${detail} for tool "${this.input.name}"; expected { kind: 'allow' }, { kind: 'deny', reason } or { kind: 'ask', reason?, rule? }`,
       )
     }
     if (!isPlainObject(decision)) return bad(describe(decision))
     switch (decision.kind) {
       case 'allow':
-        return undefined
+        return { kind: 'allow' }
       case 'deny':
         if (typeof decision.reason !== 'string' || decision.reason === '') bad('a deny without a reason')
-        return decision.reason as string
-      case 'ask': {
+        return { kind: 'deny', reason: decision.reason as string }
+      case 'ask':
         if (decision.reason !== undefined && typeof decision.reason !== 'string') bad('an ask with a non-string reason')
-        // No approval channel exists yet: an ask is a denial the model can read.
-        const base = `tool "${name}" requires approval (not yet supported)`
-        return decision.reason ? `${base}: ${decision.reason}` : base
-      }
+        if (decision.rule !== undefined && typeof decision.rule !== 'string') bad('an ask with a non-string rule')
+        return {
+          kind: 'ask',
+          ...(decision.reason !== undefined && decision.reason !== '' && { reason: decision.reason as string }),
+          ...(decision.rule !== undefined && { rule: decision.rule as string }),
+        }
       default:
         return bad(`kind ${JSON.stringify(decision.kind) ?? 'undefined'}`)
     }
@@ -354,6 +377,36 @@ export class ToolCallRun {
   private conclude() {
     if (!this.open) throw new Error(`concludeTurn: tool call "${this.input.callId}" (${this.input.name}) has already settled`)
     this.concluded = true
+  }
+}
+
+/** What the model reads when a decision stops the call; `undefined` when it may run. */
+function denialOf(name: string, decision: ToolDecision): string | undefined {
+  if (decision.policy === 'allow') return undefined
+  if (decision.policy === 'deny') return decision.reason
+  switch (decision.answer) {
+    case 'no-approver': {
+      const base = `tool "${name}" requires approval, and no one can approve here (no approver is registered)`
+      return decision.reason ? `${base}: ${decision.reason}` : base
+    }
+    case 'deny':
+      return `tool "${name}" was not approved${decision.reason ? ` (${decision.reason})` : ''}${decision.note ? `: ${decision.note}` : ''}`
+    default:
+      return undefined
+  }
+}
+
+/**
+ * The decision joins the result's meta (the log's, never the model's): an object
+ * meta gets a `decision` key, no meta becomes `{ decision }`, any other meta is
+ * kept as `{ value, decision }`.
+ */
+function withDecision(result: ToolExecutionResult, decision: ToolDecision): ToolExecutionResult {
+  const meta = result.meta
+  const record = decision as JsonValue
+  return {
+    ...result,
+    meta: meta === undefined ? { decision: record } : isPlainObject(meta) ? { ...meta, decision: record } : { value: meta, decision: record },
   }
 }
 

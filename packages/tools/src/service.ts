@@ -2,9 +2,11 @@ import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped, type ScopeKey } from '@loom/scope'
 import { compareCodeUnits } from '@loom/system-prompt'
-import { parseArguments, ToolCallRun, type CallHost } from './call.ts'
+import { Approvals } from './approval.ts'
+import { DEFAULT_DECISION, parseArguments, ToolCallRun, type CallHost } from './call.ts'
 import { compileTool, type CompiledTool } from './define.ts'
 import type {
+  Approver,
   ExecutionMode,
   PostToolDecision,
   PreToolDecision,
@@ -20,6 +22,8 @@ const PACKAGE = '@loom/tools'
 declare module '@deepseek-ai/cordis' {
   interface Context {
     tools: ToolRuntime
+    /** Optional: answers the `ask` decisions of pre-execute listeners (see `Approver`). */
+    approver: Approver
   }
   interface Events {
     /** Per call, before the body; routed to listeners of the call's scope and its ancestors. Default `{ kind: 'allow' }`. */
@@ -90,6 +94,7 @@ export class ToolRuntime extends Service {
   static readonly Config = Schema.object({})
 
   private readonly layers: ScopedLayers<ToolLayer>
+  private readonly approvals: Approvals
 
   constructor(ctx: Context) {
     super(ctx, 'tools')
@@ -97,6 +102,8 @@ export class ToolRuntime extends Service {
       scope => new ToolLayer(scope !== undefined),
       () => this.notify(undefined, 'tools/change', []),
     )
+    // Looked up per ask, not injected: an approver coming or going must not restart the runtime.
+    this.approvals = new Approvals(() => ctx.get('approver'))
     ctx.systemPrompt.tools(context => this.provide(context.scope))
   }
 
@@ -183,7 +190,8 @@ export class ToolRuntime extends Service {
     const host: CallHost = {
       lookup: name => this.lookup(name, scope),
       available: () => this.schemas(scope).map(schema => schema.name),
-      preExecute: exec => this.chain(target, 'tools/pre-execute', [exec], async (): Promise<PreToolDecision> => ({ kind: 'allow' })),
+      preExecute: exec => this.chain(target, 'tools/pre-execute', [exec], async (): Promise<PreToolDecision> => DEFAULT_DECISION),
+      settleAsk: (exec, ask) => this.approvals.settle(exec, ask),
       execute: (exec, inner) => this.chain(target, 'tools/execute', [exec], inner),
       postExecute: (exec, result) => this.chain(target, 'tools/post-execute', [exec, result], async (): Promise<PostToolDecision> => ({ kind: 'accept' })),
       emitResult: (exec, result) => this.notify(target, 'tools/result', [exec, result]),

@@ -73,7 +73,49 @@ export interface ToolCallInput {
   signal: AbortSignal
 }
 
-export type PreToolDecision = { kind: 'allow' } | { kind: 'deny'; reason: string } | { kind: 'ask'; reason?: string }
+/**
+ * What a `tools/pre-execute` listener decides. `ask` hands the call to the approver
+ * (`ctx.approver`); `rule` names the policy rule that asked, so an `allow-session`
+ * answer covers later calls of the same tool under the same rule.
+ */
+export type PreToolDecision = { kind: 'allow' } | { kind: 'deny'; reason: string } | { kind: 'ask'; reason?: string; rule?: string }
+
+/** What the approver is asked: the call, why it needs approval, and who makes it. */
+export interface ApprovalRequest {
+  readonly tool: string
+  readonly callId: string
+  /** The call's arguments, deeply frozen (a raw string when the model's JSON was invalid). */
+  readonly args: unknown
+  /** The policy's reason for asking. */
+  readonly reason?: string
+  /** The policy rule that asked. */
+  readonly rule?: string
+  readonly agent?: AgentRef
+  /** The calling agent's session id. */
+  readonly session?: string
+  /** Fires when the call is aborted: stop asking. */
+  readonly signal: AbortSignal
+}
+
+/** An approver's answer: run this call, run every call of this tool and rule in this session, or do not run it (`note` reaches the model). */
+export type ApprovalAnswer = { kind: 'allow' } | { kind: 'allow-session' } | { kind: 'deny'; note?: string }
+
+/** The service under the ctx key `approver`: whoever can answer an `ask` (a prompt, a headless mode, a remote UI). */
+export interface Approver {
+  approve(request: ApprovalRequest): Promise<ApprovalAnswer>
+}
+
+/**
+ * How a call's pre-execute decision was settled, recorded in the result's
+ * `meta.decision` whenever a listener decided (not when every listener passed the
+ * default `allow` through). `answer` says who settled an `ask`: the approver
+ * (`allow`, `allow-session`, `deny`), an earlier `allow-session` (`remembered`), or
+ * nobody (`no-approver`).
+ */
+export type ToolDecision =
+  | { policy: 'allow' }
+  | { policy: 'deny'; reason: string }
+  | { policy: 'ask'; answer: 'allow' | 'allow-session' | 'remembered' | 'deny' | 'no-approver'; reason?: string; rule?: string; note?: string }
 
 export type PostToolDecision =
   | { kind: 'accept'; content?: string | ContentBlock[]; additionalContexts?: UserMessage[] }

@@ -223,23 +223,30 @@ describe('pre-execute', () => {
       }),
     )
     const result = await h.run('danger')
-    expect(result).toEqual({ isError: true, error: { message: 'blocked dangerous tool' }, content: [{ type: 'text', text: 'Error: blocked dangerous tool' }] })
+    expect(result).toEqual({
+      isError: true,
+      error: { message: 'blocked dangerous tool' },
+      content: [{ type: 'text', text: 'Error: blocked dangerous tool' }],
+      meta: { decision: { policy: 'deny', reason: 'blocked dangerous tool' } },
+    })
     expect(ran).toBe(false)
     expect(seen).toEqual(['pre:danger', 'post:danger', 'result:danger'])
   })
 
-  it('ask is denied while approval is not supported', async () => {
+  it('ask without an approver is a denial saying no one can approve here', async () => {
     const h = await host()
     h.ctx.tools.register(simple('t'))
     let reason: string | undefined
     h.ctx.on('tools/pre-execute', () => ({ kind: 'ask', ...(reason && { reason }) }))
+    const base = 'tool "t" requires approval, and no one can approve here (no approver is registered)'
     expect(await h.run('t')).toEqual({
       isError: true,
-      error: { message: 'tool "t" requires approval (not yet supported)' },
-      content: [{ type: 'text', text: 'Error: tool "t" requires approval (not yet supported)' }],
+      error: { message: base },
+      content: [{ type: 'text', text: `Error: ${base}` }],
+      meta: { decision: { policy: 'ask', answer: 'no-approver' } },
     })
     reason = 'writes outside the workspace'
-    expect(text(await h.run('t'))).toBe('Error: tool "t" requires approval (not yet supported): writes outside the workspace')
+    expect(text(await h.run('t'))).toBe(`Error: ${base}: writes outside the workspace`)
   })
 
   it('an abort during pre-execute stops the call before dispatch', async () => {

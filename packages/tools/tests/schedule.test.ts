@@ -197,7 +197,12 @@ describe('grouping and the pool', () => {
     g.release('1')
     g.release('3')
     await run.promise
-    expect(run.results.c2).toEqual({ isError: true, error: { message: 'no' }, content: [{ type: 'text', text: 'Error: no' }] })
+    expect(run.results.c2).toEqual({
+      isError: true,
+      error: { message: 'no' },
+      content: [{ type: 'text', text: 'Error: no' }],
+      meta: { decision: { policy: 'deny', reason: 'no' } },
+    })
   })
 })
 

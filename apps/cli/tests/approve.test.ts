@@ -1,0 +1,129 @@
+// The headless approver of `loom run --approve MODE`, through the tool runtime's ask path.
+import { describe, expect, it } from 'vitest'
+import { events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
+import { Context } from '@deepseek-ai/cordis'
+import SystemPrompt from '@loom/system-prompt'
+import ToolRuntime, { defineTool } from '@loom/tools'
+import { answerOf, DENIAL_NOTES, HeadlessApprover, headlessApprover, provideApprover } from '../src/approve.ts'
+import { type ApproveMode, DEFAULT_APPROVE_MODE, parseApproveMode } from '../src/commands.ts'
+
+/** A root with the tool runtime, a tool `t` whose every call the policy asks about, and the headless approver in `mode`. */
+async function deployment(mode?: ApproveMode) {
+  const root = new Context()
+  await root.plugin(SystemPrompt)
+  await root.plugin(ToolRuntime)
+  const fiber = await root.plugin({ name: 'policy', inject: ['tools', 'systemPrompt'], apply() {} })
+  const runs = { count: 0 }
+  fiber.ctx.tools.register(
+    defineTool({
+      name: 't',
+      description: 'the t tool',
+      parameters: { type: 'object' },
+      execute: () => {
+        runs.count++
+        return 'ran'
+      },
+    }),
+  )
+  fiber.ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'it pushes' }))
+  const approver = await provideApprover(root, mode)
+  const call = () => fiber.ctx.tools.execute({ callId: 'c1', name: 't', arguments: {}, signal: new AbortController().signal })
+  return { approver, runs, call }
+}
+
+describe('parseApproveMode', () => {
+  it('takes the three modes, defaults to policy, and names the flag otherwise', () => {
+    expect(parseApproveMode('never')).toBe('never')
+    expect(parseApproveMode('all')).toBe('all')
+    expect(parseApproveMode('policy')).toBe('policy')
+    expect(parseApproveMode(undefined)).toBe('policy')
+    expect(() => parseApproveMode('yes')).toThrow('--approve must be one of never, policy, all, not "yes"')
+    expect(() => parseApproveMode('yes')).toThrow(expect.objectContaining({ name: 'UsageError' }))
+  })
+})
+
+describe('answers', () => {
+  it('all allows; never and policy deny with a note that names the mode', () => {
+    expect(answerOf('all')).toEqual({ kind: 'allow' })
+    expect(answerOf('never')).toEqual({ kind: 'deny', note: DENIAL_NOTES.never })
+    expect(answerOf('policy')).toEqual({ kind: 'deny', note: DENIAL_NOTES.policy })
+    expect(DENIAL_NOTES.never).toContain('--approve never')
+    expect(DENIAL_NOTES.policy).toContain('--approve policy')
+  })
+})
+
+describe('provideApprover', () => {
+  it('all: an asked call runs, recorded as allowed by the approver', async () => {
+    const { runs, call } = await deployment('all')
+    const result = await call()
+    expect(result.isError).toBe(false)
+    expect(runs.count).toBe(1)
+    expect(result.meta).toEqual({ decision: { policy: 'ask', answer: 'allow', reason: 'it pushes' } })
+  })
+
+  it.each(['never', 'policy'] as const)('%s: the model reads a denial with the reason and the note', async mode => {
+    const { runs, call } = await deployment(mode)
+    const result = await call()
+    expect(runs.count).toBe(0)
+    expect(result.content).toEqual([{ type: 'text', text: `Error: tool "t" was not approved (it pushes): ${DENIAL_NOTES[mode]}` }])
+  })
+
+  it(`the default mode is ${DEFAULT_APPROVE_MODE}, and disposing the approver leaves no one to approve`, async () => {
+    const { approver, call } = await deployment()
+    expect((await call()).content).toEqual([{ type: 'text', text: `Error: tool "t" was not approved (it pushes): ${DENIAL_NOTES.policy}` }])
+    await approver.dispose()
+    expect((await call()).content).toEqual([
+      { type: 'text', text: 'Error: tool "t" requires approval, and no one can approve here (no approver is registered): it pushes' },
+    ])
+  })
+})
+
+describe('headlessApprover', () => {
+  it('is the boot plugin entry of the approver in a mode (default policy)', async () => {
+    expect(headlessApprover('all')).toEqual({ plugin: HeadlessApprover, config: { mode: 'all' } })
+    expect(headlessApprover()).toEqual({ plugin: HeadlessApprover, config: { mode: 'policy' } })
+    const root = new Context()
+    const { plugin, config } = headlessApprover('never')
+    await root.plugin(plugin, config)
+    expect(root.get('approver')).toBeInstanceOf(HeadlessApprover)
+    expect(await root.get('approver')?.approve({ tool: 't', callId: 'c1', args: {}, signal: new AbortController().signal })).toEqual(answerOf('never'))
+  })
+})
+
+describe('loom run --approve with @loom/permissions', () => {
+  const layer = `${scriptedModel(`
+- toolCalls:
+    - { id: c1, name: bash, arguments: { command: 'echo approved-and-ran' } }
+- Done.
+`)}
+- insert:
+    - id: permissions
+      name: '@loom/permissions'
+      config:
+        default: allow
+        rules:
+          - { tool: bash, action: ask }
+`
+
+  it('headless, the policy asks and nobody can answer: the model reads the denial, and the log records the decision', async () => {
+    const { cwd, home } = project({ 'loom.yml': layer })
+    const run = await loom(['run', 'say it'], { cwd, home })
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).toContain('✗ Error: tool "bash" was not approved')
+    expect(run.stdout).not.toContain('✓')
+    const result = events(sessionFiles(home)[0]).find(event => event.type === 'tool/result')!
+    expect(JSON.stringify(result.data)).toContain('was not approved')
+    expect(JSON.stringify(result.data)).toContain('"answer":"deny"')
+  })
+
+  it('--approve all allows what the policy asks about; a bad mode is a usage error', async () => {
+    const { cwd, home } = project({ 'loom.yml': layer })
+    const run = await loom(['run', '--approve', 'all', 'say it'], { cwd, home })
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).toContain('✓')
+    expect(JSON.stringify(events(sessionFiles(home)[0]).find(event => event.type === 'tool/result')!.data)).toContain('approved-and-ran')
+    const bad = await loom(['run', '--approve', 'yes', 'say it'], { cwd, home })
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toContain('--approve must be one of never, policy, all, not "yes"')
+  })
+})
