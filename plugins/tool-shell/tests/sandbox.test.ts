@@ -93,7 +93,8 @@ describe.skipIf(!bwrap.ok)('with bubblewrap', () => {
     }
   })
 
-  it('there is no network by default, only a loopback of its own where a server the command starts works', async () => {
+  // It starts a Node server inside the sandbox: slow on a loaded machine.
+  it('there is no network by default, only a loopback of its own where a server the command starts works', { timeout: 30_000 }, async () => {
     await host.mount(shell, { sandbox: 'bwrap' })
     const server = await loopbackServer()
     try {
