@@ -1,10 +1,13 @@
-// The approver of headless commands (`loom run --approve MODE`): nobody is at a
-// terminal to answer an `ask`, so the mode answers every one the same way.
-// Prompting on a terminal is not done here.
+// The approvers of the CLI. Headless commands (`loom run --approve MODE`): nobody
+// is at a terminal to answer an `ask`, so the mode answers every one the same way.
+// The conversation: the person at the terminal answers each one.
 import { type Context, type Fiber, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
+import { redact } from '@loom/secrets'
 import type { ApprovalAnswer, ApprovalRequest, Approver } from '@loom/tools'
+import { createInterface } from 'node:readline'
 import { type ApproveMode, DEFAULT_APPROVE_MODE } from './commands.ts'
+import { clip, hostSecrets, styler } from './present/term.ts'
 
 /** The note a denied call carries to the model: why nobody approved it. */
 export const DENIAL_NOTES: Record<Exclude<ApproveMode, 'all'>, string> = {
@@ -50,4 +53,97 @@ export async function provideApprover(root: Context, mode: ApproveMode = DEFAULT
 /** The approver as a boot plugin: `boot({ ...layers, log, plugins: [headlessApprover(mode)] })` provides it before the deployment's rows start. */
 export function headlessApprover(mode: ApproveMode = DEFAULT_APPROVE_MODE): { plugin: typeof HeadlessApprover; config: Config } {
   return { plugin: HeadlessApprover, config: { mode } }
+}
+
+/** Whether a terminal question is open: the conversation holds the turn's output off the line being typed meanwhile. */
+export interface Asking {
+  asking: boolean
+  /** Called when a question closes (the conversation shows what it held). */
+  settled?: () => void
+}
+
+export interface TerminalConfig {
+  input?: NodeJS.ReadableStream
+  output?: NodeJS.WritableStream & { isTTY?: boolean }
+  asking?: Asking
+}
+
+/** `ctx.approver` for the conversation: each `ask` is a question on the terminal, one at a time. */
+export class TerminalApprover extends Service implements Approver {
+  static override readonly name = '@loom/cli/approve-terminal'
+
+  private readonly input: NodeJS.ReadableStream
+  private readonly output: NodeJS.WritableStream & { isTTY?: boolean }
+  private readonly asking: Asking
+  /** The question before this one: parallel calls are asked in turn, not on one line. */
+  private queue: Promise<unknown> = Promise.resolve()
+
+  constructor(ctx: Context, config: TerminalConfig = {}) {
+    super(ctx, 'approver')
+    this.input = config.input ?? process.stdin
+    this.output = config.output ?? process.stdout
+    this.asking = config.asking ?? { asking: false }
+  }
+
+  approve(request: ApprovalRequest): Promise<ApprovalAnswer> {
+    const answer = this.queue.then(() => this.ask(request))
+    this.queue = answer.catch(() => {})
+    return answer
+  }
+
+  private async ask(request: ApprovalRequest): Promise<ApprovalAnswer> {
+    const out = styler(this.output)
+    const reason = request.reason ? out.dim(`  (${request.reason})`) : ''
+    const choices = `  ${out.bold('[y]')} allow once  ${out.bold('[a]')} allow for this session  ${out.bold('[n]')} deny: `
+    const choice = await this.question(out.yellow(`? ${request.tool} wants to run: ${describeArgs(request.args)}`) + reason + choices, request.signal)
+    // Aborted: the tool runtime records the call as aborted, whatever is answered here.
+    if (choice === undefined) return { kind: 'deny' }
+    const key = choice.trim().toLowerCase()
+    if (key === 'y' || key === 'yes') return { kind: 'allow' }
+    if (key === 'a') return { kind: 'allow-session' }
+    const note = (await this.question('note for the model (optional): ', request.signal))?.trim()
+    return note ? { kind: 'deny', note } : { kind: 'deny' }
+  }
+
+  /**
+   * One line from the terminal, or undefined once `signal` aborts or input ends.
+   * Not a terminal-mode readline: the terminal stays in its normal mode, so
+   * Ctrl-C remains the signal that cancels the turn (and so this question).
+   */
+  private question(text: string, signal: AbortSignal): Promise<string | undefined> {
+    return new Promise(resolve => {
+      if (signal.aborted) return resolve(undefined)
+      // The spinner may hold the current line: start the question on a clean one.
+      this.output.write((this.output.isTTY ? '\r\x1b[K' : '') + redact(text, hostSecrets()))
+      this.asking.asking = true
+      const rl = createInterface({ input: this.input, terminal: false })
+      let answer: string | undefined
+      const abort = () => rl.close()
+      signal.addEventListener('abort', abort, { once: true })
+      rl.once('line', line => {
+        answer = line
+        rl.close()
+      })
+      rl.once('close', () => {
+        signal.removeEventListener('abort', abort)
+        this.asking.asking = false
+        // Ended input leaves the cursor on the question's line; a Ctrl-C's message starts a new one itself.
+        if (answer === undefined && !signal.aborted) this.output.write('\n')
+        this.asking.settled?.()
+        resolve(answer)
+      })
+    })
+  }
+}
+
+/** The command of a bash-like call, else its arguments as short JSON. */
+function describeArgs(args: unknown): string {
+  if (typeof args === 'object' && args !== null && 'command' in args && typeof args.command === 'string')
+    return clip(args.command.replace(/\s*\n\s*/g, ' ⏎ '), 200)
+  return clip(typeof args === 'string' ? args : JSON.stringify(args), 200)
+}
+
+/** The terminal approver as a boot plugin; `asking` is shared with the conversation that shows the turns. */
+export function terminalApprover(config: TerminalConfig = {}): { plugin: typeof TerminalApprover; config: TerminalConfig } {
+  return { plugin: TerminalApprover, config }
 }

@@ -11,6 +11,7 @@ import { redact } from '@loom/secrets'
 import type { CachePrices } from '@loom/session'
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
+import type { Asking } from './approve.ts'
 import type { BootOptions } from './boot.ts'
 import {
   checkOptions,
@@ -220,9 +221,10 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
       return await plan.run(store, context)
     }
     const { boot } = await import('./boot.ts')
-    // Headless: a tool call the policy asks about is answered by --approve.
-    const { headlessApprover } = await import('./approve.ts')
-    const deployment = await boot({ ...layers, log, plugins: [headlessApprover(parsed.approve)] })
+    // A tool call the policy asks about: the conversation asks at the terminal; a headless command answers by --approve.
+    const { headlessApprover, terminalApprover } = await import('./approve.ts')
+    const approver = plan.asking ? terminalApprover({ asking: plan.asking }) : headlessApprover(parsed.approve)
+    const deployment = await boot({ ...layers, log, plugins: [approver] })
     opened = deployment
     const runner = deployment.root.get('runner') as Runner | undefined
     if (!runner) {
@@ -269,11 +271,11 @@ interface Context {
 type Plan =
   | { on: 'nothing'; run: (context: Context) => Promise<number> }
   | { on: 'store'; run: (store: StoredSessions, context: Context) => Promise<number> }
-  | { on: 'runner'; run: (runner: Runner, context: Context) => Promise<number> }
+  | { on: 'runner'; run: (runner: Runner, context: Context) => Promise<number>; asking?: Asking }
 
 const nothing = (run: (context: Context) => Promise<number>): Plan => ({ on: 'nothing', run })
 const store = (run: (store: StoredSessions, context: Context) => Promise<number>): Plan => ({ on: 'store', run })
-const runner = (run: (runner: Runner, context: Context) => Promise<number>): Plan => ({ on: 'runner', run })
+const runner = (run: (runner: Runner, context: Context) => Promise<number>, asking?: Asking): Plan => ({ on: 'runner', run, ...(asking && { asking }) })
 
 /** A turn, shown as it runs. */
 const turn = (start: (runner: Runner, context: Context, watch?: TurnWatcher) => Promise<TurnResult>) =>
@@ -285,11 +287,14 @@ const turn = (start: (runner: Runner, context: Context, watch?: TurnWatcher) => 
 const sessionsView = () => import('./present/sessions.ts')
 
 /** `loom`, `loom -c`, `loom resume REF`: the conversation, on a new session or the stored one `ref` names. */
-const conversation = (ref: string | undefined) =>
-  runner(async (runner, { parsed, io, cwd, onInterrupt }) => {
+const conversation = (ref: string | undefined): Plan => {
+  // Shared by the terminal approver and the conversation: a question is open.
+  const asking: Asking = { asking: false }
+  return runner(async (runner, { parsed, io, cwd, onInterrupt }) => {
     const { converse } = await import('./conversation.ts')
-    return converse({ runner, io, flags: { ...parsed, cwd }, session: ref, onInterrupt })
-  })
+    return converse({ runner, io, flags: { ...parsed, cwd }, session: ref, onInterrupt, asking })
+  }, asking)
+}
 
 /**
  * Each command's plan, made from its arguments once they are checked (a

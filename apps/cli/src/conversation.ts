@@ -6,9 +6,12 @@
 // signal and reaches the conversation through main.ts's Interrupt: it cancels
 // the turn (the log closes it as aborted) and the prompt comes back. At the
 // prompt readline reads the keys itself: Ctrl-C or Ctrl-D on an empty line quits.
+// A tool call the policy asks about is a question on the terminal (approve.ts,
+// TerminalApprover) answered during the turn; Ctrl-C there cancels the turn too.
 import type { Agent } from '@loom/agent-loop'
 import { redact } from '@loom/secrets'
 import { createInterface, type Interface } from 'node:readline'
+import type { Asking } from './approve.ts'
 import type { MainOptions } from './cli.ts'
 import { printPrompt } from './present/prompt.ts'
 import { printCompact, printSessionList, printStats } from './present/sessions.ts'
@@ -27,6 +30,8 @@ export interface ConversationOptions {
   output?: NodeJS.WritableStream
   /** Receives what a stop signal does while the conversation runs (see `Interrupt`). */
   onInterrupt?: MainOptions['onInterrupt']
+  /** Set while the terminal approver asks about a tool call (see approve.ts). */
+  asking?: Asking
 }
 
 const COMMANDS: [string, string][] = [
@@ -70,7 +75,9 @@ export async function converse(options: ConversationOptions): Promise<number> {
     if (busy && signal === 'SIGINT') {
       if (busy.cancelled) return 'exit'
       busy.cancelled = true
-      io.stderr.write(styler(io.stderr).yellow('loom: cancelling the turn (Ctrl-C again to quit at once)') + '\n')
+      // A question about a tool call leaves the cursor on its line.
+      const newline = options.asking?.asking ? '\n' : ''
+      io.stderr.write(newline + styler(io.stderr).yellow('loom: cancelling the turn (Ctrl-C again to quit at once)') + '\n')
       runner.cancel()
       return 'handled'
     }
@@ -90,9 +97,33 @@ export async function converse(options: ConversationOptions): Promise<number> {
     }
   }
 
+  // While a tool call is asked about, the turn's view would write over the answer being typed: the spinner's
+  // frames (stderr) are dropped, and its lines (stdout, as the call's own `→` line) shown once the question closes.
+  const asking = options.asking
+  let held = ''
+  if (asking) {
+    asking.settled = () => {
+      if (held) io.stdout.write(held)
+      held = ''
+    }
+  }
+  const turnIo: Io = asking
+    ? {
+        stdout: {
+          isTTY: io.stdout.isTTY,
+          write: (text: string) => {
+            if (!asking.asking) return io.stdout.write(text)
+            held += text
+            return true
+          },
+        },
+        stderr: { isTTY: io.stderr.isTTY, write: (text: string) => asking.asking || io.stderr.write(text) },
+      }
+    : io
+
   const turn = async (text: string) => {
     const current = (agent ??= await runner.open(flags))
-    await whileBusy(() => showTurn(io, { showReasoning: flags.showReasoning }, watch => runner.turn(current, text, watch)))
+    await whileBusy(() => showTurn(turnIo, { showReasoning: flags.showReasoning }, watch => runner.turn(current, text, watch)))
   }
 
   /** The session of the agent, once something of it is stored (a resume needs that). */

@@ -52,6 +52,21 @@ const THREE_ANSWERS = scriptedModel(`
 - Third answer.
 `)
 
+/** A model calling bash `echo hi`, which the policy asks about, then answering. */
+const ASKED = `${scriptedModel(`
+- toolCalls:
+    - { id: c1, name: bash, arguments: { command: 'echo hi' } }
+- Done.
+`)}
+- insert:
+    - id: permissions
+      name: '@loom/permissions'
+      config:
+        default: allow
+        rules:
+          - { tool: bash, action: ask }
+`
+
 /** `loom ...args` in a tmux terminal of 120x40. */
 class Terminal {
   static count = 0
@@ -163,6 +178,63 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     terminal.send('C-c')
     await terminal.waitFor(/exited 0/)
     expect(sessionFiles(at.home)).toEqual([])
+  })
+
+  it('asks about a tool call the policy asks about: n and a note deny it, and the model reads the note', async () => {
+    const { terminal, ...at } = open({ 'loom.yml': ASKED })
+    await terminal.prompt(0)
+    terminal.line('say hi')
+    let screen = await terminal.waitFor(
+      /\? bash wants to run: echo hi {2}\(.*needs approval.*\) {2}\[y\] allow once {2}\[a\] allow for this session {2}\[n\] deny: $/m,
+    )
+    terminal.line('n')
+    screen = await terminal.waitFor(/^note for the model \(optional\): $/m)
+    terminal.line('not now')
+    screen = await terminal.waitFor(/Done\.\n.*session \S+ ·/)
+    expect(screen).toMatch(/✗ Error: tool "bash" was not approved \(.*\): not now/)
+    expect(screen).not.toContain('✓')
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+    const result = events(sessionFiles(at.home)[0]).find(event => event.type === 'tool/result')!
+    expect(result.data.meta.decision).toMatchObject({ policy: 'ask', answer: 'deny', note: 'not now' })
+    const [block] = result.data.message.content
+    expect(block.isError).toBe(true)
+    expect(block.content[0].text).toMatch(/^Error: tool "bash" was not approved \(.*\): not now$/)
+  })
+
+  it('asks about a tool call: y runs it, recorded as allowed by the answer', async () => {
+    const { terminal, ...at } = open({ 'loom.yml': ASKED })
+    await terminal.prompt(0)
+    terminal.line('say hi')
+    await terminal.waitFor(/\? bash wants to run: echo hi .*\[n\] deny: $/m)
+    terminal.line('y')
+    const screen = await terminal.waitFor(/Done\.\n.*session \S+ ·/)
+    expect(screen).toMatch(/→ bash: echo hi\n {2}✓ /)
+    expect(screen).not.toContain('note for the model')
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+    const result = events(sessionFiles(at.home)[0]).find(event => event.type === 'tool/result')!
+    expect(result.data.meta.decision).toMatchObject({ policy: 'ask', answer: 'allow' })
+    const [block] = result.data.message.content
+    expect(block.isError).toBe(false)
+    expect(block.content[0].text).toMatch(/^hi$/m)
+  })
+
+  it('Ctrl-C at the question cancels the turn and closes the question; the next line is a turn again', async () => {
+    const { terminal, ...at } = open({ 'loom.yml': ASKED })
+    await terminal.prompt(0)
+    terminal.line('say hi')
+    await terminal.waitFor(/\[n\] deny: $/m)
+    terminal.send('C-c')
+    let screen = await terminal.waitFor(/the turn ended: aborted.*\n.*session \S+ ·/)
+    await terminal.prompt(screen.indexOf('the turn ended'))
+    terminal.line('and now?')
+    screen = await terminal.waitFor(/^> and now\?\nDone\.\n.*session \S+ ·/m)
+    expect(screen).not.toContain('note for the model')
+    terminal.send('C-d')
+    await terminal.waitFor(/exited 0/)
+    const ends = events(sessionFiles(at.home)[0]).filter(event => event.type === 'turn/end')
+    expect(ends.map(event => event.data.reason.kind)).toEqual(['aborted', 'completed'])
   })
 
   it('loom -c continues the last session of this folder; /prompt shows the system text', async () => {
