@@ -47,6 +47,8 @@ export interface ProcessOptions {
   cwd: string
   home: string
   env?: Record<string, string>
+  /** Written to the child's stdin, which then ends (default: no stdin). */
+  stdin?: string
   /** Called with the child once it runs (to send a signal). */
   onSpawn?: (child: ChildProcess, output: { stdout: () => string }) => void
 }
@@ -117,7 +119,9 @@ export function loomProcess(args: string[], options: ProcessOptions): Promise<Ru
 
 export function spawnRun(command: string, args: string[], options: ProcessOptions): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: cleanEnv(options.home, options.env), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(command, args, { cwd: options.cwd, env: cleanEnv(options.home, options.env), stdio: ['pipe', 'pipe', 'pipe'] })
+    // No input given: the child reads end of input at once.
+    child.stdin.end(options.stdin ?? '')
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (data: string) => {

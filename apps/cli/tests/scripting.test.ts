@@ -3,11 +3,10 @@
 // it is on disk), and the usage errors around them.
 import type { Context } from '@deepseek-ai/cordis'
 import type { Session, SessionEvent } from '@loom/session'
-import { spawn } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
 import { StreamJsonTurn } from '../src/present/stream-json.ts'
 import { readTurn } from '../src/present/turn.ts'
-import { cleanEnv, events, loom, MAIN, project, scriptedModel, sessionFiles, type Run } from './helpers.ts'
+import { events, loom, loomProcess, project, scriptedModel, sessionFiles, type Run } from './helpers.ts'
 
 /** The shell is off: these turns only read files. */
 const layer = (script: string) => `- id: shell\n  disabled: true\n${scriptedModel(script)}`
@@ -27,22 +26,7 @@ const READS_MISSING = layer(`
 `)
 
 /** `loom ...args` as a subprocess with `input` on its stdin, then end of input. */
-function withStdin(args: string[], input: string, { cwd, home }: { cwd: string; home: string }): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { cwd, env: cleanEnv(home), stdio: ['pipe', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (data: string) => {
-      stdout += data
-    })
-    child.stderr.setEncoding('utf8').on('data', (data: string) => {
-      stderr += data
-    })
-    child.on('error', reject)
-    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }))
-    child.stdin.end(input)
-  })
-}
+const withStdin = (args: string[], input: string, at: { cwd: string; home: string }): Promise<Run> => loomProcess(args, { ...at, stdin: input })
 
 /** Every stdout line as JSON: each must be one complete object. */
 function lines(stdout: string): Record<string, any>[] {
