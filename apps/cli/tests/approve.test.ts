@@ -1,6 +1,6 @@
 // The headless approver of `loom run --approve MODE`, through the tool runtime's ask path.
 import { describe, expect, it } from 'vitest'
-import { events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
+import { bashAskedByPolicy, events, loom, project, sessionFiles } from './helpers.ts'
 import { Context } from '@deepseek-ai/cordis'
 import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime, { defineTool } from '@loom/tools'
@@ -91,19 +91,7 @@ describe('headlessApprover', () => {
 })
 
 describe('loom run --approve with @loom/permissions', () => {
-  const layer = `${scriptedModel(`
-- toolCalls:
-    - { id: c1, name: bash, arguments: { command: 'echo approved-and-ran' } }
-- Done.
-`)}
-- insert:
-    - id: permissions
-      name: '@loom/permissions'
-      config:
-        default: allow
-        rules:
-          - { tool: bash, action: ask }
-`
+  const layer = bashAskedByPolicy('echo approved-and-ran')
 
   it('headless, the policy asks and nobody can answer: the model reads the denial, and the log records the decision', async () => {
     const { cwd, home } = project({ 'loom.yml': layer })

@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs'
 import { SESSION_FORMAT_VERSION, type SessionHeader } from '@loom/session'
 import { afterEach, describe, expect, it } from 'vitest'
 import { resolveSessionRef } from '../src/session-ref.ts'
-import { MAIN, SLOW_MODEL, cleanEnv, events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
+import { MAIN, SLOW_MODEL, bashAskedByPolicy, cleanEnv, events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
 
 const TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux'].find(existsSync)
 
@@ -53,19 +53,7 @@ const THREE_ANSWERS = scriptedModel(`
 `)
 
 /** A model calling bash `echo hi`, which the policy asks about, then answering. */
-const ASKED = `${scriptedModel(`
-- toolCalls:
-    - { id: c1, name: bash, arguments: { command: 'echo hi' } }
-- Done.
-`)}
-- insert:
-    - id: permissions
-      name: '@loom/permissions'
-      config:
-        default: allow
-        rules:
-          - { tool: bash, action: ask }
-`
+const ASKED = bashAskedByPolicy('echo hi')
 
 /** `loom ...args` in a tmux terminal of 120x40. */
 class Terminal {

@@ -229,3 +229,20 @@ export const SLOW_MODEL = scriptedModel(`
     - { name: bash, arguments: { command: 'sleep 30' } }
 - Woke up.
 `)
+
+/** A loom.yml whose model runs bash `command` and then says `Done.`, with an @loom/permissions policy that asks about bash. */
+export function bashAskedByPolicy(command: string): string {
+  return `${scriptedModel(`
+- toolCalls:
+    - { id: c1, name: bash, arguments: { command: '${command}' } }
+- Done.
+`)}
+- insert:
+    - id: permissions
+      name: '@loom/permissions'
+      config:
+        default: allow
+        rules:
+          - { tool: bash, action: ask }
+`
+}
