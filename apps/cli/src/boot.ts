@@ -135,14 +135,16 @@ export async function boot(options: BootOptions): Promise<Deployment> {
 
   const select = options.select ?? (rows => [...rows])
   const mounted = (rows: Composition['rows']) => locateRows(select(rows))
-  const includeConfig = (rows: Composition['rows']) => ({ path: rootFile, patches: [{ insert: mounted(rows) }] })
-  await root.loader.create({ id: DEPLOYMENT_ENTRY, name: 'cordis:include', config: includeConfig(composition.rows) } as never)
+  const includeConfig = (rows: readonly EntryOptions[]) => ({ path: rootFile, patches: [{ insert: rows }] })
+  // The rows as mounted (packages located once): a rolled-back edit mounts exactly these again.
+  let mountedRows = mounted(composition.rows)
+  await root.loader.create({ id: DEPLOYMENT_ENTRY, name: 'cordis:include', config: includeConfig(mountedRows) } as never)
   await root.loader.await()
 
   const problems = async () => reportLines(await rowProblems(root, shownName))
   const found: RowProblem[] = [
     ...(await rowProblems(root, shownName)),
-    ...(await configProblems(root, mounted(composition.rows), shownName, composition.configFrom, false)).map(text => ({ text, message: text })),
+    ...(await configProblems(root, mountedRows, shownName, composition.configFrom, false)).map(text => ({ text, message: text })),
   ]
   starting = false
   const stray = strayErrors(found, logged)
@@ -161,16 +163,17 @@ export async function boot(options: BootOptions): Promise<Deployment> {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
       // The loader would keep a running row on its old config and go on with the
       // others: refuse an invalid value before anything changes.
-      const invalid = await configProblems(root, mounted(next.rows), shownName, next.configFrom)
+      const nextRows = mounted(next.rows)
+      const invalid = await configProblems(root, nextRows, shownName, next.configFrom)
       if (invalid.length) throw new BootError(invalid, 'the edited deployment was not applied')
-      const apply = async (rows: Composition['rows']) => {
+      const apply = async (rows: readonly EntryOptions[]) => {
         await root.loader.update(DEPLOYMENT_ENTRY, { config: includeConfig(rows) } as never)
         await root.loader.await()
       }
       starting = true
       logged.length = 0
       try {
-        await apply(next.rows)
+        await apply(nextRows)
       } finally {
         starting = false
       }
@@ -179,10 +182,11 @@ export async function boot(options: BootOptions): Promise<Deployment> {
       const found = await rowProblems(root, shownName)
       const stray = strayErrors(found, logged)
       if (found.length || stray.length) {
-        await apply(composition.rows)
+        await apply(mountedRows)
         throw new BootError([...reportLines(found), ...stray], 'the edited deployment did not start, so the previous one runs again')
       }
       composition = next
+      mountedRows = nextRows
       return next
     },
     problems,
