@@ -12,12 +12,13 @@ import { clip, hostSecrets, styler } from './present/term.ts'
 /** The note a denied call carries to the model: why nobody approved it. */
 export const DENIAL_NOTES: Record<Exclude<ApproveMode, 'all'>, string> = {
   never: 'approvals are turned off for this run (--approve never)',
-  policy: 'this headless run has no one to ask (--approve policy); the call needs a rule that allows it',
+  policy: 'this headless run has no one to ask (--approve policy); the call needs a rule that allows it, or unattended: allow on its ask rule',
 }
 
-/** How a mode answers: the same for every request. */
-export function answerOf(mode: ApproveMode): ApprovalAnswer {
-  return mode === 'all' ? { kind: 'allow' } : { kind: 'deny', note: DENIAL_NOTES[mode] }
+/** How a mode answers a request: `all` allows, `never` denies, `policy` takes the rule's `unattended` answer (absent: deny). */
+export function answerOf(mode: ApproveMode, request?: Pick<ApprovalRequest, 'unattended'>): ApprovalAnswer {
+  if (mode === 'all' || (mode === 'policy' && request?.unattended === 'allow')) return { kind: 'allow' }
+  return { kind: 'deny', note: DENIAL_NOTES[mode] }
 }
 
 export interface Config {
@@ -40,8 +41,8 @@ export class HeadlessApprover extends Service implements Approver {
     this.mode = config.mode ?? DEFAULT_APPROVE_MODE
   }
 
-  async approve(_request: ApprovalRequest): Promise<ApprovalAnswer> {
-    return answerOf(this.mode)
+  async approve(request: ApprovalRequest): Promise<ApprovalAnswer> {
+    return answerOf(this.mode, request)
   }
 }
 
@@ -95,7 +96,7 @@ export class TerminalApprover extends Service implements Approver {
     const out = styler(this.output)
     const reason = request.reason ? out.dim(`  (${request.reason})`) : ''
     const choices = `  ${out.bold('[y]')} allow once  ${out.bold('[a]')} allow for this session  ${out.bold('[n]')} deny: `
-    const choice = await this.question(out.yellow(`? ${request.tool} wants to run: ${describeArgs(request.args)}`) + reason + choices, request.signal)
+    const choice = await this.question(out.yellow(`? ${describeRequest(request.tool, request.args)}`) + reason + choices, request.signal)
     // Aborted: the tool runtime records the call as aborted, whatever is answered here.
     if (choice === undefined) return { kind: 'deny' }
     const key = choice.trim().toLowerCase()
@@ -136,11 +137,18 @@ export class TerminalApprover extends Service implements Approver {
   }
 }
 
-/** The command of a bash-like call, else its arguments as short JSON. */
-function describeArgs(args: unknown): string {
-  if (typeof args === 'object' && args !== null && 'command' in args && typeof args.command === 'string')
-    return clip(args.command.replace(/\s*\n\s*/g, ' ⏎ '), 200)
-  return clip(typeof args === 'string' ? args : JSON.stringify(args), 200)
+/** `bash wants to run: ls`, `edit wants to change a.ts (the diff above)`, else the arguments as short JSON. */
+function describeRequest(tool: string, args: unknown): string {
+  if (typeof args === 'object' && args !== null) {
+    if ('command' in args && typeof args.command === 'string') return `${tool} wants to run: ${clip(args.command.replace(/\s*\n\s*/g, ' ⏎ '), 200)}`
+    // The conversation shows an edit's diff under its call (present/diff.ts).
+    if ('path' in args && typeof args.path === 'string') {
+      const path = clip(args.path, 200)
+      if ('new_string' in args) return `${tool} wants to change ${path} (the diff above)`
+      return `${tool} wants to ${'content' in args ? 'write' : 'use'} ${path}`
+    }
+  }
+  return `${tool} wants to run with ${clip(typeof args === 'string' ? args : JSON.stringify(args), 200)}`
 }
 
 /** The terminal approver as a boot plugin; `asking` is shared with the conversation that shows the turns. */

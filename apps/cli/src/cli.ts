@@ -292,7 +292,7 @@ const conversation = (ref: string | undefined): Plan => {
   const asking: Asking = { asking: false }
   return runner(async (runner, { parsed, io, cwd, onInterrupt }) => {
     const { converse } = await import('./conversation.ts')
-    return converse({ runner, io, flags: { ...parsed, cwd }, session: ref, onInterrupt, asking })
+    return converse({ runner: () => runner, io, flags: { ...parsed, cwd }, session: ref, onInterrupt, asking })
   }, asking)
 }
 
@@ -312,7 +312,7 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
   dev: () =>
     nothing(async ({ parsed, io, layers, onInterrupt }) => {
       const { dev } = await import('./dev.ts')
-      return dev({ ...layers, provider: parsed.provider, model: parsed.model, io, onInterrupt })
+      return dev({ ...layers, flags: parsed, session: parsed.continue ? 'last' : undefined, io, onInterrupt })
     }),
   config: () =>
     nothing(async ({ parsed, io, layers }) => {

@@ -131,10 +131,11 @@ export const COMMANDS = [
   {
     name: 'dev',
     args: [],
-    summary: 'the deployment with hot reload: edit a plugin or loom.yml while it runs',
-    details: 'Each line typed is a task for the agent; /prompt prints the prompt, /quit stops. A broken edit keeps the last good version and says why.',
-    options: [...ROUTE, ...LAYERS],
-    examples: ['loom dev', 'loom dev --patch local.yml'],
+    summary: 'the conversation (as `loom` has it) with hot reload: edit a plugin or loom.yml while it runs',
+    details:
+      'One agent and one session for all the turns, as in loom. Saving a plugin file reloads that plugin: the next step of the same session uses it, and the turn names the plugin that changed the request. A loom.yml edit applies as a whole or not at all. A broken edit keeps the last good version and says why. Lines may also come from a pipe (a script driving dev).',
+    options: [...CHAT, 'continue'],
+    examples: ['loom dev', 'loom dev -c', 'loom dev --patch local.yml'],
   },
   {
     name: 'config',

@@ -13,7 +13,7 @@ import { redact } from '@loom/secrets'
 import { createInterface, type Interface } from 'node:readline'
 import type { Asking } from './approve.ts'
 import type { MainOptions } from './cli.ts'
-import { printPrompt } from './present/prompt.ts'
+import { printManifest, printPrompt } from './present/prompt.ts'
 import { printCompact, printSessionList, printStats } from './present/sessions.ts'
 import { hostSecrets, styler, type Io } from './present/term.ts'
 import { showTurn } from './present/turn.ts'
@@ -21,7 +21,8 @@ import type { RunFlags, Runner } from './runner.ts'
 import { StoredSessions } from './sessions.ts'
 
 export interface ConversationOptions {
-  runner: Runner
+  /** The runner now (`loom dev` may replace it when loom.yml changes). */
+  runner: () => Runner
   io: Io
   flags: RunFlags & { cwd: string; showReasoning: boolean }
   /** The stored session to continue: an id, a unique prefix of one, or `last`; a new session when absent. */
@@ -32,11 +33,14 @@ export interface ConversationOptions {
   onInterrupt?: MainOptions['onInterrupt']
   /** Set while the terminal approver asks about a tool call (see approve.ts). */
   asking?: Asking
+  /** Receives the function through which the host (`loom dev`) prints between prompts without breaking the line being typed. */
+  onPrinter?: (print: (text: string, stream?: 'stdout' | 'stderr') => void) => void
 }
 
 const COMMANDS: [string, string][] = [
   ['/help', 'these commands'],
   ['/prompt', 'the request the deployment would send next for a new agent (as loom prompt)'],
+  ['/manifest', "that request's manifest: every section, context and tool with its owner, size and hash"],
   ['/stats', "this session's requests: prefix reuse and estimated cost (as loom sessions stats)"],
   ['/sessions', 'the stored sessions (as loom sessions list)'],
   ['/new', 'a new session, from the next turn on'],
@@ -49,18 +53,21 @@ const COMMANDS: [string, string][] = [
 const HISTORY_SIZE = 500
 
 export async function converse(options: ConversationOptions): Promise<number> {
-  const { runner, io } = options
+  const { io } = options
+  const runner = options.runner
   const input = options.input ?? process.stdin
   const output = options.output ?? process.stdout
+  // Piped input (a script driving `loom dev`) reads plain lines: no line editing, no history.
+  const terminal = Boolean((input as { isTTY?: boolean }).isTTY)
   const flags = { ...options.flags }
   const out = styler(io.stdout)
   const say = (text: string) => io.stdout.write(text + '\n')
   const warn = (text: string) => io.stderr.write(styler(io.stderr).red(`loom: ${redact(text, hostSecrets())}`) + '\n')
-  const store = () => new StoredSessions(runner.persistence(), runner.config.prices, async () => {})
+  const store = () => new StoredSessions(runner().persistence(), runner().config.prices, async () => {})
 
   /** The agent of this conversation's session; a new session has none until its first turn (so quitting at once stores nothing). */
-  let agent: Agent | undefined = options.session === undefined ? undefined : await runner.open(flags, await runner.resolve(options.session, flags.cwd))
-  const route = agent ? `${agent.options.provider}/${agent.options.model}` : Object.values(await runner.route(flags)).join('/')
+  let agent: Agent | undefined = options.session === undefined ? undefined : await runner().open(flags, await runner().resolve(options.session, flags.cwd))
+  const route = agent ? `${agent.options.provider}/${agent.options.model}` : Object.values(await runner().route(flags)).join('/')
   const turns = (current: Agent) => current.session.events.filter(event => event.type === 'turn/start').length
   say(
     out.bold(agent ? `loom: session ${agent.session.id} (${turns(agent)} turns so far)` : 'loom: a new session') +
@@ -71,6 +78,13 @@ export async function converse(options: ConversationOptions): Promise<number> {
   let busy: { cancelled: boolean } | undefined
   let prompt: Interface | undefined
   let quitting = false
+  // What the host prints meanwhile (a reload in `loom dev`) goes above the line being typed, which is drawn again after it.
+  options.onPrinter?.((text, stream = 'stdout') => {
+    const open = terminal ? prompt : undefined
+    if (open) output.write('\r\x1b[K')
+    io[stream].write(text + '\n')
+    open?.prompt(true)
+  })
   options.onInterrupt?.(signal => {
     if (busy && signal === 'SIGINT') {
       if (busy.cancelled) return 'exit'
@@ -78,12 +92,12 @@ export async function converse(options: ConversationOptions): Promise<number> {
       // A question about a tool call leaves the cursor on its line.
       const newline = options.asking?.asking ? '\n' : ''
       io.stderr.write(newline + styler(io.stderr).yellow('loom: cancelling the turn (Ctrl-C again to quit at once)') + '\n')
-      runner.cancel()
+      runner().cancel()
       return 'handled'
     }
     // Any other signal ends the conversation: the running turn is closed first.
     quitting = true
-    if (busy) runner.cancel()
+    if (busy) runner().cancel()
     prompt?.close()
     return signal === 'SIGINT' ? 'handled' : 'stopping'
   })
@@ -121,17 +135,30 @@ export async function converse(options: ConversationOptions): Promise<number> {
       }
     : io
 
-  const turn = async (text: string) => {
-    const current = (agent ??= await runner.open(flags))
-    await whileBusy(() => showTurn(turnIo, { showReasoning: flags.showReasoning }, watch => runner.turn(current, text, watch)))
-  }
-
   /** The session of the agent, once something of it is stored (a resume needs that). */
   const stored = () => (agent && agent.session.events.length ? agent.session.id : undefined)
 
+  /**
+   * The conversation's agent, opened at the first turn. When `loom dev` replaced
+   * the runner (a loom.yml edit), the old runner's agents went with it: the
+   * session is resumed on the new one, so the conversation goes on.
+   */
+  const current = async (): Promise<Agent> => {
+    if (agent && !runner().holds(agent)) {
+      const id = stored()
+      agent = id === undefined ? undefined : await runner().open(flags, id)
+    }
+    return (agent ??= await runner().open(flags))
+  }
+
+  const turn = async (text: string) => {
+    const on = await current()
+    await whileBusy(() => showTurn(turnIo, { showReasoning: flags.showReasoning }, watch => runner().turn(on, text, watch)))
+  }
+
   /** Replaces the agent with one on the stored session `id` (opened first: if that fails, the current one stays). */
   const switchTo = async (id: string | undefined) => {
-    const next = id === undefined ? undefined : await runner.open(flags, id)
+    const next = id === undefined ? undefined : await runner().open(flags, id)
     await agent?.dispose()
     agent = next
   }
@@ -149,7 +176,10 @@ export async function converse(options: ConversationOptions): Promise<number> {
         break
       }
       case '/prompt':
-        printPrompt(io, await runner.prompt(flags), false)
+        printPrompt(io, await runner().prompt(flags), false)
+        break
+      case '/manifest':
+        printManifest(io, (await runner().prompt(flags)).manifest)
         break
       case '/stats': {
         const id = stored()
@@ -166,7 +196,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
         break
       case '/resume': {
         if (!arg) return void warn('/resume: which session? its id, a unique prefix of it, or last (see: /sessions)')
-        const id = await runner.resolve(arg, flags.cwd)
+        const id = await runner().resolve(arg, flags.cwd)
         if (id === stored()) return void say(`session ${id} is the one open`)
         await switchTo(id)
         say(`session ${id} resumed (${turns(agent!)} turns so far)`)
@@ -177,7 +207,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
         const previous = flags.model
         flags.model = arg
         try {
-          await runner.route(flags)
+          await runner().route(flags)
           // An agent's route is fixed: the session is resumed on the new one.
           await switchTo(stored())
         } catch (error) {
@@ -188,9 +218,9 @@ export async function converse(options: ConversationOptions): Promise<number> {
         break
       }
       case '/compact': {
-        const current = agent
-        if (!current || stored() === undefined) return void say('nothing to compact yet: this session has no turn')
-        printCompact(io, await whileBusy(() => runner.compact(current)), false)
+        if (stored() === undefined) return void say('nothing to compact yet: this session has no turn')
+        const on = await current()
+        printCompact(io, await whileBusy(() => runner().compact(on)), false)
         break
       }
       default:
@@ -204,7 +234,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
   let history: string[] = []
   const ask = () =>
     new Promise<string | undefined>(resolve => {
-      const rl = createInterface({ input, output, terminal: true, history, historySize: HISTORY_SIZE, removeHistoryDuplicates: true })
+      const rl = createInterface({ input, output, terminal, history, historySize: HISTORY_SIZE, removeHistoryDuplicates: true })
       prompt = rl
       let answer: string | undefined
       let entered = false
@@ -224,7 +254,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
       rl.on('close', () => {
         prompt = undefined
         // Ctrl-C and Ctrl-D leave the cursor on the prompt's line.
-        if (!entered) output.write('\n')
+        if (!entered && terminal) output.write('\n')
         resolve(answer)
       })
       rl.setPrompt(out.bold('> '))

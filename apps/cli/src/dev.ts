@@ -1,33 +1,36 @@
-// `loom dev`: the deployment with hot reload. Saving a plugin file replaces that
-// plugin (its old contributions vanish, the new ones apply at the next
-// assembly); an edit that does not compile, or whose plugin does not start,
-// keeps the last good version and prints the error with its location; an edit
-// of a layer file (loom.yml, a --patch) applies as one transaction or not at
-// all. Each line typed is a task for the agent; `/prompt` shows what the model
-// would get next. Ctrl-C cancels the running task; with none running it quits.
+// `loom dev`: the conversation of `loom` (conversation.ts) on a deployment with
+// hot reload. Saving a plugin file replaces that plugin (its old contributions
+// vanish, the new ones apply at the next step of the same agent and session,
+// and the turn shows which plugin changed the request); an edit that does not
+// compile, or whose plugin does not start, keeps the last good version and
+// prints the error with its location; an edit of a layer file (loom.yml, a
+// --patch) applies as one transaction or not at all, and the conversation goes
+// on with its session. Ctrl-C cancels the running turn; at an empty prompt it quits.
 import type { Context, Fiber, Plugin } from '@deepseek-ai/cordis'
 import Hmr from '@deepseek-ai/cordis-plugin-hmr'
 import Timer from '@deepseek-ai/cordis-plugin-timer'
 import { spawn } from 'node:child_process'
 import { constants } from 'node:os'
 import { relative } from 'node:path'
-import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
+import { type Asking, terminalApprover } from './approve.ts'
 import { boot, startMessage, type Deployment } from './boot.ts'
 import { findProjectLayer, userLayer } from './compose.ts'
 import type { Interrupt } from './cli.ts'
+import { converse } from './conversation.ts'
 import { BootError, ConfigError } from './errors.ts'
 import { styler, type Io } from './present/term.ts'
-import { showTurn } from './present/turn.ts'
-import type { Runner } from './runner.ts'
+import type { RunFlags, Runner } from './runner.ts'
 
 export interface DevOptions {
   cwd: string
   bundles: string[]
   patches: string[]
-  provider?: string
-  model?: string
+  /** The route and limits of the conversation's turns, as `loom` takes them. */
+  flags?: Omit<RunFlags, 'cwd'> & { showReasoning?: boolean }
+  /** Continue this stored session (an id, a unique prefix, or `last`) instead of starting a new one. */
+  session?: string
   io: Io
   input?: Readable
   /** Receives what a stop signal does while dev runs (see `Interrupt`). */
@@ -59,8 +62,13 @@ export async function dev(options: DevOptions): Promise<number> {
   if (!process.execArgv.includes('--expose-internals')) return relaunchWithInternals(options.onInterrupt)
   const { io, cwd } = options
   const out = styler(io.stdout)
-  const say = (text: string) => io.stdout.write(text + '\n')
-  const warn = (text: string) => io.stderr.write(styler(io.stderr).yellow(`loom: ${text}`) + '\n')
+  // Until the conversation starts, plain writes; then its printer, which keeps the line being typed intact.
+  let print = (text: string, stream: 'stdout' | 'stderr' = 'stdout') => io[stream].write(text + '\n')
+  const say = (text: string) => print(text)
+  const warn = (text: string) => print(styler(io.stderr).yellow(`loom: ${text}`), 'stderr')
+  // Shared by the terminal approver and the conversation: a question is open.
+  const asking: Asking = { asking: false }
+  const input = options.input ?? process.stdin
 
   const deployment: Deployment = await boot({
     cwd,
@@ -73,12 +81,13 @@ export async function dev(options: DevOptions): Promise<number> {
     plugins: [
       { plugin: Timer },
       { plugin: Hmr, config: { root: ['.', ...layersOutside(cwd)], awaitWriteFinish: { stabilityThreshold: 50, pollInterval: 10 } } },
+      terminalApprover({ input, output: process.stdout, asking }),
     ],
     log: (level, text) => warn(level === 'info' ? text : `${level === 'warn' ? 'warning' : level}: ${text}`),
   })
   const root = deployment.root
   const runner = () => root.get('runner') as Runner | undefined
-  const flags = { provider: options.provider, model: options.model, cwd }
+  const flags = { ...options.flags, cwd, showReasoning: options.flags?.showReasoning === true }
   const modules = new GoodModules(root)
 
   /** The sections and tools now in the prompt, one line each, with their owners. */
@@ -134,72 +143,28 @@ export async function dev(options: DevOptions): Promise<number> {
   })
 
   say(`loom dev: watching ${cwd}`)
-  say(out.dim('type a task to run it, /prompt to see the prompt, Ctrl-C to cancel a task, /quit to stop'))
+  say(out.dim('edit a plugin or loom.yml and the next step uses it; /prompt shows the request, /help the commands'))
   await summary()
-
-  const input = createInterface({ input: options.input ?? process.stdin, terminal: false })
-  /** The task running now; `cancelled` once a Ctrl-C asked its turn to stop. */
-  let task: { cancelled: boolean } | undefined
-  let quitting = false
-  let quit = () => {}
-  let busy = Promise.resolve(0)
-  const stop = new Promise<void>(resolve => {
-    quit = () => {
-      quitting = true
-      resolve()
-    }
-    input.on('line', line => {
-      const text = line.trim()
-      if (!text) return
-      if (text === '/quit') return quit()
-      busy = busy
-        .then(async () => {
-          if (quitting) return 0
-          if (text === '/prompt') {
-            await summary()
-            const report = await runner()?.prompt(flags)
-            if (report) say(report.system)
-            return 0
-          }
-          const current = runner()
-          if (!current) return 1
-          task = { cancelled: false }
-          try {
-            return await showTurn(io, {}, watch => current.run(text, flags, watch))
-          } finally {
-            task = undefined
-          }
-        })
-        .catch(error => {
-          warn((error as Error).message)
-          return 1
-        })
+  try {
+    return await converse({
+      runner: () => {
+        const current = runner()
+        if (!current) throw new Error("the deployment has no runner row now: add `- id: runner` with name '@loom/cli/runner' to loom.yml")
+        return current
+      },
+      io,
+      flags,
+      session: options.session,
+      input,
+      onInterrupt: options.onInterrupt,
+      asking,
+      onPrinter: printer => {
+        print = printer
+      },
     })
-    input.on('close', quit)
-  })
-
-  // Ctrl-C cancels the running task (its turn is closed in the log) and dev goes
-  // on; with no task running it quits. SIGTERM and SIGHUP close the running
-  // task's turn, then quit. A second signal while that is under way exits at once.
-  options.onInterrupt?.(signal => {
-    if (quitting) return 'exit'
-    if (signal === 'SIGINT' && task) {
-      if (task.cancelled) return 'exit'
-      task.cancelled = true
-      warn('cancelling the task (Ctrl-C again to quit at once)')
-      runner()?.cancel()
-      return 'handled'
-    }
-    if (task) runner()?.cancel()
-    quit()
-    return signal === 'SIGINT' ? 'handled' : 'stopping'
-  })
-
-  await stop
-  await busy
-  input.close()
-  await deployment.dispose()
-  return 0
+  } finally {
+    await deployment.dispose()
+  }
 }
 
 // FiberState is a const enum in Cordis: its values, for reading `fiber.state`.

@@ -176,6 +176,11 @@ export class Runner extends Service {
     return this.home.agents.resume(id, { ...options, ...this.agentOptions(model, flags) })
   }
 
+  /** Whether `agent` is one of this runner's live agents (a reloaded runner's agents were disposed with it). */
+  holds(agent: Agent): boolean {
+    return this.home.agents.get(agent.sessionId) === agent
+  }
+
   /** The id of the stored session `ref` names: an id, a unique prefix of one, or `last` (the most recent one started in `cwd`). */
   async resolve(ref: string, cwd = process.cwd()): Promise<string> {
     return resolveSessionRef(await this.persistence().list(), ref, cwd)

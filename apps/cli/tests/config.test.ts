@@ -26,6 +26,7 @@ const DEFAULT_IDS = [
   'workspace',
   'instructions',
   'skills',
+  'permissions',
   'runner',
 ]
 

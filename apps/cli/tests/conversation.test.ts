@@ -145,6 +145,9 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     const { terminal, ...at } = open({ 'loom.yml': SLOW_MODEL })
     await terminal.prompt(0)
     terminal.line('sleep please')
+    // The default bundle asks before bash runs.
+    await terminal.waitFor(/\? bash wants to run: sleep 30 .*\[n\] deny: $/m)
+    terminal.line('y')
     let screen = await terminal.waitFor(/→ bash: sleep 30/)
     terminal.send('C-c')
     screen = await terminal.waitFor(/the turn ended: .*\n.*session \S+ ·/)

@@ -81,12 +81,19 @@ class Dev {
     return this.waitFor('stdout', /You are an AI agent powered by Loom\.[\s\S]*\n/, from)
   }
 
-  /** The tools `/prompt` lists now. */
+  /** The tools `/prompt` lists now, in request order. */
   async tools(): Promise<string[]> {
     const from = this.stdout.length
     this.send('/prompt')
-    const text = await this.waitFor('stdout', /tools: .*\n/, from)
-    return /tools: (.*)\n/.exec(text)![1].split(', ')
+    const text = await this.waitFor('stdout', /── tools[^\n]*\n[\s\S]*?── runtime-context/, from)
+    const listed = text.slice(text.indexOf('── tools'), text.indexOf('── runtime-context'))
+    return [...listed.matchAll(/^\d+\. (\S+) {2}← /gm)].map(match => match[1])
+  }
+
+  /** Answers the approval question about bash `command` (the default bundle asks before bash runs). */
+  async approve(command: string, answer = 'y') {
+    await this.waitFor('stdout', new RegExp(`\\? bash wants to run: ${command}`))
+    this.send(answer)
   }
 }
 
@@ -205,6 +212,7 @@ describe('loom dev', () => {
     const dev = (running = new Dev(cwd, home, 'default'))
     await dev.waitFor('stdout', /tools: .*\n/)
     dev.send('sleep please')
+    await dev.approve('sleep 30')
     await dev.waitFor('stdout', /→ bash: sleep 30/)
     await new Promise(resolve => setTimeout(resolve, 200))
 
@@ -227,6 +235,7 @@ describe('loom dev', () => {
     const dev = (running = new Dev(cwd, home, 'default'))
     await dev.waitFor('stdout', /tools: .*\n/)
     dev.send('sleep please')
+    await dev.approve('sleep 30')
     await dev.waitFor('stdout', /→ bash: sleep 30/)
     await new Promise(resolve => setTimeout(resolve, 200))
     process.kill(-dev.child.pid!, 'SIGTERM')

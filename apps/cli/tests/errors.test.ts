@@ -71,7 +71,7 @@ describe('startup errors', () => {
     const lines = run.stderr.trim().split('\n')
     expect(lines).toHaveLength(3)
     expect(lines[1]).toBe('  row "prompt" (@loom/system-prompt): invalid config: $.identity expected string but got 5')
-    expect(lines[2]).toMatch(/^ {2}10 rows "tools", "agents", .*"runner" did not start: they wait for services that a failed row above provides$/)
+    expect(lines[2]).toMatch(/^ {2}11 rows "tools", "agents", .*"runner" did not start: they wait for services that a failed row above provides$/)
   })
 
   it('a config key for a built-in plugin that takes no config is refused: it would do nothing', async () => {

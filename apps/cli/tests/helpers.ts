@@ -230,19 +230,17 @@ export const SLOW_MODEL = scriptedModel(`
 - Woke up.
 `)
 
-/** A loom.yml whose model runs bash `command` and then says `Done.`, with an @loom/permissions policy that asks about bash. */
+/** A loom.yml whose model runs bash `command` and then says `Done.`, with the default bundle's policy patched to ask about bash with no unattended answer. */
 export function bashAskedByPolicy(command: string): string {
   return `${scriptedModel(`
 - toolCalls:
     - { id: c1, name: bash, arguments: { command: '${command}' } }
 - Done.
 `)}
-- insert:
-    - id: permissions
-      name: '@loom/permissions'
-      config:
-        default: allow
-        rules:
-          - { tool: bash, action: ask }
+- id: permissions
+  config:
+    default: allow
+    rules:
+      - { tool: bash, action: ask }
 `
 }

@@ -1,8 +1,8 @@
 import { isPlainObject } from './json.ts'
 import { describe } from './result.ts'
-import type { ApprovalAnswer, Approver, ToolDecision, ToolRunContext } from './types.ts'
+import type { ApprovalAnswer, Approver, ToolDecision, ToolRunContext, Unattended } from './types.ts'
 
-export type Ask = { reason?: string; rule?: string }
+export type Ask = { reason?: string; rule?: string; unattended?: Unattended }
 
 /** How an `ask` was settled; `aborted` when the call was aborted while the approver was asked. */
 export type AskOutcome = Extract<ToolDecision, { policy: 'ask' }> | 'aborted'
@@ -36,6 +36,7 @@ export class Approvals {
           callId: exec.callId,
           args: exec.arguments,
           ...asked,
+          ...(ask.unattended !== undefined && { unattended: ask.unattended }),
           ...(exec.agent !== undefined && { agent: exec.agent }),
           ...(session !== undefined && { session }),
           signal: exec.signal,

@@ -14,7 +14,7 @@ import { isPlainObject, snapshotJson } from './json.ts'
 import { redactResult } from './redact.ts'
 import { describe, normalizeContent, normalizeMeta, normalizeResult, normalizeUserMessage, textOf } from './result.ts'
 import type { Ask, AskOutcome } from './approval.ts'
-import type { PreToolDecision, ToolCallInput, ToolDecision, ToolExecutionResult, ToolRunContext } from './types.ts'
+import type { PreToolDecision, ToolCallInput, ToolDecision, ToolExecutionResult, ToolRunContext, Unattended } from './types.ts'
 
 /** What a call needs from the runtime, bound to the call's scope. */
 export interface CallHost {
@@ -202,7 +202,7 @@ export class ToolCallRun {
     if (decision === DEFAULT_DECISION) return DEFAULT_DECISION
     const bad = (detail: string): never => {
       throw new TypeError(
-        `a tools/pre-execute listener returned ${detail} for tool "${this.input.name}"; expected { kind: 'allow' }, { kind: 'deny', reason } or { kind: 'ask', reason?, rule? }`,
+        `a tools/pre-execute listener returned ${detail} for tool "${this.input.name}"; expected { kind: 'allow' }, { kind: 'deny', reason } or { kind: 'ask', reason?, rule?, unattended? }`,
       )
     }
     if (!isPlainObject(decision)) return bad(describe(decision))
@@ -215,10 +215,13 @@ export class ToolCallRun {
       case 'ask':
         if (decision.reason !== undefined && typeof decision.reason !== 'string') bad('an ask with a non-string reason')
         if (decision.rule !== undefined && typeof decision.rule !== 'string') bad('an ask with a non-string rule')
+        if (decision.unattended !== undefined && decision.unattended !== 'allow' && decision.unattended !== 'deny')
+          bad(`an ask with unattended ${JSON.stringify(decision.unattended)} (expected 'allow' or 'deny')`)
         return {
           kind: 'ask',
           ...(decision.reason !== undefined && decision.reason !== '' && { reason: decision.reason as string }),
           ...(decision.rule !== undefined && { rule: decision.rule as string }),
+          ...(decision.unattended !== undefined && { unattended: decision.unattended as Unattended }),
         }
       default:
         return bad(`kind ${JSON.stringify(decision.kind) ?? 'undefined'}`)

@@ -78,7 +78,15 @@ export interface ToolCallInput {
  * (`ctx.approver`); `rule` names the policy rule that asked, so an `allow-session`
  * answer covers later calls of the same tool under the same rule.
  */
-export type PreToolDecision = { kind: 'allow' } | { kind: 'deny'; reason: string } | { kind: 'ask'; reason?: string; rule?: string }
+/**
+ * A `tools/pre-execute` listener's verdict. An `ask` goes to the approver; its
+ * `unattended` says how an approver with nobody to ask (a headless run under
+ * `--approve policy`) should answer: `allow`, or `deny` (the default).
+ */
+export type PreToolDecision = { kind: 'allow' } | { kind: 'deny'; reason: string } | { kind: 'ask'; reason?: string; rule?: string; unattended?: Unattended }
+
+/** How an `ask` is answered where nobody can be asked. */
+export type Unattended = 'allow' | 'deny'
 
 /** What the approver is asked: the call, why it needs approval, and who makes it. */
 export interface ApprovalRequest {
@@ -90,6 +98,8 @@ export interface ApprovalRequest {
   readonly reason?: string
   /** The policy rule that asked. */
   readonly rule?: string
+  /** The policy's answer for an approver with nobody to ask (absent: deny). */
+  readonly unattended?: Unattended
   readonly agent?: AgentRef
   /** The calling agent's session id. */
   readonly session?: string

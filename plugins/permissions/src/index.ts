@@ -35,6 +35,9 @@ export const Config: Schema<Config> = Schema.object({
       paths: Schema.array(Schema.string()).description(
         "Globs of the call's `path` argument (read, write, edit), relative to the workspace: `*` within a directory, `**` across directories, `?` one character.",
       ),
+      unattended: Schema.union(['allow', 'deny'] as const).description(
+        'An `ask` rule only: how a run with nobody to ask (headless, `--approve policy`) answers it. Absent: deny. The default bundle asks for bash, write and edit at the terminal and lets them run unattended.',
+      ),
     }),
   )
     .default([])
@@ -100,7 +103,8 @@ function decisionOf(action: Action, call: CallFacts, rule: CompiledRule | undefi
         ? `${call.tool} of ${quote(call.path)}`
         : `tool "${call.tool}"`
   if (action === 'deny') return { kind: 'deny', reason: `${subject} is denied by ${by}` }
-  return { kind: 'ask', reason: `${subject} needs approval under ${by}`, rule: rule ? `rule ${rule.index + 1}` : 'default' }
+  const unattended = rule?.rule.unattended
+  return { kind: 'ask', reason: `${subject} needs approval under ${by}`, rule: rule ? `rule ${rule.index + 1}` : 'default', ...(unattended && { unattended }) }
 }
 
 function quote(text: string): string {

@@ -10,6 +10,8 @@ export interface Rule {
   commands?: string[]
   /** Globs of the call's `path` argument (read, write, edit), relative to the workspace; absent or empty: any call. */
   paths?: string[]
+  /** An `ask` rule only: the answer where nobody can be asked (a headless run under `--approve policy`); absent: deny. */
+  unattended?: 'allow' | 'deny'
 }
 
 /** What a call looks like to the rules: its tool, its `command`, and its `path` relative to the workspace (when inside it). */
@@ -37,6 +39,7 @@ export function firstMatch(rules: readonly CompiledRule[], call: CallFacts): Com
 export function compileRules(rules: readonly Rule[]): CompiledRule[] {
   return rules.map((rule, index) => {
     const where = `rule ${index + 1} (tool ${JSON.stringify(rule.tool)})`
+    if (rule.unattended !== undefined && rule.action !== 'ask') throw new Error(`${where}: unattended applies to ask rules only, and this rule ${rule.action}s`)
     // An empty list is no pattern (the config schema fills absent lists with []).
     const prefixes = nonEmpty(rule.commands)?.map(prefix => {
       const words = wordsOf(prefix)

@@ -11,7 +11,7 @@ export function printPrompt(io: Io, report: PromptReport, json: boolean) {
     return
   }
   const out = styler(io.stdout)
-  const rule = (title: string) => out.bold(`── ${title} ${'─'.repeat(Math.max(0, 60 - title.length))}`) + '\n'
+  const rule = ruler(out)
   let text = rule(`route: ${report.provider ? `${report.provider}/${report.model}` : 'none (no model provider is configured)'}`)
   text += '\n' + rule('system') + report.system + '\n\n'
   text += rule(`tools, in request order (${report.tools.length})`)
@@ -19,13 +19,20 @@ export function printPrompt(io: Io, report: PromptReport, json: boolean) {
     text += `${i + 1}. ${out.bold(tool.name)}  ${out.dim(`← ${tool.owner}`)}\n   ${tool.description}\n`
   })
   text += '\n' + rule('runtime-context snapshot (user message)') + (report.runtimeContext || '(none)') + '\n'
-  const { rows, totals } = report.manifest
+  io.stdout.write(redact(text, hostSecrets()))
+  printManifest(io, report.manifest)
+}
+
+/** The manifest: one row per section, runtime context and tool, then the totals by owner. */
+export function printManifest(io: Io, { rows, totals }: PromptReport['manifest']) {
+  const out = styler(io.stdout)
+  const rule = ruler(out)
   const table = (head: string[], body: string[][], right: number[]) => {
     const widths = head.map((h, i) => Math.max(h.length, ...body.map(r => r[i].length)))
     const fmt = (r: string[]) => r.map((c, i) => (right.includes(i) ? c.padStart(widths[i]) : i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ')
     return [out.bold(fmt(head)), ...body.map(fmt)].join('\n') + '\n'
   }
-  text += '\n' + rule(`manifest (${rows.length} rows, ~${totals.tokens} tokens estimated)`)
+  let text = '\n' + rule(`manifest (${rows.length} rows, ~${totals.tokens} tokens estimated)`)
   text += table(
     ['KIND', 'NAME', 'OWNER', 'ORDER', 'STABILITY', 'CHARS', 'TOKENS', 'SHA256'],
     rows.map(r => [r.kind, r.name, r.owner, String(r.order), r.stability ?? '-', String(r.chars), String(r.tokens), r.sha256.slice(0, 12)]),
@@ -39,4 +46,9 @@ export function printPrompt(io: Io, report: PromptReport, json: boolean) {
       [1, 2, 3],
     )
   io.stdout.write(redact(text, hostSecrets()))
+}
+
+/** A titled rule line: `── system ─────…` */
+function ruler(out: ReturnType<typeof styler>) {
+  return (title: string) => out.bold(`── ${title} ${'─'.repeat(Math.max(0, 60 - title.length))}`) + '\n'
 }

@@ -24,12 +24,15 @@ export class StreamJsonTurn implements TurnView {
 
   step() {}
 
+  // Not part of stream-json v1: `loom sessions show` has every header change.
+  headerChange() {}
+
   text(delta: string) {
     this.emit({ type: 'text', delta })
   }
 
-  reasoning(delta: string) {
-    this.emit({ type: 'reasoning', delta })
+  reasoning(delta: string, shown: boolean) {
+    if (shown) this.emit({ type: 'reasoning', delta })
   }
 
   message({ step, message, usage, interrupted }: SessionEventMap['assistant/message']) {

@@ -25,6 +25,8 @@ export function styler(stream: Stream) {
     enabled: on,
     bold: wrap(1, 22),
     dim: wrap(2, 22),
+    italic: wrap(3, 23),
+    underline: wrap(4, 24),
     red: wrap(31, 39),
     green: wrap(32, 39),
     yellow: wrap(33, 39),
@@ -36,8 +38,8 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
 
 /**
  * A one-line spinner on `stream` while the program waits (for the model, for a
- * tool). It draws only when the stream is a TTY; elsewhere every call is a no-op,
- * so piped output never holds an escape code.
+ * tool), with the seconds this wait has lasted. It draws only when the stream is
+ * a TTY; elsewhere every call is a no-op, so piped output never holds an escape code.
  */
 export class Spinner {
   private readonly stream: Stream
@@ -45,16 +47,19 @@ export class Spinner {
   private timer: NodeJS.Timeout | undefined
   private frame = 0
   private label = ''
+  private since = 0
 
   constructor(stream: Stream, enabled = Boolean(stream.isTTY)) {
     this.stream = stream
     this.enabled = enabled
   }
 
+  /** Shows `label`; the elapsed time counts from the start of this wait (a new label keeps counting). */
   start(label: string): void {
     if (!this.enabled) return
     this.label = label
     if (this.timer) return
+    this.since = Date.now()
     this.draw()
     this.timer = setInterval(() => this.draw(), 80)
     this.timer.unref()
@@ -69,7 +74,8 @@ export class Spinner {
   }
 
   private draw() {
-    this.stream.write(`\r\x1b[K${FRAMES[this.frame++ % FRAMES.length]} ${this.label}`)
+    const seconds = Math.floor((Date.now() - this.since) / 1000)
+    this.stream.write(`\r\x1b[K${FRAMES[this.frame++ % FRAMES.length]} ${this.label}${seconds ? ` \x1b[2m${seconds}s\x1b[22m` : ''}`)
   }
 }
 

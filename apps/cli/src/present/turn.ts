@@ -6,11 +6,13 @@
 // line per thing that happened (stream-json.ts). Both live views read the turn
 // through `readTurn`, so they show the same things at the same moments.
 import type { TokenUsage } from '@loom/llm'
-import type { SessionEvent, SessionEventMap, TurnEndReason } from '@loom/session'
+import type { RequestHeaderChanges, SessionEvent, SessionEventMap, TurnEndReason } from '@loom/session'
 import { DEFAULT_CACHE_PRICES, type CachePrices } from '@loom/session'
 import type { TurnResult, TurnWatcher } from '../runner.ts'
-import { assistantText, describeCall, describeReason, describeResult, describeRetry, parseArguments, resultOf } from './describe.ts'
+import { assistantText, describeCall, describeHeaderChanges, describeReason, describeResult, describeRetry, parseArguments, resultOf } from './describe.ts'
+import { editDiff } from './diff.ts'
 import { DurableOutput } from './durable.ts'
+import { MarkdownStream, renderMarkdown } from './markdown.ts'
 import { StreamJsonTurn } from './stream-json.ts'
 import { Spinner, styler, type Io } from './term.ts'
 
@@ -77,9 +79,11 @@ export interface TurnView {
   begin(session: { id: string; provider: string | null; model: string | null }): void
   /** A model request starts. */
   step(): void
+  /** The request's system text, tools or config differ from the previous request's (a reload, a new plugin): `changes` says whose. */
+  headerChange(changes: RequestHeaderChanges): void
   text(delta: string): void
-  /** Only when reasoning is shown (`--show-reasoning`). */
-  reasoning(delta: string): void
+  /** `shown`: reasoning is to be shown (`--show-reasoning`); otherwise a view may only say that the model reasons. */
+  reasoning(delta: string, shown: boolean): void
   /** A model request is answered and its message is on disk. */
   message(data: SessionEventMap['assistant/message']): void
   /** A failed request is retried: what it streamed is not part of the answer. */
@@ -107,10 +111,15 @@ export function readTurn(view: TurnView, options: { reasoning: boolean }): TurnW
       switch (event.type) {
         case 'step/start':
           return shown.live(() => view.step())
+        case 'request/header': {
+          const { reason, changes } = event.data
+          if (reason === 'change' && changes) shown.live(() => view.headerChange(changes))
+          return
+        }
         case 'assistant/chunk': {
           const { chunk } = event.data
           if (chunk.type === 'text-delta') shown.live(() => view.text(chunk.text))
-          else if (chunk.type === 'reasoning-delta' && options.reasoning) shown.live(() => view.reasoning(chunk.text))
+          else if (chunk.type === 'reasoning-delta') shown.live(() => view.reasoning(chunk.text, options.reasoning))
           return
         }
         case 'assistant/message':
@@ -142,55 +151,82 @@ export function readTurn(view: TurnView, options: { reasoning: boolean }): TurnW
   }
 }
 
-/** The live view of one turn on the terminal. */
+/**
+ * The live view of one turn on the terminal. On a TTY the answer is rendered as
+ * markdown a block at a time, hidden reasoning is counted on the spinner, and an
+ * edit call shows its diff.
+ */
 class LiveTurn implements TurnView {
   private readonly io: Io
   private readonly out: ReturnType<typeof styler>
   private readonly spinner: Spinner
+  /** Absent without styles: the answer is printed as it streams, raw. */
+  private readonly markdown: MarkdownStream | undefined
   private atLineStart = true
   private streamedText = false
   /** What the last streamed delta was: reasoning is set apart from the answer by a line break. */
   private streaming: 'text' | 'reasoning' | undefined
+  /** Characters of hidden reasoning in this step, for the spinner. */
+  private reasoned = 0
 
   constructor(io: Io) {
     this.io = io
     this.out = styler(io.stdout)
     this.spinner = new Spinner(io.stderr)
+    this.markdown = this.out.enabled ? new MarkdownStream(this.out) : undefined
   }
 
   begin() {}
 
   step() {
+    this.reasoned = 0
+    this.spinner.start('thinking')
+  }
+
+  headerChange(changes: RequestHeaderChanges) {
+    this.line(this.out.yellow(`↻ ${describeHeaderChanges(changes)}`))
     this.spinner.start('thinking')
   }
 
   text(delta: string) {
     if (this.streaming === 'reasoning' && !this.atLineStart) this.write('\n')
-    this.write(delta)
     this.streamedText = true
     this.streaming = 'text'
+    if (!this.markdown) return this.write(delta)
+    // A block shows once it is complete; meanwhile the spinner says the answer is coming.
+    this.write(this.markdown.push(delta))
+    this.spinner.start('writing')
   }
 
-  reasoning(delta: string) {
+  reasoning(delta: string, shown: boolean) {
+    if (!shown) {
+      this.reasoned += delta.length
+      return this.spinner.start(`reasoning ${this.out.dim(`(${describeChars(this.reasoned)})`)}`)
+    }
     if (this.streaming === 'text' && !this.atLineStart) this.write('\n')
     this.write(this.out.dim(delta))
     this.streaming = 'reasoning'
   }
 
   message() {
+    if (this.markdown) this.write(this.markdown.end())
     if (!this.atLineStart) this.write('\n')
     this.streaming = undefined
   }
 
   retry(retry: SessionEventMap['request/retry']) {
     // What the failed attempt streamed is not part of the answer: the retry repeats the request.
+    this.markdown?.discard()
     this.line(this.out.yellow(`${this.streaming ? '(that partial answer is discarded) ' : ''}${describeRetry(retry)}`))
     this.streaming = undefined
     this.spinner.start('waiting to retry')
   }
 
   toolCall({ name, arguments: raw }: SessionEventMap['tool/call']) {
+    if (this.markdown) this.write(this.markdown.end())
     this.line(this.out.cyan(`→ ${describeCall(name, raw)}`))
+    const diff = editDiff(name, parseArguments(raw), this.out)
+    if (diff?.length) this.write(diff.join('\n') + '\n')
     this.spinner.start(`running ${name}`)
   }
 
@@ -211,8 +247,9 @@ class LiveTurn implements TurnView {
 
   /** The answer if it did not stream, why a turn that did not complete ended, and the footer. */
   end(report: RunReport, { reason, error }: TurnResult) {
+    if (this.markdown) this.write(this.markdown.end())
     if (!this.atLineStart) this.write('\n')
-    if (!this.streamedText && report.text) this.line(report.text)
+    if (!this.streamedText && report.text) this.line(this.out.enabled ? renderMarkdown(report.text, this.out) : report.text)
     const err = styler(this.io.stderr)
     if (report.status !== 'completed') {
       const why = reason ? describeReason(reason) : `it did not start${error ? `: ${error}` : ''}`
@@ -231,6 +268,11 @@ class LiveTurn implements TurnView {
   private line(text: string) {
     this.write((this.atLineStart ? '' : '\n') + text + '\n')
   }
+}
+
+/** `812 chars`, `4.2k chars` */
+function describeChars(count: number): string {
+  return count < 1000 ? `${count} chars` : `${(count / 1000).toFixed(1)}k chars`
 }
 
 /** The turn's events as data: the last answer, the tool calls with their results, usage and cost. */
