@@ -1,6 +1,6 @@
 // The headless approver of `loom run --approve MODE`, through the tool runtime's ask path.
 import { describe, expect, it } from 'vitest'
-import { bashAskedByPolicy, events, loom, project, sessionFiles } from './helpers.ts'
+import { bashAskedByPolicy, events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
 import { Context } from '@deepseek-ai/cordis'
 import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime, { defineTool } from '@loom/tools'
@@ -50,6 +50,13 @@ describe('answers', () => {
     expect(DENIAL_NOTES.never).toContain('--approve never')
     expect(DENIAL_NOTES.policy).toContain('--approve policy')
   })
+
+  it("policy takes the ask rule's unattended answer; never and all do not", () => {
+    expect(answerOf('policy', { unattended: 'allow' })).toEqual({ kind: 'allow' })
+    expect(answerOf('policy', { unattended: 'deny' })).toEqual({ kind: 'deny', note: DENIAL_NOTES.policy })
+    expect(answerOf('never', { unattended: 'allow' })).toEqual({ kind: 'deny', note: DENIAL_NOTES.never })
+    expect(answerOf('all', { unattended: 'deny' })).toEqual({ kind: 'allow' })
+  })
 })
 
 describe('provideApprover', () => {
@@ -87,6 +94,30 @@ describe('headlessApprover', () => {
     await root.plugin(plugin, config)
     expect(root.get('approver')).toBeInstanceOf(HeadlessApprover)
     expect(await root.get('approver')?.approve({ tool: 't', callId: 'c1', args: {}, signal: new AbortController().signal })).toEqual(answerOf('never'))
+  })
+})
+
+describe('the default bundle, headless', () => {
+  const layer = scriptedModel(`
+- toolCalls:
+    - { id: c1, name: bash, arguments: { command: 'echo ran-unattended' } }
+- Done.
+`)
+
+  it('bash asks, and a headless run takes its unattended answer: it runs, recorded as asked and allowed by rule 1', async () => {
+    const { cwd, home } = project({ 'loom.yml': layer })
+    const run = await loom(['run', 'say it'], { cwd, home })
+    expect(run.code, run.stderr).toBe(0)
+    const result = events(sessionFiles(home)[0]).find(event => event.type === 'tool/result')!
+    expect(JSON.stringify(result.data)).toContain('ran-unattended')
+    expect(result.data.meta).toMatchObject({ decision: { policy: 'ask', answer: 'allow', rule: 'rule 1' } })
+  })
+
+  it('--approve never denies it; the model reads why', async () => {
+    const { cwd, home } = project({ 'loom.yml': layer })
+    const run = await loom(['run', '--approve', 'never', 'say it'], { cwd, home })
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).toContain(`✗ Error: tool "bash" was not approved (bash command "echo ran-unattended" needs approval under permissions rule 1)`)
   })
 })
 

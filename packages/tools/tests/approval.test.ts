@@ -141,6 +141,16 @@ describe('ask with an approver', () => {
     await expect(h.run('t')).rejects.toThrow('the approver failed for tool "t": terminal closed')
   })
 
+  it("an ask's unattended answer reaches the approver; a value other than allow or deny is a malformed decision", async () => {
+    const { h } = await policy(args => ({ kind: 'ask', rule: 'r1', unattended: (args as { unattended: 'allow' }).unattended }))
+    const { requests } = await approver(h, () => ({ kind: 'allow' }))
+    await h.run('t', { unattended: 'allow' })
+    expect(requests[0]).toMatchObject({ rule: 'r1', unattended: 'allow' })
+    await h.run('t', {})
+    expect(requests[1]).not.toHaveProperty('unattended')
+    await expect(h.run('t', { unattended: 'sometimes' })).rejects.toThrow(/an ask with unattended "sometimes" \(expected 'allow' or 'deny'\) for tool "t"/)
+  })
+
   it('an ask with a non-string rule is a malformed decision', async () => {
     const { h } = await policy(() => ({ kind: 'ask', rule: 3 }) as never)
     await expect(h.run('t')).rejects.toThrow(/an ask with a non-string rule for tool "t"/)

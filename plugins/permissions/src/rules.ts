@@ -39,7 +39,8 @@ export function firstMatch(rules: readonly CompiledRule[], call: CallFacts): Com
 export function compileRules(rules: readonly Rule[]): CompiledRule[] {
   return rules.map((rule, index) => {
     const where = `rule ${index + 1} (tool ${JSON.stringify(rule.tool)})`
-    if (rule.unattended !== undefined && rule.action !== 'ask') throw new Error(`${where}: unattended applies to ask rules only, and this rule ${rule.action}s`)
+    if (rule.unattended !== undefined && rule.action !== 'ask')
+      throw new Error(`${where}: unattended applies to ask rules only, and its action is ${rule.action}`)
     // An empty list is no pattern (the config schema fills absent lists with []).
     const prefixes = nonEmpty(rule.commands)?.map(prefix => {
       const words = wordsOf(prefix)

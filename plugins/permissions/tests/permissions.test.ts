@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { type Context, Service } from '@deepseek-ai/cordis'
 import { createHost, type Host } from '@loom/testkit'
-import { defineTool, type ApprovalAnswer, type ApprovalRequest, type ToolExecutionResult } from '@loom/tools'
+import { defineTool, type ApprovalAnswer, type ApprovalRequest, type PreToolDecision, type ToolExecutionResult } from '@loom/tools'
 import * as plugin from '../src/index.ts'
 
 const hosts: Host[] = []
@@ -106,6 +106,27 @@ describe('decisions', () => {
     h.ctx.on('tools/pre-execute', () => ({ kind: 'deny', reason: 'frozen' }))
     expect(text(await h.callTool('bash', { command: 'git status' }))).toBe('Error: frozen')
     expect(ran).toEqual([])
+  })
+
+  test("an ask rule's unattended answer goes with its ask; on another action it is a mistake naming the rule", async () => {
+    const { h } = await host()
+    const asks: PreToolDecision[] = []
+    h.ctx.on('tools/pre-execute', async (_exec, next) => {
+      const decision = await next()
+      asks.push(decision)
+      return decision
+    })
+    await h.mount(plugin, { rules: [{ tool: 'bash', action: 'ask', unattended: 'allow' }], default: 'ask' })
+    await h.callTool('bash', { command: 'make' })
+    await h.callTool('write', { path: 'a.txt' })
+    expect(asks).toEqual([
+      { kind: 'ask', reason: 'bash command "make" needs approval under permissions rule 1', rule: 'rule 1', unattended: 'allow' },
+      { kind: 'ask', reason: 'write of "a.txt" needs approval under the permissions default', rule: 'default' },
+    ])
+    const other = await host()
+    await expect(other.h.mount(plugin, { rules: [{ tool: 'bash', action: 'deny', unattended: 'allow' }], default: 'ask' })).rejects.toThrow(
+      'rule 1 (tool "bash"): unattended applies to ask rules only, and its action is deny',
+    )
   })
 
   test('a mistaken rule fails the plugin, naming the rule', async () => {

@@ -69,7 +69,10 @@ function list(token: Tokens.List, style: Style): string {
       const bullet = token.ordered ? `${start + index}.` : '•'
       const box = item.task ? (item.checked ? '[x] ' : '[ ] ') : ''
       // A loose item's paragraphs are set apart; a tight one's nested list follows on the next line.
-      const body = blocks(item.tokens, style).join(item.loose ? '\n\n' : '\n')
+      const body = blocks(
+        item.tokens.filter(part => part.type !== 'checkbox'),
+        style,
+      ).join(item.loose ? '\n\n' : '\n')
       const indent = ' '.repeat(bullet.length + 1)
       return `${style.dim(bullet)} ${box}${body.split('\n').join(`\n${indent}`)}`
     })
