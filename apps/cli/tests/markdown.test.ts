@@ -49,7 +49,6 @@ describe('renderMarkdown', () => {
     const terminal: Style = { ...style, bold: ansi(1, 22), dim: ansi(2, 22) }
     const rendered = renderMarkdown('| name | n |\n|---|---|\n| **a** | 10 |\n| bb | 2 |', terminal)
     expect(rendered).toContain('\x1b[1ma\x1b[22m')
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: the escape codes the renderer writes
     expect(rendered.replace(/\x1b\[\d+m/g, '').split('\n')).toEqual(['name │ n ', '─────┼───', 'a    │ 10', 'bb   │ 2 '])
   })
 
