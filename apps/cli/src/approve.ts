@@ -7,6 +7,7 @@ import { redact } from '@loom/secrets'
 import type { ApprovalAnswer, ApprovalRequest, Approver } from '@loom/tools'
 import { createInterface } from 'node:readline'
 import { type ApproveMode, DEFAULT_APPROVE_MODE } from './commands.ts'
+import { editDiff } from './present/diff.ts'
 import { clip, hostSecrets, styler } from './present/term.ts'
 
 /** The note a denied call carries to the model: why nobody approved it. */
@@ -96,7 +97,10 @@ export class TerminalApprover extends Service implements Approver {
     const out = styler(this.output)
     const reason = request.reason ? out.dim(`  (${request.reason})`) : ''
     const choices = `  ${out.bold('[y]')} allow once  ${out.bold('[a]')} allow for this session  ${out.bold('[n]')} deny: `
-    const choice = await this.question(out.yellow(`? ${describeRequest(request.tool, request.args)}`) + reason + choices, request.signal)
+    // An edit shows what it would change, between the question and the choices.
+    const diff = editDiff(request.tool, request.args, out)
+    const shown = diff?.length ? `\n${diff.join('\n')}\n` : ''
+    const choice = await this.question(out.yellow(`? ${describeRequest(request.tool, request.args)}`) + reason + shown + choices, request.signal)
     // Aborted: the tool runtime records the call as aborted, whatever is answered here.
     if (choice === undefined) return { kind: 'deny' }
     const key = choice.trim().toLowerCase()
@@ -137,16 +141,12 @@ export class TerminalApprover extends Service implements Approver {
   }
 }
 
-/** `bash wants to run: ls`, `edit wants to change a.ts (the diff above)`, else the arguments as short JSON. */
+/** `bash wants to run: ls`, `edit wants to change a.ts`, else the arguments as short JSON. */
 function describeRequest(tool: string, args: unknown): string {
   if (typeof args === 'object' && args !== null) {
     if ('command' in args && typeof args.command === 'string') return `${tool} wants to run: ${clip(args.command.replace(/\s*\n\s*/g, ' ⏎ '), 200)}`
-    // The conversation shows an edit's diff under its call (present/diff.ts).
-    if ('path' in args && typeof args.path === 'string') {
-      const path = clip(args.path, 200)
-      if ('new_string' in args) return `${tool} wants to change ${path} (the diff above)`
-      return `${tool} wants to ${'content' in args ? 'write' : 'use'} ${path}`
-    }
+    if ('path' in args && typeof args.path === 'string')
+      return `${tool} wants to ${'new_string' in args ? 'change' : 'content' in args ? 'write' : 'use'} ${clip(args.path, 200)}`
   }
   return `${tool} wants to run with ${clip(typeof args === 'string' ? args : JSON.stringify(args), 200)}`
 }

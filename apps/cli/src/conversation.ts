@@ -153,7 +153,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
 
   const turn = async (text: string) => {
     const on = await current()
-    await whileBusy(() => showTurn(turnIo, { showReasoning: flags.showReasoning }, watch => runner().turn(on, text, watch)))
+    await whileBusy(() => showTurn(turnIo, { showReasoning: flags.showReasoning, asksAtTerminal: true }, watch => runner().turn(on, text, watch)))
   }
 
   /** Replaces the agent with one on the stored session `id` (opened first: if that fails, the current one stays). */

@@ -2,7 +2,8 @@
 // keys typed, what the screen shows, and the session log it leaves. The prefix
 // rules of `loom resume` and `/resume` are checked in this process.
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { SESSION_FORMAT_VERSION, type SessionHeader } from '@loom/session'
 import { afterEach, describe, expect, it } from 'vitest'
 import { resolveSessionRef } from '../src/session-ref.ts'
@@ -250,5 +251,88 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     terminal.line('/quit')
     await terminal.waitFor(/exited 0/)
     expect((await sessions(first)).map(session => [session.id, session.turns])).toEqual([[id, 2]])
+  })
+
+  it("renders the answer as markdown, and shows an edit's diff before asking about it", async () => {
+    const layer = scriptedModel(`
+- toolCalls:
+    - { id: e1, name: edit, arguments: { path: notes.txt, old_string: "second line", new_string: "2nd line" } }
+- "## Summary\\n\\nThe **notes** now say \`2nd line\`.\\n\\n- one change\\n- no other"
+`)
+    const { terminal, ...at } = open({ 'loom.yml': layer, 'notes.txt': 'first line\nsecond line\nthird line\n' })
+    await terminal.prompt(0)
+    terminal.line('fix the notes')
+    let screen = await terminal.waitFor(/\[n\] deny: $/m)
+    expect(screen).toMatch(/\? edit wants to change notes\.txt {2}\(.*\)\n {4}- second line\n {4}\+ 2nd line\n {2}\[y\] allow once/)
+    terminal.line('y')
+    screen = await terminal.waitFor(/Summary\n\nThe notes now say 2nd line\.\n\n• one change\n• no other\n.*session \S+ ·/)
+    // Shown in the question, the diff is not repeated under the result.
+    expect(screen.match(/\+ 2nd line/g)).toHaveLength(1)
+    expect(screen).not.toContain('**')
+    expect(screen).not.toContain('## ')
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+    expect(readFileSync(join(at.cwd, 'notes.txt'), 'utf8')).toBe('first line\n2nd line\nthird line\n')
+  })
+})
+
+/** A plugin contributing the section `name` with `text`. */
+const greeter = (name: string, text: string) => `import type { Context } from '@deepseek-ai/cordis'
+export const name = 'greeter'
+export const inject = ['systemPrompt']
+export function apply(ctx: Context) {
+  ctx.systemPrompt.section({ name: '${name}', order: 200, text: '${text}' })
+}
+`
+
+const DEV_LAYER = `${THREE_ANSWERS}
+- insert:
+    - id: greeter
+      name: ./greeter.ts
+`
+
+describe.skipIf(!TMUX)('loom dev on a terminal (tmux)', () => {
+  it('a plugin edit mid-conversation keeps the agent and session; the next turn names the plugin that changed the request', async () => {
+    const { terminal, ...at } = open({ 'loom.yml': DEV_LAYER, 'greeter.ts': greeter('greeter:one', 'Hello v1') }, ['dev'])
+    await terminal.waitFor(/loom dev: watching/)
+    await terminal.prompt(0)
+    terminal.line('hello')
+    let screen = await terminal.waitFor(/First answer\.\n.*session (\S+) ·/)
+    const id = /session (\S+) ·/.exec(screen)![1]
+    await terminal.prompt(screen.indexOf('First answer.'))
+
+    writeFileSync(join(at.cwd, 'greeter.ts'), greeter('greeter:two', 'Hello v2'))
+    screen = await terminal.waitFor(/reloaded greeter\.ts/)
+    terminal.line('again')
+    screen = await terminal.waitFor(/Second answer\.\n.*session \S+ ·/)
+    const turn = screen.slice(screen.lastIndexOf('> again'))
+    expect(turn).toMatch(/↻ request header changed \(section "greeter:two" of plugin "greeter" added; section "greeter:one" of plugin "greeter" removed/)
+    expect(turn).toContain(`session ${id} ·`)
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+
+    expect((await sessions(at)).map(session => [session.id, session.turns])).toEqual([[id, 2]])
+    const headers = events(sessionFiles(at.home)[0]).filter(event => event.type === 'request/header')
+    expect(headers.map(event => event.data.reason)).toEqual(['initial', 'change'])
+    expect(headers[1].data.header.system).toContain('Hello v2')
+  })
+
+  it('with pinPrompt the open conversation keeps its prompt across a reload', async () => {
+    const pinned = `${DEV_LAYER}- id: runner\n  config: { pinPrompt: true }\n`
+    const { terminal, ...at } = open({ 'loom.yml': pinned, 'greeter.ts': greeter('greeter:one', 'Hello v1') }, ['dev'])
+    await terminal.prompt(0)
+    terminal.line('hello')
+    let screen = await terminal.waitFor(/First answer\.\n.*session \S+ ·/)
+    await terminal.prompt(screen.indexOf('First answer.'))
+    writeFileSync(join(at.cwd, 'greeter.ts'), greeter('greeter:two', 'Hello v2'))
+    await terminal.waitFor(/reloaded greeter\.ts/)
+    terminal.line('again')
+    screen = await terminal.waitFor(/Second answer\.\n.*session \S+ ·/)
+    expect(screen).not.toContain('request header changed')
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+    const headers = events(sessionFiles(at.home)[0]).filter(event => event.type === 'request/header')
+    expect(headers.map(event => event.data.reason)).toEqual(['initial'])
+    expect(headers[0].data.header.system).toContain('Hello v1')
   })
 })

@@ -49,6 +49,8 @@ export interface TurnFlags {
   output?: OutputFormat
   /** Print the model's reasoning as it streams, dimmed. */
   showReasoning?: boolean
+  /** Asks are answered at this terminal, whose question shows an edit's diff (the result does not show it again). */
+  asksAtTerminal?: boolean
 }
 
 const EXIT_INTERRUPTED = 130
@@ -59,7 +61,7 @@ const EXIT_INTERRUPTED = 130
  * it, else 1.
  */
 export async function showTurn(io: Io, flags: TurnFlags, turn: (watch?: TurnWatcher) => Promise<TurnResult>): Promise<number> {
-  const view = flags.json ? undefined : flags.output === 'stream-json' ? new StreamJsonTurn(io) : new LiveTurn(io)
+  const view = flags.json ? undefined : flags.output === 'stream-json' ? new StreamJsonTurn(io) : new LiveTurn(io, flags.asksAtTerminal === true)
   const result = await turn(view && readTurn(view, { reasoning: flags.showReasoning === true }))
   const report = runReport(result.sessionId, result, result.events, result.reason, result.prices)
   if (view) view.end(report, result)
@@ -168,9 +170,14 @@ class LiveTurn implements TurnView {
   private streaming: 'text' | 'reasoning' | undefined
   /** Characters of hidden reasoning in this step, for the spinner. */
   private reasoned = 0
+  /** The calls of this turn by id, for what their results show. */
+  private readonly calls = new Map<string, { name: string; raw: string }>()
 
-  constructor(io: Io) {
+  private readonly asksAtTerminal: boolean
+
+  constructor(io: Io, asksAtTerminal: boolean) {
     this.io = io
+    this.asksAtTerminal = asksAtTerminal
     this.out = styler(io.stdout)
     this.spinner = new Spinner(io.stderr)
     this.markdown = this.out.enabled ? new MarkdownStream(this.out) : undefined
@@ -222,18 +229,22 @@ class LiveTurn implements TurnView {
     this.spinner.start('waiting to retry')
   }
 
-  toolCall({ name, arguments: raw }: SessionEventMap['tool/call']) {
+  toolCall({ callId, name, arguments: raw }: SessionEventMap['tool/call']) {
     if (this.markdown) this.write(this.markdown.end())
     this.line(this.out.cyan(`→ ${describeCall(name, raw)}`))
-    const diff = editDiff(name, parseArguments(raw), this.out)
-    if (diff?.length) this.write(diff.join('\n') + '\n')
+    this.calls.set(callId, { name, raw })
     this.spinner.start(`running ${name}`)
   }
 
-  toolResult({ message }: SessionEventMap['tool/result']) {
+  toolResult({ message, meta }: SessionEventMap['tool/result']) {
     const { out } = this
     const { ok, summary } = describeResult(message)
     this.line(out.dim(`  ${ok ? out.green('✓') : out.red('✗')} ${summary}`))
+    // What an edit changed, unless the approval question already showed it.
+    const call = this.calls.get(message.content[0].toolCallId)
+    const shownAsked = this.asksAtTerminal && answeredByApprover(meta)
+    const diff = ok && call && !shownAsked ? editDiff(call.name, parseArguments(call.raw), out) : undefined
+    if (diff?.length) this.write(diff.join('\n') + '\n')
     this.spinner.start('thinking')
   }
 
@@ -268,6 +279,12 @@ class LiveTurn implements TurnView {
   private line(text: string) {
     this.write((this.atLineStart ? '' : '\n') + text + '\n')
   }
+}
+
+/** Whether a result's meta records an `ask` the approver allowed (not one an earlier allow-session settled). */
+function answeredByApprover(meta: unknown): boolean {
+  const decision = typeof meta === 'object' && meta !== null && 'decision' in meta ? meta.decision : undefined
+  return typeof decision === 'object' && decision !== null && 'answer' in decision && (decision.answer === 'allow' || decision.answer === 'allow-session')
 }
 
 /** `812 chars`, `4.2k chars` */
