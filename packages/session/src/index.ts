@@ -28,4 +28,6 @@ export {
   type SurfaceState,
 } from './surface.ts'
 export { dataProblem, envelopeProblem } from './validate.ts'
+export { SessionFormatUnsupportedError, SessionPersistenceCorruptionError } from './errors.ts'
+export { defaultLeaseCommand, processExists } from './lease.ts'
 export { SessionWriteBehind, type SessionWriteBehindOptions } from './write-behind.ts'

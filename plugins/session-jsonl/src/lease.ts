@@ -22,8 +22,11 @@
 import { randomBytes } from 'node:crypto'
 import * as fs from 'node:fs'
 import { hostname } from 'node:os'
-import { basename, dirname, join } from 'node:path'
-import { SessionLeaseError, type SessionLeaseHolder } from '@loom/session'
+import { dirname, join } from 'node:path'
+import { processExists, SessionLeaseError, type SessionLeaseHolder } from '@loom/session'
+
+/** The default command label: this process's command line, shortened. */
+export { defaultLeaseCommand as defaultCommand } from '@loom/session'
 
 export const LOCK_FILENAME = 'session.lock'
 
@@ -198,16 +201,6 @@ function isStale(found: NonNullable<Found>, staleMs: number): boolean {
   return content !== undefined && content.host === hostname() && !processExists(content.pid)
 }
 
-function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    // EPERM: it exists, it is just not ours to signal.
-    return (error as NodeJS.ErrnoException).code !== 'ESRCH'
-  }
-}
-
 function publicHolder({ pid, host, since, command }: LockContent): SessionLeaseHolder {
   return { pid, host, since, ...(command !== undefined && { command }) }
 }
@@ -215,11 +208,4 @@ function publicHolder({ pid, host, since, command }: LockContent): SessionLeaseH
 // An unreadable lock (not written by this protocol) still blocks until its heartbeat is stale.
 function unknownHolder(found: Found): SessionLeaseHolder {
   return { pid: 0, host: 'unknown', since: found?.mtimeMs ?? Date.now(), command: `unreadable lock file` }
-}
-
-/** The default command label: this process's command line, shortened. */
-export function defaultCommand(argv: readonly string[] = process.argv): string {
-  const words = [basename(argv[1] ?? 'node'), ...argv.slice(2)]
-  const text = words.join(' ')
-  return text.length > 80 ? text.slice(0, 79) + '…' : text
 }

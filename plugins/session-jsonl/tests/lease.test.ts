@@ -1,7 +1,9 @@
-// One writer per session: the write lease (session.lock next to the log), its
-// refusal naming the holder, takeover of dead and stale holders, fencing, release,
-// and the `session/durable` signal. Other processes are simulated by lock files
-// written by hand; lease-race.test.ts runs real ones.
+// One writer per session, as JSONL keeps it: the lock file next to the log, its
+// refusal naming the holder, takeover of dead and stale holders, fencing by the
+// lock's token, and `session/durable` only once the file holds the batch. Other
+// processes are simulated by lock files written by hand; lease-race.test.ts runs
+// real ones. What every backend's lease must do is in the shared contract
+// (contract.test.ts).
 import { Context, type Fiber } from '@deepseek-ai/cordis'
 import SessionStore, { Session, SessionLeaseError, type SessionHeader } from '@loom/session'
 import { spawnSync } from 'node:child_process'
@@ -123,32 +125,6 @@ describe('the write lease', () => {
     expect(fs.readFileSync(lockOf(file)).equals(lock)).toBe(true)
   })
 
-  it('two backends: the second is refused while the first writes, and gets the lease once the first session is disposed', async () => {
-    const first = await host({ leaseCommand: 'loom run' })
-    const session = first.sessions.create('shared', { meta: { cwd: CWD } })
-    closedTurn(session, 1)
-    await first.sessions.flush(session)
-    const file = first.persistence.locate(session.header).path
-    expect(lockContent(file)).toMatchObject({ pid: process.pid, host: HOST, command: 'loom run' })
-
-    const second = await host()
-    const error = await rejection(second.persistence.prepare('shared'))
-    expect(error).toMatchObject({ code: 'SESSION_LEASE_HELD', holder: { pid: process.pid, host: HOST, command: 'loom run' } })
-    expect(await second.persistence.holder('shared')).toMatchObject({ pid: process.pid, command: 'loom run' })
-
-    await first.owner.dispose()
-    await vi.waitFor(() => expect(fs.existsSync(lockOf(file))).toBe(false), { timeout: 2000, interval: 10 })
-    const resumed = await second.persistence.prepare('shared')
-    second.sessions.enter(resumed)
-    second.sessions.announce(resumed)
-    closedTurn(resumed, 2)
-    await second.sessions.flush(resumed)
-    expect(lockContent(file)).toMatchObject({ pid: process.pid, command: 'loom test' })
-    const { events } = await second.persistence.inspect('shared')
-    expect(seqs(events)).toEqual(events.map((_, i) => i))
-    expect(events).toHaveLength(6 + 1 + 6)
-  })
-
   it('takes over the lease of a process on this host that died', async () => {
     const file = await stored('orphan')
     fs.appendFileSync(file, '{"type":"turn/start","seq":6')
@@ -224,43 +200,6 @@ describe('the write lease', () => {
     expect(fs.readFileSync(file).equals(bytes)).toBe(true)
   })
 
-  it('fencing a live session: its flush rejects and nothing reaches the file', async () => {
-    const { sessions, persistence } = await host()
-    const session = sessions.create('live-fenced', { meta: { cwd: CWD } })
-    closedTurn(session, 1)
-    await sessions.flush(session)
-    const file = persistence.locate(session.header).path
-    const bytes = fs.readFileSync(file)
-
-    plant(file, { pid: 4242, host: 'elsewhere.example' })
-    openTurn(session, 2)
-    await expect(sessions.flush(session)).rejects.toMatchObject({ code: 'SESSION_LEASE_LOST' })
-    expect(fs.readFileSync(file).equals(bytes)).toBe(true)
-  })
-
-  it('is released by close(id), by the backend unloading, and by the owner disposing its session', async () => {
-    const a = await stored('a')
-    const b = await stored('b')
-    const { backend, sessions, persistence } = await host()
-    await persistence.load('a')
-    expect(fs.existsSync(lockOf(a))).toBe(true)
-    await persistence.close('a')
-    expect(fs.existsSync(lockOf(a))).toBe(false)
-
-    await persistence.load('b')
-    const live = sessions.create('c', { meta: { cwd: CWD } })
-    closedTurn(live, 1)
-    await sessions.flush(live)
-    const c = persistence.locate(live.header).path
-    expect(fs.existsSync(lockOf(b))).toBe(true)
-    expect(fs.existsSync(lockOf(c))).toBe(true)
-    await expect(persistence.close('c')).rejects.toThrow(/session "c" is live/)
-
-    await backend.dispose()
-    expect(fs.existsSync(lockOf(b))).toBe(false)
-    expect(fs.existsSync(lockOf(c))).toBe(false)
-  })
-
   it('a created session takes the lease with its first write, not before', async () => {
     const { sessions, persistence } = await host()
     const session = sessions.create('fresh', { meta: { cwd: CWD } })
@@ -319,7 +258,7 @@ describe('the write lease', () => {
 })
 
 describe('session/durable', () => {
-  it('follows each durable batch with (id, seq), and whenDurable resolves once that seq is on disk', async () => {
+  it('is emitted only once the file holds the batch, and whenDurable resolves once that seq is on disk', async () => {
     const { root, sessions, persistence } = await host()
     const session = sessions.create('durable', { meta: { cwd: CWD } })
     const file = persistence.locate(session.header).path
@@ -348,30 +287,5 @@ describe('session/durable', () => {
     ])
     // Already durable: at once.
     await persistence.whenDurable('durable', 3)
-  })
-
-  it('is emitted for seam appends too; a failing listener does not undo the write', async () => {
-    const { root, persistence, errors } = await host()
-    const seen: number[] = []
-    root.on('session/durable', (_id, seq) => {
-      seen.push(seq)
-      throw new Error('observer failed')
-    })
-    const session = Session.create('seam', undefined, meta('seam'))
-    closedTurn(session, 1)
-    persistence.create(meta('seam'))
-    await persistence.append('seam', session.events)
-    expect(seen).toEqual([5])
-    expect(errors).toHaveLength(1)
-    expect((await persistence.readFrom('seam', 0)).events).toHaveLength(6)
-  })
-
-  it('whenDurable rejects for an untracked session, and when the session closes before the seq was stored', async () => {
-    const { persistence } = await host()
-    await expect(persistence.whenDurable('nobody', 0)).rejects.toThrow(/session "nobody" is not tracked/)
-    persistence.create(meta('never'))
-    const waiting = persistence.whenDurable('never', 0)
-    await persistence.close('never')
-    await expect(waiting).rejects.toThrow(/session "never" was closed before these events were stored/)
   })
 })

@@ -20,6 +20,8 @@ export class MemoryPersistence extends Service implements SessionPersistence {
   static readonly inject = ['sessions']
 
   readonly logs: MemoryLogs
+  /** Sessions `create()` recorded that have no log until their first `append`. */
+  private readonly created = new Map<string, SessionHeader>()
 
   constructor(ctx: Context, config: MemoryPersistenceConfig) {
     super(ctx, 'sessionPersistence')
@@ -36,11 +38,21 @@ export class MemoryPersistence extends Service implements SessionPersistence {
   }
 
   create(meta: SessionHeader): void {
-    if (this.logs.has(meta.id)) throw new Error(`session "${meta.id}" already exists in memory`)
+    if (this.logs.has(meta.id) || this.created.has(meta.id)) throw new Error(`session "${meta.id}" already exists in memory`)
+    this.created.set(meta.id, meta)
   }
 
+  /** Stores events that continue the log exactly; the first append of a created session starts its log. */
   async append(id: string, events: readonly SessionEvent[]): Promise<void> {
-    this.log(id).events.push(...events)
+    const log = this.logs.get(id) ?? { header: this.created.get(id) ?? this.log(id).header, events: [] }
+    events.forEach((event, i) => {
+      const expected = log.events.length + i
+      if (event.seq !== expected) throw new Error(`append seq mismatch for "${id}": expected ${expected} at index ${i}, got ${event.seq}`)
+    })
+    if (!events.length) return
+    this.created.delete(id)
+    this.logs.set(id, log)
+    log.events.push(...structuredClone(events))
   }
 
   /** The stored log with what a crash left open closed, as a repair would leave it. */
@@ -61,12 +73,13 @@ export class MemoryPersistence extends Service implements SessionPersistence {
   }
 
   async readFrom(id: string, fromSeq: number): Promise<StoredSession> {
+    if (!Number.isSafeInteger(fromSeq) || fromSeq < 0) throw new TypeError(`fromSeq must be a non-negative safe integer, got ${fromSeq}`)
     const log = this.log(id)
     return { meta: log.header, events: deepFreezeJson(structuredClone(log.events.slice(fromSeq))) }
   }
 
   async list(): Promise<SessionHeader[]> {
-    return [...this.logs.values()].map(log => log.header).sort((a, b) => a.createdAt - b.createdAt)
+    return [...this.logs.values()].map(log => log.header).sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
   }
 
   async whenDurable(): Promise<void> {}
@@ -75,7 +88,7 @@ export class MemoryPersistence extends Service implements SessionPersistence {
 
   private log(id: string) {
     const log = this.logs.get(id)
-    if (!log) throw new Error(`no stored session "${id}" in memory`)
+    if (!log) throw new Error(`session "${id}" not found: no stored session "${id}" in memory`)
     return log
   }
 }

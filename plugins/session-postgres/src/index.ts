@@ -1,0 +1,469 @@
+import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import {
+  deepFreezeJson,
+  defaultLeaseCommand,
+  interruptedTurnClosers,
+  jsonSnapshot,
+  Session,
+  SessionPersistenceCorruptionError,
+  SessionWriteBehind,
+  type SessionEvent,
+  type SessionHeader,
+  type SessionLeaseHolder,
+  type SessionPersistence,
+  type StoredSession,
+} from '@loom/session'
+import { Db, type StoredRows } from './db.ts'
+import { Lease, readHolder } from './lease.ts'
+
+export { SessionFormatUnsupportedError, SessionLeaseError, SessionPersistenceCorruptionError, type SessionLeaseHolder, type StoredSession } from '@loom/session'
+
+export const name = '@loom/session-postgres'
+export const inject = ['sessions']
+
+export interface Config {
+  /** Connection string, e.g. `postgres://loom:secret@db.example:5432/loom`. */
+  url: string
+  /** The schema holding the tables (created if missing). */
+  schema?: string
+  /** Write-behind window: events are batched for at most this long before a transaction. */
+  maxDelayMs?: number
+  /** How often a writer refreshes the heartbeat of its session lease (default 5000). */
+  leaseHeartbeatMs?: number
+  /** A lease whose heartbeat is older than this may be taken over (default 30000). */
+  leaseStaleMs?: number
+  /** What this process runs, shown to writers it refuses (default: its command line). */
+  leaseCommand?: string
+  /** Most connections this backend opens at once. */
+  poolMax?: number
+}
+
+export const Config: Schema<Config> = Schema.object({
+  url: Schema.string()
+    .pattern(/^postgres(ql)?:\/\/[^/?#]/)
+    .required()
+    .description('PostgreSQL connection string (postgres://user:password@host:port/database).'),
+  schema: Schema.string()
+    .pattern(/^[A-Za-z_][A-Za-z0-9_$]*$/)
+    .default('loom')
+    .description('Schema holding the session tables; created if missing.'),
+  maxDelayMs: Schema.natural().default(200).description('Longest time an event waits before a durable write.'),
+  leaseHeartbeatMs: Schema.natural().min(1).default(5000).description('How often a writer refreshes the heartbeat of its session lease.'),
+  leaseStaleMs: Schema.natural().min(1).default(30_000).description('A lease whose heartbeat is older than this may be taken over.'),
+  leaseCommand: Schema.string().description('What this process runs, shown to the writers it refuses (default: its command line).'),
+  poolMax: Schema.natural().min(1).default(10).description('Most connections this backend opens at once.'),
+})
+
+// No `Context.sessionPersistence` declaration here: @loom/session-jsonl declares the key with its own
+// class, and TypeScript refuses a second type for it. Reach this backend as `SessionPersistence`.
+
+/** The bookkeeping of one session id in this backend. */
+interface Tracked {
+  header: SessionHeader
+  /** The seq of the next event to store. */
+  cursor: number
+  materialized: boolean
+  /** The live session whose appends are written here. */
+  owner?: Session
+  /** A session built by `prepare()` (or adopted at start), which may attach when it is published. */
+  reserved?: Session
+  writer?: SessionWriteBehind
+  /** `whenDurable` calls waiting for a seq beyond the cursor. */
+  waiters: DurableWaiter[]
+}
+
+interface DurableWaiter {
+  seq: number
+  resolve: () => void
+  reject: (error: Error) => void
+}
+
+/**
+ * Durable sessions in PostgreSQL (ctx key `sessionPersistence`). Every live
+ * session's events are batched (write-behind) and stored one transaction per
+ * batch; `sessions.flush(session)` is the barrier that makes everything so far
+ * durable. A session a crash left mid-turn is closed when it is loaded.
+ *
+ * One writer per session: every path that writes takes the session's lease
+ * first (a row of `session_leases`, see lease.ts) and every transaction is
+ * fenced by its token, so a second host is refused before it writes anything.
+ */
+export class PostgresPersistence extends Service implements SessionPersistence {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = name
+  static readonly inject = inject
+  static readonly Config = Config
+
+  readonly db: Db
+  private readonly home: Context
+  private readonly maxDelayMs: number
+  private readonly tracked = new Map<string, Tracked>()
+  private readonly chains = new Map<string, Promise<unknown>>()
+  /** The write leases this backend holds, by session id. */
+  private readonly leases = new Map<string, Lease>()
+  /** Ids known to be stored: `session/created` must veto a collision synchronously, without a query. */
+  private readonly stored = new Set<string>()
+  private readonly heartbeatMs: number
+  private readonly staleMs: number
+  /** What this process runs, written into its leases (the CLI sets e.g. `loom run`). */
+  leaseCommand: string
+
+  constructor(ctx: Context, config: Config) {
+    super(ctx, 'sessionPersistence')
+    this.home = ctx
+    this.maxDelayMs = config.maxDelayMs ?? 200
+    this.heartbeatMs = config.leaseHeartbeatMs ?? 5000
+    this.staleMs = config.leaseStaleMs ?? 30_000
+    // A live holder must never look stale between two heartbeats.
+    if (this.staleMs <= this.heartbeatMs) throw new RangeError(`leaseStaleMs (${this.staleMs}) must be greater than leaseHeartbeatMs (${this.heartbeatMs})`)
+    this.leaseCommand = config.leaseCommand ?? defaultLeaseCommand()
+    const logger = ctx.logger('session-postgres')
+    this.db = new Db({ url: config.url, schema: config.schema ?? 'loom', poolMax: config.poolMax ?? 10 }, error =>
+      logger.warn(`idle connection to ${this.db.where} failed: ${error.message}`),
+    )
+    ctx.effect(() => () => this.drain(), 'session-postgres drain')
+  }
+
+  /** Connects, creates the tables, and only then listens: a bad URL fails the plugin's start. */
+  async [Service.init]() {
+    try {
+      await this.db.migrate()
+      for (const id of await this.db.ids()) this.stored.add(id)
+    } catch (error) {
+      throw new Error(
+        `${name}: cannot use PostgreSQL at ${this.db.where} (config key "url" of the ${name} row, schema "${this.db.schema}"): ${(error as Error).message}`,
+        { cause: error },
+      )
+    }
+    // Sessions already live when this backend starts (a hot reload of it) are adopted.
+    for (const session of this.home.sessions.list()) {
+      try {
+        await this.readopt(session)
+      } catch (error) {
+        this.home.logger('session-postgres').error(error)
+      }
+    }
+    this.home.on('session/created', session => this.attach(session))
+    this.home.on('session/event', (session, event) => {
+      const tracked = this.tracked.get(session.id)
+      if (tracked?.owner === session) tracked.writer!.enqueue(event)
+    })
+    this.home.on('session/flush', session => this.flush(session))
+    this.home.on('session/disposed', session => this.detach(session))
+    for (const session of this.home.sessions.list()) {
+      try {
+        this.attach(session)
+      } catch (error) {
+        this.home.logger('session-postgres').error(error)
+      }
+    }
+  }
+
+  /** Where a session is stored (no I/O). */
+  locate(meta: Pick<SessionHeader, 'id'>): { kind: 'postgres'; where: string } {
+    return { kind: 'postgres', where: this.db.locate(meta.id) }
+  }
+
+  /** Records the intent to store a session; its rows appear with the first append. */
+  create(meta: SessionHeader): void {
+    if (!Number.isSafeInteger(meta.createdAt) || meta.createdAt < 0) throw new TypeError(`session "${meta.id}" has an invalid createdAt`)
+    if (this.tracked.has(meta.id)) throw new Error(`session "${meta.id}" already exists in this backend`)
+    if (this.stored.has(meta.id)) throw new Error(`session "${meta.id}" already has a stored log in ${this.db.where}; load/resume it instead of creating`)
+    this.tracked.set(meta.id, { header: meta, cursor: 0, materialized: false, waiters: [] })
+  }
+
+  /** Stores events durably, one transaction; they must continue the stored log exactly. */
+  append(id: string, events: readonly SessionEvent[]): Promise<void> {
+    let batch: SessionEvent[]
+    try {
+      batch = jsonSnapshot(events as SessionEvent[])
+    } catch (error) {
+      return Promise.reject(new TypeError(`session event batch is not losslessly JSON-serializable: ${(error as Error).message}`))
+    }
+    const tracked = this.tracked.get(id)
+    if (!tracked) return Promise.reject(new Error(`session "${id}" is not tracked by this backend; create or load it first`))
+    return this.serial(id, () => this.store(tracked, batch, false))
+  }
+
+  /**
+   * The stored session, balanced: an open turn is closed in the table first. A
+   * live session is flushed and returned if no turn is open. Takes the lease.
+   */
+  async load(id: string): Promise<StoredSession> {
+    const live = this.live(id)
+    if (live) {
+      await this.flush(live)
+      if (interruptedTurnClosers(live.events).length) {
+        throw new Error(`cannot load session "${id}" while its live turn is open; use the live Session or wait for the turn to close`)
+      }
+      return { meta: live.header, events: live.events }
+    }
+    return this.serial(id, async () => {
+      const { rows } = await this.repaired(id)
+      return { meta: rows.header, events: deepFreezeJson(rows.events) }
+    })
+  }
+
+  /** Who holds the write lease of `id` now, if anyone (this backend included); takes nothing. */
+  holder(id: string): Promise<SessionLeaseHolder | undefined> {
+    return readHolder(this.db, id)
+  }
+
+  /** Resolves once event `seq` of session `id` is durably stored (at once if it already is). */
+  whenDurable(id: string, seq: number): Promise<void> {
+    const tracked = this.tracked.get(id)
+    if (!tracked) return Promise.reject(new Error(`session "${id}" is not tracked by this backend`))
+    if (seq < tracked.cursor) return Promise.resolve()
+    return new Promise((resolve, reject) => tracked.waiters.push({ seq, resolve, reject }))
+  }
+
+  /** Stops writing a session that is not live: waits for its writes, then releases its lease. */
+  async close(id: string): Promise<void> {
+    if (this.live(id)) throw new Error(`session "${id}" is live; dispose its owner to close it`)
+    await this.serial(id, async () => {})
+    await this.forget(id)
+  }
+
+  /** What `load` would return, computed in memory: writes nothing, takes no lease. */
+  async inspect(id: string): Promise<StoredSession> {
+    const live = this.live(id)
+    if (live) return { meta: live.header, events: live.events }
+    const rows = await this.read(id)
+    this.restore(rows)
+    return { meta: rows.header, events: deepFreezeJson([...rows.events, ...rows.closers]) }
+  }
+
+  /**
+   * An unpublished Session for resuming `id`: the repaired log plus a
+   * `session/end-seed` marker. Publishing it (`sessions.enter` + `announce`)
+   * attaches it here; only the marker and later events are written.
+   */
+  async prepare(id: string): Promise<Session> {
+    if (this.live(id)) throw new Error(`cannot prepare session "${id}" while it is live`)
+    return this.serial(id, async () => {
+      const { session } = await this.repaired(id)
+      this.tracked.get(id)!.reserved = session
+      return session
+    })
+  }
+
+  /** Stored events with `seq >= fromSeq`, without repair or lease. */
+  async readFrom(id: string, fromSeq: number): Promise<StoredSession> {
+    if (!Number.isSafeInteger(fromSeq) || fromSeq < 0) throw new TypeError(`fromSeq must be a non-negative safe integer, got ${fromSeq}`)
+    const rows = await this.read(id, fromSeq)
+    return { meta: rows.header, events: deepFreezeJson(rows.events) }
+  }
+
+  /** Headers of every stored session, oldest first. */
+  async list(): Promise<SessionHeader[]> {
+    const headers = await this.db.headers()
+    for (const header of headers) this.stored.add(header.id)
+    return headers
+  }
+
+  private async read(id: string, fromSeq = 0): Promise<StoredRows> {
+    const rows = await this.db.read(id, fromSeq)
+    if (!rows) throw this.notFound(id)
+    this.stored.add(id)
+    return rows
+  }
+
+  private notFound(id: string): Error {
+    return new Error(`session "${id}" not found in ${this.db.where} (schema "${this.db.schema}")`)
+  }
+
+  /** Validates the stored events and their closers as one session would hold them. */
+  private restore(rows: StoredRows): Session {
+    try {
+      return Session.fromRestore(rows.header.id, [...rows.events, ...rows.closers], rows.header)
+    } catch (error) {
+      throw new SessionPersistenceCorruptionError(
+        `stored session "${rows.header.id}" failed validation: ${(error as Error).message} (raw log: ${this.db.locate(rows.header.id)})`,
+        { cause: error },
+      )
+    }
+  }
+
+  /** Takes the lease, then reads and validates, stores the closers of an open turn, and tracks the log. */
+  private async repaired(id: string): Promise<{ rows: StoredRows; session: Session }> {
+    // Not found is reported before any lease is taken for an id that has no log.
+    if (!(await this.db.exists(id))) throw this.notFound(id)
+    await this.hold(id)
+    let rows = await this.read(id)
+    let session = this.restore(rows)
+    const waiters = this.tracked.get(id)?.waiters ?? []
+    const tracked: Tracked = { header: rows.header, cursor: rows.events.length, materialized: true, waiters }
+    this.tracked.set(id, tracked)
+    if (rows.closers.length) {
+      await this.store(tracked, rows.closers, false)
+      rows = { ...rows, events: [...rows.events, ...rows.closers], closers: [] }
+      session = this.restore(rows)
+    }
+    return { rows, session }
+  }
+
+  /** Takes the lease of `id` unless this backend holds it; a lost lease is never taken again by the same tracking. */
+  private async hold(id: string): Promise<Lease> {
+    const held = this.leases.get(id)
+    if (held) return held
+    const lease = await Lease.acquire(this.db, id, { heartbeatMs: this.heartbeatMs, staleMs: this.staleMs, command: this.leaseCommand })
+    this.leases.set(id, lease)
+    return lease
+  }
+
+  /** Drops the tracking of `id` and releases its lease. */
+  private async forget(id: string, tracked = this.tracked.get(id)) {
+    if (tracked) {
+      const error = new Error(`session "${id}" was closed before these events were stored`)
+      for (const waiter of tracked.waiters.splice(0)) waiter.reject(error)
+      if (this.tracked.get(id) === tracked) this.tracked.delete(id)
+    }
+    const lease = this.leases.get(id)
+    this.leases.delete(id)
+    await lease?.release()
+  }
+
+  private live(id: string): Session | undefined {
+    const owner = this.tracked.get(id)?.owner
+    return owner && this.home.sessions.get(id) === owner ? owner : undefined
+  }
+
+  /** Binds a published session to its log and queues what the log does not hold yet. */
+  private attach(session: Session) {
+    const existing = this.tracked.get(session.id)
+    if (existing?.owner === session) return
+    if (existing?.owner) throw new Error(`session "${session.id}" is already bound to a different live session in ${this.db.where}`)
+    let tracked = existing
+    // A prepared session, or a created intent, continues exactly where the log stands.
+    if (!tracked || (tracked.reserved !== session && tracked.materialized)) {
+      // Synchronous, so a collision vetoes the publication; a log stored by another host since this one
+      // started is caught by the first write instead (the header insert refuses an existing id).
+      if (this.stored.has(session.id)) {
+        throw new Error(`session "${session.id}" already has a stored log in ${this.db.where} (id collision); resume it instead of creating it`)
+      }
+      tracked = { header: session.header, cursor: 0, materialized: false, waiters: [] }
+    }
+    tracked.owner = session
+    tracked.reserved = undefined
+    tracked.writer = new SessionWriteBehind({
+      maxDelayMs: this.maxDelayMs,
+      write: batch => this.serial(session.id, () => this.store(tracked, batch, true)),
+      reportBackgroundFailure: error =>
+        this.home
+          .logger('session-postgres')
+          .error(`session "${session.id}": a background write failed; it is retried with the next event or flush: ${(error as Error).message}`),
+    })
+    this.tracked.set(session.id, tracked)
+    for (const event of session.events.slice(tracked.cursor)) tracked.writer.enqueue(event)
+  }
+
+  /**
+   * At start, a session that was live before this backend (re)loaded: a stored
+   * log must be its prefix, which it then continues under a fresh lease.
+   */
+  private async readopt(session: Session) {
+    const rows = await this.db.read(session.id)
+    if (!rows) return
+    const live = session.events
+    if (
+      rows.header.id !== session.id ||
+      rows.events.length > live.length ||
+      rows.events.some((event, i) => JSON.stringify(event) !== JSON.stringify(live[i]))
+    ) {
+      throw new Error(`the stored log of session "${session.id}" does not match this live session (id collision; raw log: ${this.db.locate(session.id)})`)
+    }
+    await this.hold(session.id)
+    this.tracked.set(session.id, { header: rows.header, cursor: rows.events.length, materialized: true, reserved: session, waiters: [] })
+  }
+
+  /** Writes the events the log does not hold yet, in one fenced transaction; seqs must continue it exactly. */
+  private async store(tracked: Tracked, batch: readonly SessionEvent[], live: boolean) {
+    const id = tracked.header.id
+    // A live batch may repeat seed events that are already stored.
+    const events = live ? batch.filter(event => event.seq >= tracked.cursor) : batch
+    if (!events.length) return
+    events.forEach((event, i) => {
+      if (event.seq !== tracked.cursor + i) {
+        throw new Error(`append seq mismatch for "${id}": expected ${tracked.cursor + i} at index ${i}, got ${event.seq}`)
+      }
+    })
+    const lease = await this.hold(id)
+    await this.db.transaction(async client => {
+      // Fencing: the lease row stays locked until commit, so no takeover can slip in between.
+      await lease.fence(client)
+      if (!tracked.materialized) {
+        if (!(await this.db.insertHeader(tracked.header, client))) {
+          throw new Error(`session "${id}" already has a stored log in ${this.db.where} (id collision); nothing was written`)
+        }
+      } else {
+        const stored = await this.db.length(id, client)
+        if (stored !== tracked.cursor) {
+          throw new Error(`the stored log of session "${id}" holds ${stored} events, this writer expected ${tracked.cursor}; nothing was written`)
+        }
+      }
+      await this.db.insertEvents(id, events, client)
+    })
+    tracked.materialized = true
+    this.stored.add(id)
+    tracked.cursor += events.length
+    this.durable(tracked)
+  }
+
+  /** Settles the waiters the cursor passed and announces the new durable seq. */
+  private durable(tracked: Tracked) {
+    const seq = tracked.cursor - 1
+    tracked.waiters = tracked.waiters.filter(waiter => {
+      if (waiter.seq > seq) return true
+      waiter.resolve()
+      return false
+    })
+    const logger = this.home.logger('session-postgres')
+    for (const listener of this.home.events.dispatch('emit', ['session/durable', tracked.header.id, seq])) {
+      try {
+        const result = listener(tracked.header.id, seq)
+        if (result instanceof Promise) result.catch(error => logger.error(error))
+      } catch (error) {
+        // A failing observer cannot undo a durable write.
+        logger.error(error)
+      }
+    }
+  }
+
+  private async flush(session: Session) {
+    const tracked = this.tracked.get(session.id)
+    if (tracked?.owner === session) await tracked.writer!.flush()
+  }
+
+  /** A live session was disposed: its last events are written, then its lease is released. */
+  private async detach(session: Session) {
+    const tracked = this.tracked.get(session.id)
+    if (tracked?.owner !== session) return
+    try {
+      await tracked.writer!.close()
+    } catch (error) {
+      this.home.logger('session-postgres').error(error)
+    } finally {
+      if (this.tracked.get(session.id) === tracked) await this.forget(session.id, tracked)
+    }
+  }
+
+  /** Every id's operations run one after another; a failure does not block the next. */
+  private serial<T>(id: string, operation: () => Promise<T>): Promise<T> {
+    const next = (this.chains.get(id) ?? Promise.resolve()).catch(() => {}).then(operation)
+    this.chains.set(id, next)
+    return next
+  }
+
+  /** On unload: everything queued is written, the leases released and the pool closed. */
+  private async drain() {
+    const results = await Promise.allSettled([...this.tracked.values()].map(tracked => tracked.writer?.close()))
+    await Promise.allSettled(this.chains.values())
+    await Promise.allSettled([...new Set([...this.tracked.keys(), ...this.leases.keys()])].map(id => this.forget(id)))
+    await this.db.pool.end().catch(() => {})
+    const errors = results.filter(result => result.status === 'rejected').map(result => (result as PromiseRejectedResult).reason)
+    if (errors.length) throw new AggregateError(errors, `${name} dispose failed`)
+  }
+}
+
+export default PostgresPersistence
