@@ -93,7 +93,18 @@ export class TerminalApprover extends Service implements Approver {
     return answer
   }
 
+  /** The questions about one call; the turn's output waits until the last is answered (the note of a denial included). */
   private async ask(request: ApprovalRequest): Promise<ApprovalAnswer> {
+    this.asking.asking = true
+    try {
+      return await this.questions(request)
+    } finally {
+      this.asking.asking = false
+      this.asking.settled?.()
+    }
+  }
+
+  private async questions(request: ApprovalRequest): Promise<ApprovalAnswer> {
     const out = styler(this.output)
     const reason = request.reason ? out.dim(`  (${request.reason})`) : ''
     const choices = `  ${out.bold('[y]')} allow once  ${out.bold('[a]')} allow for this session  ${out.bold('[n]')} deny: `
@@ -120,7 +131,6 @@ export class TerminalApprover extends Service implements Approver {
       if (signal.aborted) return resolve(undefined)
       // The spinner may hold the current line: start the question on a clean one.
       this.output.write((this.output.isTTY ? '\r\x1b[K' : '') + redact(text, hostSecrets()))
-      this.asking.asking = true
       const rl = createInterface({ input: this.input, terminal: false })
       let answer: string | undefined
       const abort = () => rl.close()
@@ -131,10 +141,8 @@ export class TerminalApprover extends Service implements Approver {
       })
       rl.once('close', () => {
         signal.removeEventListener('abort', abort)
-        this.asking.asking = false
         // Ended input leaves the cursor on the question's line; a Ctrl-C's message starts a new one itself.
         if (answer === undefined && !signal.aborted) this.output.write('\n')
-        this.asking.settled?.()
         resolve(answer)
       })
     })

@@ -1,11 +1,13 @@
 // The loom.yml snippets of the docs cannot drift: every ```yaml block in the
 // README, docs/ and every package README is a project's layer over the default
 // bundle, and the deployment it makes boots. A plugin it mounts by path, or by a
-// package name that is not installed here, is an empty stand-in.
+// package name that is not installed here, is an empty stand-in. A snippet that
+// reads LOOM_PG_URL gets a real PostgreSQL server.
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { describe, expect, it } from 'vitest'
+import type { TestPostgres } from '@loom/session-postgres/testing'
+import { afterAll, describe, expect, it } from 'vitest'
 import { CLI_ROOT, resolvePackage } from '../src/compose.ts'
 import { loom, project } from './helpers.ts'
 
@@ -41,10 +43,18 @@ describe('loom.yml snippets of the docs', () => {
     const { cwd, home } = project({ 'loom.yml': yaml, ...Object.fromEntries([...files, ...paths, ...packages]) })
     // `# loom.yml on the minimal bundle`: a layer over that bundle instead of the default one.
     const bundle = /^# loom\.yml on the (\w+) bundle/.exec(yaml)?.[1] ?? 'default'
-    const run = await loom(['--bundle', bundle, 'prompt'], { cwd, home })
+    const env: Record<string, string> = yaml.includes('LOOM_PG_URL') ? { LOOM_PG_URL: (await postgres()).url } : {}
+    const run = await loom(['--bundle', bundle, 'prompt'], { cwd, home, env })
     expect(run.stderr).not.toMatch(/warning|error|failed/)
     expect(run.code, run.stderr).toBe(0)
   })
+})
+
+/** One server for the snippets that need it, started at the first. */
+let server: Promise<TestPostgres> | undefined
+const postgres = () => (server ??= import('@loom/session-postgres/testing').then(({ startTestPostgres }) => startTestPostgres()))
+afterAll(async () => {
+  await (await server)?.stop()
 })
 
 function installed(name: string): boolean {
