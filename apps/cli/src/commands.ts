@@ -248,7 +248,7 @@ export const CONVERSATION = {
   args: [],
   summary: 'a conversation with the agent in the current directory, on a terminal: one session, a turn per line',
   details:
-    'Each line typed runs a turn, streamed as loom run streams it, with its tokens and cost after it. Ctrl-C cancels the running turn and returns to the prompt; Ctrl-C or Ctrl-D at an empty prompt quits. Type /help for the slash commands (/prompt, /stats, /sessions, /new, /resume, /model, /compact, /quit). -c opens the last session started in this folder; loom resume opens a stored one. Without a terminal, loom prints this help.',
+    'Each line typed runs a turn, streamed as loom run streams it, with its tokens and cost after it. Ctrl-C cancels the running turn and returns to the prompt; Ctrl-C or Ctrl-D at an empty prompt quits. Type /help for the slash commands (/prompt, /manifest, /stats, /sessions, /new, /resume, /model, /compact, /quit). -c opens the last session started in this folder; loom resume opens a stored one. Without a terminal, loom prints this help.',
   options: [...CHAT, 'continue'],
   examples: ['loom', 'loom -c', 'loom --model deepseek-pro'],
 } as const satisfies CommandSpec
