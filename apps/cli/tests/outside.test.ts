@@ -54,7 +54,7 @@ describe('a plugin in its own project', { timeout: STEP_MS }, () => {
     sh('npx', ['-y', PNPM, 'pack-all'], REPO)
     tarballs = readdirSync(packs).map(name => join(packs, name))
     mkdirSync(cli)
-    sh('npm', ['install', '--prefix', cli, ...tarballs], base)
+    sh('npm', ['install', '--prefer-offline', '--prefix', cli, ...tarballs], base)
   }, STEP_MS)
 
   it('the installed CLI runs compiled code, from any folder', () => {
@@ -69,7 +69,7 @@ describe('a plugin in its own project', { timeout: STEP_MS }, () => {
   it('`loom new plugin` scaffolds a project that installs, typechecks and passes its test kit test', () => {
     sh(loomBin, ['new', 'plugin', 'hello-loom'], base)
     // The @loom packages are not on a registry: their tarballs stand in; the rest comes from npm.
-    sh('npm', ['install', ...tarballs], plugin)
+    sh('npm', ['install', '--prefer-offline', ...tarballs], plugin)
     sh('npx', ['tsc', '--noEmit'], plugin)
     const tested = sh('npx', ['vitest', 'run'], plugin)
     expect(tested).toMatch(/passed/)
@@ -90,7 +90,7 @@ describe('a plugin in its own project', { timeout: STEP_MS }, () => {
     const deployment = join(base, 'deployment')
     mkdirSync(deployment)
     writeFileSync(join(deployment, 'package.json'), '{ "name": "deployment", "private": true }\n')
-    sh('npm', ['install', join(base, packed), ...tarballs], deployment)
+    sh('npm', ['install', '--prefer-offline', join(base, packed), ...tarballs], deployment)
     writeFileSync(
       join(deployment, 'loom.yml'),
       `${scriptedModel(`
