@@ -8,6 +8,7 @@ import { benchDerive } from '../packages/session/bench/derive.ts'
 import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
 import { compareAssemble } from '../packages/system-prompt/bench/compare.ts'
 import { benchAppend, benchLoadFresh } from '../plugins/session-jsonl/bench/persistence.ts'
+import { benchPostgres } from '../plugins/session-postgres/bench/persistence.ts'
 import { benchSse } from '../packages/llm/bench/sse.ts'
 import { benchGrep } from '../plugins/tool-search/bench/search.ts'
 import { benchProviderCache } from './provider-cache.ts'
@@ -31,6 +32,7 @@ if (process.env.BENCH_BASELINE) print(await compareAssemble(process.env.BENCH_BA
 benchDerive().forEach(print)
 ;(await benchAppend()).forEach(print)
 print(benchLoadFresh())
+;(await benchPostgres()).forEach(print)
 
 const steps = await benchStep()
 steps.forEach(print)

@@ -30,10 +30,15 @@ export interface TestPostgres {
   stop(): Promise<void>
 }
 
-export async function startTestPostgres(): Promise<TestPostgres> {
+export interface TestPostgresOptions {
+  /** Flush commits to disk as a production server does (benchmarks); tests run without, as they never kill the server. */
+  fsync?: boolean
+}
+
+export async function startTestPostgres(options: TestPostgresOptions = {}): Promise<TestPostgres> {
   const began = Date.now()
   const given = process.env.LOOM_TEST_PG_URL
-  const server = given ? undefined : await startEmbedded()
+  const server = given ? undefined : await startEmbedded(options.fsync === true)
   const url = given ?? server!.url
   const pool = new pg.Pool({ connectionString: url, max: 2 })
   pool.on('error', () => {})
@@ -64,7 +69,7 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   }
 }
 
-async function startEmbedded(): Promise<{ url: string; stop(): Promise<void> }> {
+async function startEmbedded(fsync: boolean): Promise<{ url: string; stop(): Promise<void> }> {
   await ensureTemplate()
   const dir = fs.mkdtempSync(join(tmpdir(), 'loom-pg-'))
   // The server runs as the unprivileged `postgres` user when we are root: it must reach its data directory.
@@ -74,7 +79,7 @@ async function startEmbedded(): Promise<{ url: string; stop(): Promise<void> }> 
   const log: string[] = []
   for (let attempt = 0; ; attempt++) {
     const port = await freePort()
-    const server = embedded(data, port, log)
+    const server = embedded(data, port, log, fsync)
     try {
       await server.start()
       return {
@@ -95,7 +100,7 @@ async function startEmbedded(): Promise<{ url: string; stop(): Promise<void> }> 
   }
 }
 
-function embedded(databaseDir: string, port: number, log: string[]) {
+function embedded(databaseDir: string, port: number, log: string[], fsync = false) {
   return new EmbeddedPostgres({
     databaseDir,
     port,
@@ -103,9 +108,9 @@ function embedded(databaseDir: string, port: number, log: string[]) {
     password: PASSWORD,
     persistent: true,
     createPostgresUser: true,
-    // No fsync: the tests kill clients, never the server or the machine.
+    // No fsync in tests: they kill clients, never the server or the machine.
     initdbFlags: ['--no-sync'],
-    postgresFlags: ['-c', 'fsync=off', '-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1'],
+    postgresFlags: [...(fsync ? [] : ['-c', 'fsync=off']), '-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1'],
     onLog: message => log.push(String(message)),
     onError: message => log.push(String(message)),
   })
