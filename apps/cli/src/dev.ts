@@ -86,6 +86,8 @@ export async function dev(options: DevOptions): Promise<number> {
     log: (level, text) => warn(level === 'info' ? text : `${level === 'warn' ? 'warning' : level}: ${text}`),
   })
   const root = deployment.root
+  // In development an unstable prompt contribution fails its turn, naming the section and plugin.
+  root.get('systemPrompt')?.enforceStability('error')
   const runner = () => root.get('runner') as Runner | undefined
   const flags = { ...options.flags, cwd, showReasoning: options.flags?.showReasoning === true }
   const modules = new GoodModules(root)

@@ -236,6 +236,13 @@ it('leaves nothing behind when unloaded', async () => {
   await mounted.dispose()
   await host.assertZeroResidue(mounted)
 })
+
+it('keeps the cached prompt prefix stable', async () => {
+  host = await createHost()
+  await host.mount(plugin)
+  // Fails naming the section or variable that changes on its own (a clock, say).
+  await host.assertStablePrompt()
+})
 `
 }
 

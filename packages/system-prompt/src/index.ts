@@ -24,4 +24,5 @@ export {
   VARIABLE_NAME,
 } from './render.ts'
 export { compareCodeUnits, TOOL_ORDER_REST } from './tool-order.ts'
+export { difference, type StabilityCheckMode } from './stability.ts'
 export type * from './types.ts'

@@ -4,6 +4,7 @@ import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped 
 import { applyBudget, checkBudget } from './budget.ts'
 import { cloneParameters } from './clone.ts'
 import { referencedVariables, VARIABLE_NAME } from './render.ts'
+import { StabilityCheck, type StabilityCheckMode } from './stability.ts'
 import { compareCodeUnits, orderTools, validateToolOrder } from './tool-order.ts'
 import type {
   AssembleContext,
@@ -102,6 +103,8 @@ export interface SystemPromptConfig {
   includeRuntimeContext?: boolean
   persona?: string
   toolOrder?: string[]
+  /** What a contribution that changes with no registry change does: fail the assembly, warn, or nothing (see stability.ts). */
+  stabilityCheck?: StabilityCheckMode
 }
 
 /**
@@ -120,11 +123,19 @@ export class SystemPrompt extends Service {
     persona: Schema.string().default('').description('Deployment persona (section "deployment:persona", order 0); a {{var}} template.'),
     // A union keeps an absent toolOrder absent (a bare array schema would default it to []).
     toolOrder: Schema.union([Schema.array(Schema.string()), Schema.const(undefined)]).description('Explicit tool order; must contain "<unlisted-tools>" once.'),
-  })
+    stabilityCheck: Schema.union(['error', 'warn', 'off'] as const)
+      .default('warn')
+      .description(
+        'A section or variable whose text changes between two assemblies with no registration change: error fails the assembly (loom dev and the test kit use it), warn logs it, off ignores it.',
+      ),
+  }) as Schema<SystemPromptConfig>
 
   readonly config: Required<Omit<SystemPromptConfig, 'toolOrder'>> & Pick<SystemPromptConfig, 'toolOrder'>
   private readonly layers: ScopedLayers<PromptLayer>
   private readonly warned = new Set<string>()
+  private readonly stability = new StabilityCheck()
+  /** The check's mode now: the config's, or a caller's override (`enforceStability`). */
+  private readonly checking: { mode: StabilityCheckMode }
 
   constructor(ctx: Context, config: SystemPromptConfig = {}) {
     super(ctx, 'systemPrompt')
@@ -134,11 +145,17 @@ export class SystemPrompt extends Service {
       includeRuntimeContext: config.includeRuntimeContext ?? true,
       persona: config.persona ?? '',
       toolOrder: config.toolOrder,
+      stabilityCheck: config.stabilityCheck ?? 'warn',
     }
     if (this.config.toolOrder) validateToolOrder(this.config.toolOrder)
+    this.checking = { mode: this.config.stabilityCheck }
+    const stability = this.stability
     this.layers = new ScopedLayers(
       scope => new PromptLayer(scope !== undefined),
-      () => ctx.emit('system-prompt/change'),
+      () => {
+        stability.registryChanged()
+        ctx.emit('system-prompt/change')
+      },
     )
 
     // Built-ins belong to the service's own lifetime.
@@ -191,6 +208,22 @@ export class SystemPrompt extends Service {
   }
 
   /**
+   * Sets the stability check's mode while the caller's fiber lives, then restores
+   * the previous one: `loom dev` turns it to `error`, so an unstable plugin fails
+   * its turn with the culprit named instead of quietly costing cache hits.
+   */
+  enforceStability(mode: StabilityCheckMode): () => void {
+    const { checking } = this
+    return this.ctx.effect(() => {
+      const previous = checking.mode
+      checking.mode = mode
+      return () => {
+        checking.mode = previous
+      }
+    }, 'systemPrompt.enforceStability') as () => void
+  }
+
+  /**
    * Builds the view of `context.scope`: the global layer, then the existing layers
    * of its parent chain, nearest winning by name. Always asynchronous: every
    * failure is a rejection. The signal is passed through, never checked.
@@ -198,8 +231,8 @@ export class SystemPrompt extends Service {
   async assemble(context: AssembleContext = {}): Promise<PromptAssembly> {
     const { scope } = context
     // `this` is the framework's tracing proxy: read what is needed once.
-    const { layers: registry, config } = this
-    const warn = (message: string) => this.warnOnce(message)
+    const { layers: registry, config, stability, checking } = this
+    const warn = (message: string, key?: string) => this.warnOnce(message, key)
     const layers = [registry.global, ...registry.chainLayers(scope)]
     const suppressed = layers.some(layer => !layer.suppressors.isEmpty())
 
@@ -275,12 +308,20 @@ export class SystemPrompt extends Service {
     const result = await this.ctx.waterfall(scopeTarget(this, scope), 'system-prompt/assemble', assembly, context, async () => assembly)
     const final = completeCopy || suppressed ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) } : result
     assertStableSections(final)
+    if (checking.mode !== 'off') {
+      for (const { message, severe } of stability.check(scope, final)) {
+        if (severe && checking.mode === 'error') throw new Error(message)
+        // Once per contribution: a clock would otherwise warn at every step.
+        warn(message, message.slice(0, message.indexOf(' changed between')))
+      }
+    }
     return final
   }
 
-  private warnOnce(message: string) {
-    if (this.warned.has(message)) return
-    this.warned.add(message)
+  /** Logs `message` once per `key` (default: the message itself). */
+  private warnOnce(message: string, key = message) {
+    if (this.warned.has(key)) return
+    this.warned.add(key)
     this.ctx.logger('system-prompt').warn(message)
   }
 }

@@ -22,7 +22,7 @@ const SPINE = ['systemPrompt', 'sessions', 'llm', 'tools', 'agents']
 const PENDING = 0
 
 export interface HostOptions {
-  /** Config of the SystemPrompt service (persona, identity, toolOrder, ...). */
+  /** Config of the SystemPrompt service (persona, identity, toolOrder, ...); its stability check is `error` unless given. */
   prompt?: SystemPromptConfig
   /** Config of the AgentLoop service. */
   loop?: Partial<AgentLoopConfig>
@@ -84,6 +84,13 @@ export interface CallToolOptions {
   signal?: AbortSignal
 }
 
+export interface StablePromptOptions {
+  /** The agent's working directory (default: the host's). */
+  cwd?: string
+  /** Assemblies to compare (default 3). */
+  times?: number
+}
+
 export interface RunOptions {
   cwd?: string
 }
@@ -124,6 +131,12 @@ export interface Host {
   residue(mounted: Mounted): Promise<string[]>
   /** Throws, listing every residue found, when anything of the plugin remains. */
   assertZeroResidue(mounted: Mounted): Promise<void>
+  /**
+   * Assembles one agent's prompt `times` times (default 3, a few ms apart) with
+   * the stability check strict: rejects naming the first section or variable
+   * whose text changed on its own, with its plugin and the first difference.
+   */
+  assertStablePrompt(options?: StablePromptOptions): Promise<void>
   /** One call through `ctx.tools.execute` for an agent whose session cwd is `cwd`. */
   callTool(name: string, args?: unknown, options?: CallToolOptions): Promise<ToolExecutionResult>
   /** Replaces the model's script; the returned adapter records every request (`.requests`). */
@@ -176,7 +189,8 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     },
   })
   const stopTimers = trackTimers()
-  await root.plugin(SystemPrompt, options.prompt ?? {})
+  // Strict: a plugin whose prompt text changes on its own fails its tests, naming the section.
+  await root.plugin(SystemPrompt, { stabilityCheck: 'error', ...options.prompt })
   await root.plugin(SessionStore)
   await root.plugin(Llm)
   await root.plugin(ToolRuntime)
@@ -496,6 +510,20 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       const name = records.get(mounted)!.name
       const error = new Error(`plugin "${name}" left residue after dispose:\n${findings.map(finding => `  - ${finding}`).join('\n')}`)
       throw Object.assign(error, { residue: findings })
+    },
+    async assertStablePrompt({ cwd = defaultCwd, times = 3 } = {}) {
+      const strict = ctx.systemPrompt.enforceStability('error')
+      const agent = createAgent('stable', cwd)
+      try {
+        for (let i = 0; i < times; i++) {
+          // Apart by a few ms, so a clock read in a contribution has moved.
+          if (i > 0) await new Promise(resolve => setTimeout(resolve, 3))
+          await assemble(agent)
+        }
+      } finally {
+        strict()
+        await agent.dispose()
+      }
     },
     callTool(name, args = {}, callOptions = {}) {
       const agent = agentFor(callOptions.cwd)

@@ -231,6 +231,38 @@ describe('zero residue', () => {
   })
 })
 
+describe('assertStablePrompt', () => {
+  it('passes for a plugin whose prompt holds still, and names the section of one that reads a clock', async () => {
+    const h = await start()
+    await h.mount({
+      name: 'steady',
+      inject: ['systemPrompt'],
+      apply: (ctx: Context) => ctx.systemPrompt.section({ name: 'steady:rules', order: 10, text: 'Be brief.' }),
+    })
+    await h.assertStablePrompt()
+    await h.mount({
+      name: 'clocked',
+      inject: ['systemPrompt'],
+      apply: (ctx: Context) => ctx.systemPrompt.section({ name: 'clocked:now', order: 20, text: () => `Now: ${process.hrtime.bigint()}` }),
+    })
+    await expect(h.assertStablePrompt()).rejects.toThrow(
+      /^prompt section "clocked:now" \(plugin "clocked", static\) changed between two assemblies with no registration change: first difference at character \d+/,
+    )
+  })
+
+  it('a plugin test fails when its prompt changes on its own: the kit checks strictly unless told otherwise', async () => {
+    const h = await start()
+    await h.mount({
+      name: 'ticker',
+      inject: ['systemPrompt'],
+      apply: (ctx: Context) => ctx.systemPrompt.variable('now', () => String(process.hrtime.bigint())),
+    })
+    const agent = h.agent()
+    await h.ctx.systemPrompt.assemble({ agent, scope: agent })
+    await expect(h.ctx.systemPrompt.assemble({ agent, scope: agent })).rejects.toThrow('prompt variable "{{now}}" (plugin "ticker", session-stable) changed')
+  })
+})
+
 describe('callTool', () => {
   it('runs one call for an agent with that cwd', async () => {
     const host = await start()
