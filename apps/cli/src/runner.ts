@@ -4,9 +4,9 @@
 // session (`sessions compact`). It prints nothing: present/ shows what it returns.
 import { Context, Service } from '@deepseek-ai/cordis'
 import type { Agent, AgentOptions } from '@loom/agent-loop'
-import { buildManifest, type Manifest } from '@loom/agent-loop'
+import { buildManifest, type Manifest, type PluginDrift, pluginDrift, promptSources } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
-import type { CachePrices, Session, SessionEvent, TurnEndReason } from '@loom/session'
+import { type CachePrices, lastEventOfType, type Session, type SessionEvent, type TurnEndReason } from '@loom/session'
 import { joinContextSections, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
 import { UsageError } from './errors.ts'
@@ -173,7 +173,17 @@ export class Runner extends Service {
     }
     const options = await this.resumeRoute(id, flags)
     const model = options.model ?? lastRoute((await this.persistence().inspect(id)).events)?.model ?? ''
-    return this.home.agents.resume(id, { ...options, ...this.agentOptions(model, flags) })
+    const agent = await this.home.agents.resume(id, { ...options, ...this.agentOptions(model, flags) })
+    const drift = await this.drift(agent)
+    if (drift) this.ctx.logger('runner').warn(`session ${id} last ran on other plugins: ${describeDrift(drift)}`)
+    return agent
+  }
+
+  /** How the plugins behind `agent`'s next request differ from those of its session's last request (a resume on another deployment). */
+  async drift(agent: Agent): Promise<PluginDrift | undefined> {
+    const last = lastEventOfType(agent.session.events, 'request/header')?.data.sources
+    if (!last) return undefined
+    return pluginDrift(last.plugins, promptSources(await this.home.systemPrompt.assemble({ agent, scope: agent })).plugins)
   }
 
   /** Whether `agent` is one of this runner's live agents (a reloaded runner's agents were disposed with it). */
@@ -357,6 +367,16 @@ export class Runner extends Service {
 }
 
 export default Runner
+
+/** `added @loom/web-fetch 0.1.0; removed @loom/mcp 0.1.0; upgraded @loom/tool-fs 0.1.0 → 0.2.0` */
+export function describeDrift({ added, removed, upgraded }: PluginDrift): string {
+  const at = (version: string | undefined) => version ?? '(version unknown)'
+  return [
+    ...added.map(plugin => `added ${plugin.name} ${at(plugin.version)}`),
+    ...removed.map(plugin => `removed ${plugin.name} ${at(plugin.version)}`),
+    ...upgraded.map(plugin => `upgraded ${plugin.name} ${at(plugin.from)} → ${at(plugin.to)}`),
+  ].join('; ')
+}
 
 /** Session ids sort by creation time: `20261129-134221-k3f9`. */
 export function newSessionId(now = new Date()): string {

@@ -1,10 +1,11 @@
 // `loom sessions list|show|resume|verify|repair` on a real session directory:
 // sessions written by `loom run`, then torn, left open and corrupted by hand;
 // reading them mounts the store rows only.
-import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
+import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { DEMO_LABEL } from '../src/demo-model.ts'
-import { events, loom, project, sessionFiles } from './helpers.ts'
+import { events, loom, loomProcess, project, sessionFiles } from './helpers.ts'
 
 describe('loom sessions', () => {
   const { cwd, home } = project({ 'README.md': '# Sessions sample\n\nA folder whose sessions the tests inspect, repair and resume.\n' })
@@ -71,6 +72,26 @@ describe('loom sessions', () => {
       .filter(event => event.type === 'turn/end')
       .map(event => event.data.turn)
     expect(turns).toEqual([1, 2])
+  })
+
+  it('a resume on other plugins says so before the turn: added, removed, upgraded; every first-party plugin has its version', async () => {
+    const first = await loomProcess(['run', '--json', 'what is here?'], at)
+    const ran = JSON.parse(first.stdout).sessionId as string
+    const header = events(sessionFiles(home).find(file => file.includes(ran))!).find(event => event.type === 'request/header')!
+    const plugins = header.data.sources.plugins as { name: string; version?: string }[]
+    expect(plugins.map(plugin => plugin.name)).toContain('@loom/tool-search')
+    expect(plugins.filter(plugin => plugin.name.startsWith('@loom/') && plugin.version === undefined)).toEqual([])
+
+    writeFileSync(join(cwd, 'loom.yml'), '- id: search\n  disabled: true\n')
+    try {
+      const resumed = await loomProcess(['sessions', 'resume', ran, 'again'], at)
+      expect(resumed.code, resumed.stderr).toBe(0)
+      expect(resumed.stderr).toMatch(
+        new RegExp(`loom: warning: \\[runner\\] session ${ran} last ran on other plugins: removed @loom/tool-search \\d+\\.\\d+\\.\\d+\n`),
+      )
+    } finally {
+      rmSync(join(cwd, 'loom.yml'))
+    }
   })
 
   it('verify: clean exits 0; a torn tail exits 1; repair cuts it', async () => {

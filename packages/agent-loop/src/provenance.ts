@@ -63,6 +63,31 @@ export function pluginSources(sections: readonly RequestSourceEntry[], tools: re
   })
 }
 
+/** How the plugins behind a session's prompt differ from those of its last request. */
+export interface PluginDrift {
+  added: RequestSourcePlugin[]
+  removed: RequestSourcePlugin[]
+  /** Same plugin, another version (either side may be unknown). */
+  upgraded: { name: string; from?: string; to?: string }[]
+}
+
+/** The drift from `before` (a logged header's plugins) to `after` (the deployment's now); `undefined` when there is none. */
+export function pluginDrift(before: readonly RequestSourcePlugin[], after: readonly RequestSourcePlugin[]): PluginDrift | undefined {
+  const was = new Map(before.map(plugin => [plugin.name, plugin]))
+  const now = new Map(after.map(plugin => [plugin.name, plugin]))
+  const drift: PluginDrift = {
+    added: after.filter(plugin => !was.has(plugin.name)),
+    removed: before.filter(plugin => !now.has(plugin.name)),
+    upgraded: after
+      .filter(plugin => was.has(plugin.name) && was.get(plugin.name)!.version !== plugin.version)
+      .map(({ name, version }) => {
+        const from = was.get(name)!.version
+        return { name, ...(from !== undefined && { from }), ...(version !== undefined && { to: version }) }
+      }),
+  }
+  return drift.added.length || drift.removed.length || drift.upgraded.length ? drift : undefined
+}
+
 /**
  * The serialized prefix of a header: the start of the request serialization that
  * prefix reuse measures (`serializeRequest` of @loom/session: tools, then system
@@ -142,15 +167,17 @@ const versions = new Map<string, string | undefined>()
 
 /**
  * The version of package `name` as installed, best effort: resolved from the
- * process's working directory, then from this package; `undefined` when the name
- * is not a package name or nothing is found. Cached per name and working directory.
+ * process's working directory, then from the program's entry script (the CLI
+ * depends on every first-party plugin), then from this package; `undefined` when
+ * the name is not a package name or nothing is found. Cached per name and working directory.
  */
 export function packageVersion(name: string): string | undefined {
   if (!PACKAGE_NAME.test(name)) return undefined
   const key = `${process.cwd()}\0${name}`
   if (versions.has(key)) return versions.get(key)
   let version: string | undefined
-  for (const base of [join(process.cwd(), 'noop.js'), import.meta.url]) {
+  const entry = process.argv[1] ? [process.argv[1]] : []
+  for (const base of [join(process.cwd(), 'noop.js'), ...entry, import.meta.url]) {
     version = versionFrom(createRequire(base), name)
     if (version !== undefined) break
   }
