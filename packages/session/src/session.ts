@@ -47,6 +47,8 @@ export class Session {
   #requestHeader: RequestHeader | undefined
   #requestContext: RequestContext | undefined
   #publishing = false
+  /** A seed replaced part of the surface: the messages its appends pushed are stale. */
+  #seedReplaced = false
   /** `#log[0, #unfrozen)` was adopted from a restore and is frozen only when first handed out. */
   #unfrozen = 0
 
@@ -56,10 +58,10 @@ export class Session {
   }
 
   /**
-   * Like `create`, but takes ownership of `seed` (the array, which becomes the log,
-   * and its freshly parsed events: plain JSON trees no one else holds) and freezes
-   * the events in place the first time this session hands any of them out
-   * (`events`, `deriveMessages`, `requestContext`).
+   * Like `create`, but takes ownership of the events of `seed` (freshly parsed:
+   * plain JSON trees no one else holds; the array stays the caller's) and freezes
+   * them in place the first time this session hands any of them out (`events`,
+   * `deriveMessages`, `requestContext`).
    */
   static fromRestore(id: SessionId, seed: readonly SessionEvent[], header: SessionHeader): Session {
     return new Session(id, seed, header, true)
@@ -68,12 +70,18 @@ export class Session {
   private constructor(id: SessionId, seed: readonly SessionEvent[] | undefined, header: SessionHeader | undefined, adopt: boolean) {
     this.header = deepFreeze(adopt ? header! : structuredClone(header ?? { version: SESSION_FORMAT_VERSION, id, createdAt: Date.now() }))
     if (this.header.id !== id) throw new Error(`session header id "${this.header.id}" does not match session id "${id}"`)
-    // An adopted seed array is the log itself: no copy, and no push per event.
-    this.#log = adopt ? (seed as SessionEvent[]) : []
     if (!seed) {
+      this.#log = []
       this.firstLiveSeq = 0
       return
     }
+    // The marker closes the inherited prefix; it is never published (no store is attached yet).
+    const marker: SessionEvent | undefined =
+      seed.at(-1)?.type === 'session/end-seed' ? undefined : deepFreeze({ type: 'session/end-seed', seq: seed.length, time: Date.now(), data: {} })
+    // Adopted events become the log in place, but in a new array, the marker
+    // included: the caller may keep its own, and pushing the marker onto it would
+    // copy a long log to a larger array anyway.
+    this.#log = !adopt ? [] : marker ? seed.concat(marker) : seed.slice()
     for (let index = 0; index < seed.length; index++) {
       const raw = seed[index]
       const problem = envelopeProblem(raw)
@@ -89,11 +97,8 @@ export class Session {
     }
     this.firstLiveSeq = seed.length
     if (adopt) this.#unfrozen = seed.length
-    this.#messages = this.#project()
-    if (seed.at(-1)?.type !== 'session/end-seed') {
-      // The marker closes the inherited prefix; it is never published (no store is attached yet).
-      this.#commit(deepFreeze({ type: 'session/end-seed', seq: seed.length, time: Date.now(), data: {} }))
-    }
+    if (this.#seedReplaced) this.#messages = this.#project()
+    if (marker) this.#commit(marker, adopt ? 'adopted' : undefined)
   }
 
   get id(): SessionId {
@@ -147,8 +152,8 @@ export class Session {
 
   /**
    * Validates against the surface, then stores: a rejected event leaves no trace.
-   * A seed event leaves the history to the constructor, which projects it once, at
-   * the end; an adopted one is in the log already.
+   * After a replacement in a seed, the history is left to the constructor, which
+   * projects it once, at the end. An adopted event is in the log already.
    */
   #commit(event: SessionEvent, seed?: 'copied' | 'adopted') {
     const apply = this.#surface.plan(event)
@@ -160,9 +165,9 @@ export class Session {
     } else if (event.type === 'request/context') {
       this.#requestContext = event.data
     }
-    if (seed) return
     if (replacement) {
-      this.#messages = this.#project()
+      if (seed) this.#seedReplaced = true
+      else this.#messages = this.#project()
     } else if (event.surfaceOp === 'append') {
       const message = this.deriveEventMessage(event)
       if (message) this.#messages.push(message)

@@ -12,7 +12,6 @@
 // fsync that fails once, a rollback that fails) without touching a real disk's
 // failure modes.
 
-import { isAscii } from 'node:buffer'
 import { randomBytes } from 'node:crypto'
 import { constants, type BigIntStats } from 'node:fs'
 import * as fsp from 'node:fs/promises'
@@ -33,7 +32,6 @@ export interface FileOps {
   link(existing: string, target: string): Promise<void>
   unlink(file: string): Promise<void>
   stat(file: string): Promise<BigIntStats>
-  readFile(file: string): Promise<Buffer>
 }
 
 /** The real file system. */
@@ -57,7 +55,6 @@ export const nodeFileOps: FileOps = {
   link: (existing, target) => fsp.link(existing, target),
   unlink: file => fsp.unlink(file),
   stat: file => fsp.stat(file, { bigint: true }),
-  readFile: file => fsp.readFile(file),
 }
 
 function errorCode(err: unknown): unknown {
@@ -190,36 +187,4 @@ export function revisionOf(stats: BigIntStats): string {
 /** The current revision of a log, without reading it. */
 export async function statRevision(file: string, ops: FileOps = nodeFileOps): Promise<string> {
   return revisionOf(await ops.stat(file))
-}
-
-export interface LogContent {
-  text: string
-  /** The file's size in bytes (the text's UTF-8 length). */
-  bytes: number
-  /** The revision the text belongs to. */
-  revision: string
-}
-
-// A writer that never stops would keep a reader retrying forever; give up instead.
-const MAX_READ_ATTEMPTS = 100
-
-/** Reads a whole log together with the revision it was read at (retrying while it changes). */
-export async function readLog(file: string, ops: FileOps = nodeFileOps): Promise<LogContent> {
-  for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
-    const before = revisionOf(await ops.stat(file))
-    const content = await ops.readFile(file)
-    const after = revisionOf(await ops.stat(file))
-    // Identical stats on both sides mean no write landed during the read.
-    if (before === after) return { text: decodeLog(content), bytes: content.length, revision: after }
-  }
-  throw new Error(`session log "${file}" kept changing while being read (${MAX_READ_ATTEMPTS} attempts)`)
-}
-
-/**
- * The log's text. Most logs are ASCII (JSON escapes nothing else, but text a
- * model writes often is): checking that is nearly free, and an ASCII string is
- * built several times faster than a UTF-8 decode of the same bytes.
- */
-function decodeLog(content: Buffer): string {
-  return isAscii(content) ? content.toString('latin1') : content.toString('utf8')
 }

@@ -282,7 +282,7 @@ export function decodeRecord(value: unknown): SessionEvent[] {
  */
 export function decodeStored(value: unknown): SessionEvent | SessionEvent[] {
   if (!isObject(value)) throw new SessionPersistenceCorruptionError(`malformed storage record: expected a JSON object, got ${describe(value)}`)
-  if (typeof value.type === 'string' && Object.hasOwn(KIND_BY_ROW_TAG, value.type)) return decodeRow(value.type, value)
+  if (isRowTag(value.type)) return decodeRow(value.type, value)
   // Only the envelope is checked here; the event contents are validated when the
   // log is restored into a Session.
   if (typeof value.type !== 'string' || value.type === '') {
@@ -302,6 +302,18 @@ const TEXT_ROW_DATA_KEYS = ['turn', 'step', 'index', 'dt', 'texts']
 const TOOL_ROW_DATA_KEYS = ['turn', 'step', 'index', 'id', 'dt', 'args']
 const TOOL_ROW_OPTIONAL_KEYS = ['name']
 const ROW_INTEGER_KEYS = ['turn', 'step', 'index'] as const
+
+// A switch, not a lookup in KIND_BY_ROW_TAG: this runs for every line of a log.
+function isRowTag(type: unknown): type is RowTag {
+  switch (type) {
+    case 'text-chunks':
+    case 'reasoning-chunks':
+    case 'tool-call-chunks':
+      return true
+    default:
+      return false
+  }
+}
 
 function malformedRow(tag: string, why: string) {
   return new SessionPersistenceCorruptionError(`malformed ${tag} storage row: ${why}`)

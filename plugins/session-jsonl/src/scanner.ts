@@ -27,88 +27,131 @@ export interface ScanResult {
  * `bytes`: the file's size, when known (spares measuring an ASCII text again).
  */
 export function scanLog(text: string, location: string, knownTypes?: ReadonlySet<string>, bytes?: number): ScanResult {
-  const where = ` (raw log: ${location})`
-  const corrupt = (message: string) => new SessionPersistenceCorruptionError(`${message}${where}`)
+  const scanner = new LogScanner(location, knownTypes)
+  // 3. A final fragment without a newline was never committed: it is left out.
+  const end = text.lastIndexOf('\n') + 1
+  const lines = end === text.length ? text : text.slice(0, end)
+  // As many bytes as characters when the file is ASCII (its byte size says so).
+  if (end > 0) scanner.scan(lines, bytes === text.length ? end : Buffer.byteLength(lines, 'utf8'))
+  return scanner.result()
+}
 
-  // 1. The header must be one complete line; a log torn inside its header has
-  //    no committed content at all (materialization publishes the header and
-  //    first batch atomically, so this is never a crash tail).
-  const headerEnd = text.indexOf('\n')
-  if (headerEnd <= 0) throw corrupt('empty or header-less session log')
-  const headerLine = text.slice(0, headerEnd)
-  let headerValue: unknown
-  try {
-    headerValue = JSON.parse(headerLine)
-  } catch {
-    throw corrupt('corrupt session log: header line is not valid JSON')
-  }
-  // Refuses a non-header, an unsupported version, or an invalid header shape.
-  const header = parseHeaderRecord(headerValue, location)
-
-  // 2. Event lines. After the first damaged line (the "issue") nothing more is
-  //    accepted; later lines are only inspected for a turn/end, which would
-  //    prove the damage sits inside the committed region.
+/**
+ * `scanLog` a piece at a time, so that a long log is never held as one string:
+ * `scan` takes the next whole lines of the log, `result` gives what they hold.
+ */
+export class LogScanner {
+  readonly #location: string
+  readonly #knownTypes: ReadonlySet<string> | undefined
+  #header: SessionHeader | undefined
   // Accepted events, in blocks joined once at the end: one push at a time into a
   // single array of a long log costs more than the blocks and the join.
-  let block: SessionEvent[] = []
-  const blocks: SessionEvent[][] = [block]
-  let count = 0
-  let unknown: SessionEvent | undefined
-  let issue: SessionPersistenceCorruptionError | undefined
-  let lineNumber = 1
-  let start = headerEnd + 1
-  // Where the committed prefix ends, in characters: counted in bytes once, at the end.
-  let committedEnd = start
-  for (;;) {
-    const end = text.indexOf('\n', start)
-    // 3. A final fragment without a newline was never committed: ignore it.
-    if (end === -1) break
-    lineNumber++
-    const line = text.slice(start, end)
-    start = end + 1
+  #block: SessionEvent[] = []
+  readonly #blocks: SessionEvent[][] = [this.#block]
+  #count = 0
+  #unknown: SessionEvent | undefined
+  #issue: SessionPersistenceCorruptionError | undefined
+  #lineNumber = 0
+  /** Bytes of the lines scanned so far, and of the committed prefix among them. */
+  #scannedBytes = 0
+  #committedBytes = 0
 
-    let stored: SessionEvent | SessionEvent[]
-    try {
-      stored = decodeStored(JSON.parse(line))
-    } catch {
-      issue ??= corrupt(`corrupt session log: unparsable committed event at line ${lineNumber}`)
-      continue
-    }
-    if (issue !== undefined) {
-      if (closesTurn(stored)) throw issue
-      continue
-    }
-
-    // Every event of the row must continue the dense seq sequence; otherwise
-    // none of the row is accepted.
-    const mismatch = seqMismatch(stored, count)
-    if (mismatch !== -1) {
-      const got = Array.isArray(stored) ? stored[mismatch].seq : stored.seq
-      issue = corrupt(`corrupt session log: seq gap in committed region at line ${lineNumber} (expected ${count + mismatch}, got ${got})`)
-      if (closesTurn(stored)) throw issue
-      continue
-    }
-    if (Array.isArray(stored)) {
-      for (const event of stored) block = accept(event, block)
-      count += stored.length
-    } else {
-      block = accept(stored, block)
-      count++
-    }
-    committedEnd = start
+  constructor(location: string, knownTypes?: ReadonlySet<string>) {
+    this.#location = location
+    this.#knownTypes = knownTypes
   }
-  /** Keeps an accepted event; returns the block the next one goes to. */
-  function accept(event: SessionEvent, block: SessionEvent[]): SessionEvent[] {
-    if (knownTypes && !unknown && !knownTypes.has(event.type) && event.ignorable !== true) unknown = event
-    if (block.length === BLOCK) blocks.push((block = []))
-    block.push(event)
-    return block
-  }
-  const events = blocks.length === 1 ? blocks[0] : ([] as SessionEvent[]).concat(...blocks)
 
-  // As many bytes as characters when the file is ASCII (its byte size says so).
-  const committedBytes = bytes === text.length ? committedEnd : Buffer.byteLength(text.slice(0, committedEnd), 'utf8')
-  return { header, events, committedBytes, ...(unknown && { unknown }) }
+  #corrupt(message: string) {
+    return new SessionPersistenceCorruptionError(`${message} (raw log: ${this.#location})`)
+  }
+
+  /** Scans `text`: the log's next lines, each ending in a newline; `bytes` is its UTF-8 length. */
+  scan(text: string, bytes: number): void {
+    let start = 0
+    // 1. The header must be one complete line; a log torn inside its header has
+    //    no committed content at all (materialization publishes the header and
+    //    first batch atomically, so this is never a crash tail).
+    if (this.#header === undefined) {
+      const headerEnd = text.indexOf('\n')
+      if (headerEnd <= 0) throw this.#corrupt('empty or header-less session log')
+      let headerValue: unknown
+      try {
+        headerValue = JSON.parse(text.slice(0, headerEnd))
+      } catch {
+        throw this.#corrupt('corrupt session log: header line is not valid JSON')
+      }
+      // Refuses a non-header, an unsupported version, or an invalid header shape.
+      this.#header = parseHeaderRecord(headerValue, this.#location)
+      this.#lineNumber = 1
+      start = headerEnd + 1
+    }
+
+    // 2. Event lines. After the first damaged line (the "issue") nothing more is
+    //    accepted; later lines are only inspected for a turn/end, which would
+    //    prove the damage sits inside the committed region.
+    // Where the committed prefix ends in `text`, in characters (-1: before it): counted in bytes once, at the end.
+    let committedEnd = this.#issue === undefined ? start : -1
+    for (;;) {
+      const end = text.indexOf('\n', start)
+      if (end === -1) break
+      this.#lineNumber++
+      const line = text.slice(start, end)
+      start = end + 1
+
+      let stored: SessionEvent | SessionEvent[]
+      try {
+        stored = decodeStored(JSON.parse(line))
+      } catch {
+        this.#issue ??= this.#corrupt(`corrupt session log: unparsable committed event at line ${this.#lineNumber}`)
+        continue
+      }
+      if (this.#issue !== undefined) {
+        if (closesTurn(stored)) throw this.#issue
+        continue
+      }
+
+      // Every event of the row must continue the dense seq sequence; otherwise
+      // none of the row is accepted.
+      const count = this.#count
+      const mismatch = seqMismatch(stored, count)
+      if (mismatch !== -1) {
+        const got = Array.isArray(stored) ? stored[mismatch].seq : stored.seq
+        this.#issue = this.#corrupt(`corrupt session log: seq gap in committed region at line ${this.#lineNumber} (expected ${count + mismatch}, got ${got})`)
+        if (closesTurn(stored)) throw this.#issue
+        continue
+      }
+      if (Array.isArray(stored)) {
+        for (const event of stored) this.#accept(event)
+        this.#count += stored.length
+      } else {
+        this.#accept(stored)
+        this.#count++
+      }
+      committedEnd = start
+    }
+    if (committedEnd !== -1) {
+      this.#committedBytes = this.#scannedBytes + (bytes === text.length ? committedEnd : Buffer.byteLength(text.slice(0, committedEnd), 'utf8'))
+    }
+    this.#scannedBytes += bytes
+  }
+
+  /** Keeps an accepted event. */
+  #accept(event: SessionEvent) {
+    const knownTypes = this.#knownTypes
+    if (knownTypes && !this.#unknown && !knownTypes.has(event.type) && event.ignorable !== true) this.#unknown = event
+    if (this.#block.length === BLOCK) this.#blocks.push((this.#block = []))
+    this.#block.push(event)
+  }
+
+  /** What the lines scanned so far hold. */
+  result(): ScanResult {
+    const header = this.#header
+    if (header === undefined) throw this.#corrupt('empty or header-less session log')
+    const blocks = this.#blocks
+    const events = blocks.length === 1 ? blocks[0] : ([] as SessionEvent[]).concat(...blocks)
+    const unknown = this.#unknown
+    return { header, events, committedBytes: this.#committedBytes, ...(unknown && { unknown }) }
+  }
 }
 
 const BLOCK = 4096

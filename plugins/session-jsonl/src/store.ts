@@ -1,11 +1,61 @@
 import { interruptedTurnClosers, KNOWN_SESSION_EVENT_TYPES, Session, type SessionEvent, type SessionHeader } from '@loom/session'
-import { open, readdir } from 'node:fs/promises'
+import { isAscii } from 'node:buffer'
+import { readSync } from 'node:fs'
+import { type FileHandle, open, readdir } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { SessionPersistenceCorruptionError } from './errors.ts'
-import { appendLines, ensureDir, materialize, nodeFileOps, readLog, truncateTo, type FileOps } from './file.ts'
+import { appendLines, ensureDir, materialize, nodeFileOps, revisionOf, truncateTo, type FileOps } from './file.ts'
 import { encodeEvents, encodeHeaderLine } from './format.ts'
 import { encodeSegment, LOG_FILENAME, logPath } from './paths.ts'
-import { scanLog } from './scanner.ts'
+import { LogScanner, type ScanResult, scanLog } from './scanner.ts'
+
+// A writer that never stops would keep a reader retrying forever; give up instead.
+const MAX_READ_ATTEMPTS = 100
+
+// A long log is read a block at a time into one buffer, and handed to the
+// scanner as text in pieces below the size V8 keeps apart as a large object, so
+// every piece is allocated in memory the process has touched already. Reading a
+// log whole took two fresh buffers of its size, and fresh memory is slow to touch
+// (page faults): that was most of a slow load.
+const READ_BYTES = 256 * 1024
+const PIECE_BYTES = 64 * 1024
+
+/**
+ * Feeds `scanner` the whole lines of a file; returns the file's size. The reads
+ * are synchronous: the scan between them holds the event loop anyway, and a
+ * wait for the thread pool after every block only made a load slower on a busy
+ * machine.
+ */
+function scanLines(handle: FileHandle, scanner: LogScanner): number {
+  let buffer = Buffer.allocUnsafe(READ_BYTES)
+  // Bytes at the start of `buffer` that are read but not yet scanned (a line in part).
+  let pending = 0
+  let position = 0
+  for (;;) {
+    // A line longer than the buffer: a larger one.
+    if (pending === buffer.length) buffer = Buffer.concat([buffer, Buffer.allocUnsafe(buffer.length)])
+    const bytesRead = readSync(handle.fd, buffer, pending, buffer.length - pending, position)
+    if (bytesRead === 0) return position
+    position += bytesRead
+    const filled = buffer.subarray(0, pending + bytesRead)
+    let start = 0
+    for (;;) {
+      // The next piece: whole lines, PIECE_BYTES at most unless one line is longer.
+      // (A newline byte never occurs inside a multi-byte UTF-8 character: whole lines decode alone.)
+      let end = filled.lastIndexOf(0x0a, Math.min(start + PIECE_BYTES, filled.length) - 1) + 1
+      if (end <= start) end = filled.indexOf(0x0a, start + PIECE_BYTES) + 1
+      if (end <= start) break
+      const piece = filled.subarray(start, end)
+      // Most logs are ASCII (JSON escapes nothing else, but text a model writes
+      // often is): checking that is nearly free, and an ASCII string is built
+      // several times faster than a UTF-8 decode of the same bytes.
+      scanner.scan(piece.toString(isAscii(piece) ? 'latin1' : 'utf8'), end - start)
+      start = end
+    }
+    buffer.copyWithin(0, start, filled.length)
+    pending = filled.length - start
+  }
+}
 
 /** What a cold read of a stored log found, before anything is written. */
 export interface StoredLog {
@@ -73,8 +123,7 @@ export class JsonlFiles {
 
   /** Reads and checks a log; writes nothing. */
   async read(path: string, expectedId?: string): Promise<StoredLog> {
-    const { text, bytes, revision } = await readLog(path, this.#ops)
-    const { header, events, committedBytes, unknown } = scanLog(text, path, KNOWN_SESSION_EVENT_TYPES, bytes)
+    const { header, events, committedBytes, unknown, bytes, revision } = await this.#scan(path)
     if (expectedId !== undefined && header.id !== expectedId) {
       throw new SessionPersistenceCorruptionError(`session log ${path} holds session "${header.id}", not "${expectedId}"`)
     }
@@ -92,6 +141,31 @@ export class JsonlFiles {
       revision,
       closers: interruptedTurnClosers(events),
     }
+  }
+
+  /** Scans a log at one revision, retrying while it changes. */
+  async #scan(path: string): Promise<ScanResult & { bytes: number; revision: string }> {
+    for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
+      const before = revisionOf(await this.#ops.stat(path))
+      try {
+        const scanner = new LogScanner(path, KNOWN_SESSION_EVENT_TYPES)
+        const handle = await this.#ops.open(path, 'r')
+        let bytes: number
+        try {
+          bytes = scanLines(handle, scanner)
+        } finally {
+          await this.#ops.close(handle)
+        }
+        const result = scanner.result()
+        // Identical stats on both sides mean no write landed during the read.
+        const after = revisionOf(await this.#ops.stat(path))
+        if (before === after) return { ...result, bytes, revision: after }
+      } catch (error) {
+        // Damage seen while a write landed may be that write half done: read again.
+        if (revisionOf(await this.#ops.stat(path)) === before) throw error
+      }
+    }
+    throw new Error(`session log "${path}" kept changing while being read (${MAX_READ_ATTEMPTS} attempts)`)
   }
 
   /** The header line alone: listing never reads whole logs. */
@@ -119,7 +193,7 @@ export class JsonlFiles {
    */
   restore(log: StoredLog): Session {
     try {
-      return Session.fromRestore(log.header.id, [...log.events, ...log.closers], log.header)
+      return Session.fromRestore(log.header.id, log.closers.length ? [...log.events, ...log.closers] : log.events, log.header)
     } catch (error) {
       throw new SessionPersistenceCorruptionError(`stored session "${log.header.id}" failed validation: ${(error as Error).message} (raw log: ${log.path})`, {
         cause: error,

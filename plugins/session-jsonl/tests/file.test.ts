@@ -3,7 +3,7 @@ import * as os from 'node:os'
 import * as path from 'node:path'
 import type { SessionEvent } from '@loom/session'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { appendLines, type FileOps, materialize, nodeFileOps, readLog, statRevision, truncateTo } from '../src/file.ts'
+import { appendLines, type FileOps, materialize, nodeFileOps, statRevision, truncateTo } from '../src/file.ts'
 import { encodeEvents, encodeHeaderLine } from '../src/format.ts'
 import { logPath } from '../src/paths.ts'
 import { scanLog } from '../src/scanner.ts'
@@ -201,55 +201,23 @@ describe('truncateTo', () => {
   })
 })
 
-describe('readLog and revisions', () => {
-  it('returns the text with a dev:ino:size:mtimeNs:ctimeNs revision', async () => {
+describe('revisions', () => {
+  it('a revision is dev:ino:size:mtimeNs:ctimeNs', async () => {
     await materialize(file, HEADER, encodeEvents(turn(0, 1)))
-    const { text, revision } = await readLog(file)
-    expect(text).toBe(fs.readFileSync(file, 'utf8'))
     const stat = fs.statSync(file, { bigint: true })
-    expect(revision).toBe(`${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`)
-    expect(await statRevision(file)).toBe(revision)
-    expect((await readLog(file)).revision).toBe(revision)
-  })
-
-  it('decodes an ASCII log and one with other characters (and an invalid byte) exactly as UTF-8', async () => {
-    fs.mkdirSync(path.dirname(file), { recursive: true })
-    for (const line of ['{"a":"plain"}', '{"b":"é 中 🙂"}', '{"c":"\udc80"}']) {
-      fs.writeFileSync(file, `${line}\n`)
-      expect((await readLog(file)).text).toBe(fs.readFileSync(file, 'utf8'))
-    }
-    fs.writeFileSync(file, Buffer.from([0x7b, 0xff, 0x7d, 0x0a]))
-    expect((await readLog(file)).text).toBe('{\ufffd}\n')
+    expect(await statRevision(file)).toBe(`${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`)
   })
 
   it('changes after an append and after a truncate', async () => {
     await materialize(file, HEADER, encodeEvents(turn(0, 1)))
-    const r0 = (await readLog(file)).revision
+    const r0 = await statRevision(file)
     const stored = size(file)
     await appendLines(file, encodeEvents(turn(4, 2)))
-    const r1 = (await readLog(file)).revision
+    const r1 = await statRevision(file)
     expect(r1).not.toBe(r0)
     await truncateTo(file, stored)
-    const r2 = (await readLog(file)).revision
+    const r2 = await statRevision(file)
     expect(r2).not.toBe(r1)
     expect(r2).not.toBe(r0) // same size as r0, but a later ctime
-  })
-
-  it('retries until the file is unchanged across the read', async () => {
-    await materialize(file, HEADER, [])
-    let reads = 0
-    const ops: FileOps = {
-      ...nodeFileOps,
-      async readFile(p) {
-        const content = await nodeFileOps.readFile(p)
-        // A writer lands between the read and the second stat, once.
-        if (reads++ === 0) await appendLines(p, encodeEvents(turn(0, 1)))
-        return content
-      },
-    }
-    const { text, revision } = await readLog(file, ops)
-    expect(reads).toBe(2)
-    expect(scanLog(text, file).events).toHaveLength(4)
-    expect(revision).toBe(await statRevision(file))
   })
 })
