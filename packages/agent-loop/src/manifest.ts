@@ -1,6 +1,15 @@
 import { createHash } from 'node:crypto'
 import { estimateMessage, estimateText, type ContentBlock, type Message } from '@loom/llm'
-import { renderAssembly, renderContextSnapshot, type PromptAssembly, type Stability } from '@loom/system-prompt'
+import {
+  type Attributed,
+  type Category,
+  defaultTrust,
+  renderAssembly,
+  renderContextSnapshot,
+  type PromptAssembly,
+  type Stability,
+  type Trust,
+} from '@loom/system-prompt'
 import { RUNTIME_CONTEXT_OWNER } from './runtime-context.ts'
 
 export type ManifestKind = 'section' | 'context' | 'tool' | 'message'
@@ -19,6 +28,14 @@ export interface ManifestRow {
   order: number
   /** Stability class of a section or context; `null` for tools and messages. */
   stability: Stability | null
+  /** Who stands behind it (see `Trust` of @loom/system-prompt); `null` for a message of the user or the model. */
+  trust: Trust | null
+  /** What it is: instructions, memory, skills, files, runtime, tools, tool-results; `null` for a message of the user or the model. */
+  category: Category | null
+  /** ms since its source was last written, when known (file-backed content). */
+  age: number | null
+  /** sha256 of the source it was read from (file-backed content), else `null`. */
+  sourceHash: string | null
   /** Characters the estimate is based on: rendered text, schema JSON, message content. */
   chars: number
   /** Estimated tokens (the fixed heuristic of `@loom/llm`). */
@@ -53,6 +70,19 @@ export interface ManifestInput {
   assembly: PromptAssembly
   /** The history the request carries (default none). */
   messages?: readonly Message[]
+  /** The time ages are measured at (default now). */
+  now?: number
+}
+
+/** The trust, category, age and source hash columns of a section or context row (the defaults for one a listener added). */
+function attribution(declared: Attributed | undefined, owner: string, category: Category, now: number) {
+  const source = declared?.source
+  return {
+    trust: declared?.trust ?? defaultTrust(owner),
+    category: declared?.category ?? category,
+    age: source?.modifiedAt === undefined ? null : Math.max(0, now - source.modifiedAt),
+    sourceHash: source?.sha256 ?? null,
+  }
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
@@ -108,7 +138,7 @@ function textOf(message: Message): string | undefined {
  * digest, plus totals by owner. Section and context texts are interpolated as the
  * model reads them (an unknown variable throws, as rendering would).
  */
-export function buildManifest({ assembly, messages = [] }: ManifestInput): Manifest {
+export function buildManifest({ assembly, messages = [], now = Date.now() }: ManifestInput): Manifest {
   const rows: ManifestRow[] = []
 
   const rendered = renderAssembly(assembly)
@@ -120,6 +150,7 @@ export function buildManifest({ assembly, messages = [] }: ManifestInput): Manif
       owner: section.owner,
       order: section.order,
       stability: section.stability,
+      ...attribution(assembly.attribution?.sections[section.name], section.owner, 'instructions', now),
       chars: text.length,
       tokens: estimateText(text),
       sha256,
@@ -140,6 +171,7 @@ export function buildManifest({ assembly, messages = [] }: ManifestInput): Manif
       owner: context.owner,
       order: context.order,
       stability: context.stability,
+      ...attribution(assembly.attribution?.contexts[context.name], context.owner, 'runtime', now),
       chars: text.length,
       tokens: estimateText(text),
       sha256,
@@ -155,6 +187,10 @@ export function buildManifest({ assembly, messages = [] }: ManifestInput): Manif
       owner,
       order: index,
       stability: null,
+      trust: defaultTrust(owner),
+      category: 'tools',
+      age: null,
+      sourceHash: null,
       chars: json.length,
       tokens: estimateText(json),
       sha256: sha256(json),
@@ -169,6 +205,9 @@ export function buildManifest({ assembly, messages = [] }: ManifestInput): Manif
       owner: messageOwner(message),
       order: index,
       stability: null,
+      ...messageAttribution(message),
+      age: null,
+      sourceHash: null,
       chars: message.content.reduce((sum, block) => sum + blockChars(block), 0),
       tokens: estimateMessage(message),
       sha256: sha256(JSON.stringify(message)),
@@ -191,4 +230,12 @@ export function buildManifest({ assembly, messages = [] }: ManifestInput): Manif
   }
   const owners = [...byOwner.values()].sort((a, b) => b.tokens - a.tokens || (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0))
   return { rows, totals: { chars, tokens, byOwner: owners } }
+}
+
+/** Tool results are tool output; a runtime-context snapshot carries runtime facts; a plugin's message is its plugin's; the user's and the model's have neither. */
+function messageAttribution(message: Message): { trust: Trust | null; category: Category | null } {
+  if (message.source.kind === 'tool') return { trust: 'tool-output', category: 'tool-results' }
+  if (isRuntimeContext(message)) return { trust: 'product', category: 'runtime' }
+  if (message.source.kind === 'plugin') return { trust: defaultTrust(message.source.plugin), category: null }
+  return { trust: null, category: null }
 }

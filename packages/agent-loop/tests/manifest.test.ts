@@ -37,6 +37,34 @@ describe('buildManifest', () => {
     expect(manifest.rows[4]).toMatchObject({ chars: json.length, tokens: Math.ceil(json.length / 4), sha256: sha(json) })
   })
 
+  it('carries trust, category, age and source hash: declared ones, else the defaults by owner and kind', () => {
+    const declared = {
+      ...assembly(),
+      attribution: {
+        sections: {
+          'harness:identity': { trust: 'product' as const, category: 'instructions' as const },
+          notes: { trust: 'repository' as const, category: 'files' as const, source: { path: 'NOTES.md', sha256: 'abc', modifiedAt: 1_000 } },
+        },
+        contexts: { 'runtime:time': { trust: 'product' as const, category: 'runtime' as const } },
+      },
+    }
+    const messages = [
+      createUserMessage({ content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } }),
+      createToolResultMessage({ callId: 'c1', content: [{ type: 'text', text: '42' }] }),
+    ]
+    const rows = buildManifest({ assembly: declared, messages, now: 61_000 }).rows
+    expect(rows.map(row => [row.name, row.trust, row.category, row.age, row.sourceHash])).toEqual([
+      ['harness:identity', 'product', 'instructions', null, null],
+      // Not in the attribution (as a listener's section): the defaults.
+      ['deployment:persona', 'product', 'instructions', null, null],
+      ['notes', 'repository', 'files', 60_000, 'abc'],
+      ['runtime:time', 'product', 'runtime', null, null],
+      ['read', 'product', 'tools', null, null],
+      ['user#0', null, null, null, null],
+      ['tool-result#1', 'tool-output', 'tool-results', null, null],
+    ])
+  })
+
   it('totals by owner, most tokens first', () => {
     const manifest = buildManifest({ assembly: assembly() })
     const sum = manifest.rows.reduce((total, row) => total + row.tokens, 0)

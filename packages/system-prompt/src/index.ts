@@ -25,4 +25,5 @@ export {
 } from './render.ts'
 export { compareCodeUnits, TOOL_ORDER_REST } from './tool-order.ts'
 export { difference, type StabilityCheckMode } from './stability.ts'
+export { defaultTrust } from './service.ts'
 export type * from './types.ts'

@@ -8,6 +8,10 @@ import { StabilityCheck, type StabilityCheckMode } from './stability.ts'
 import { compareCodeUnits, orderTools, validateToolOrder } from './tool-order.ts'
 import type {
   AssembleContext,
+  AssemblyAttribution,
+  Attributed,
+  Category,
+  Trust,
   AssembledContext,
   AssembledSection,
   AssembledTool,
@@ -92,6 +96,17 @@ function resolveText(text: PromptSection['text'], context: AssembleContext): str
   return typeof text === 'function' ? text(context) : text
 }
 
+/** The trust of a contribution that declares none: `@loom/*` plugins are the product; the operator chose the rest. */
+export function defaultTrust(owner: string): Trust {
+  return owner.startsWith('@loom/') ? 'product' : 'deployment'
+}
+
+/** Trust, category and source of an entry: declared, else the defaults. */
+function attribute(value: PromptSection | PromptContext, owner: string, category: Category, context: AssembleContext): Attributed {
+  const source = typeof value.source === 'function' ? value.source(context) : value.source
+  return { trust: value.trust ?? defaultTrust(owner), category: value.category ?? category, ...(source !== undefined && { source }) }
+}
+
 /** Sorts by order, then by name: equal orders never depend on load order. */
 function byOrderThenName(a: { order: number; name: string }, b: { order: number; name: string }) {
   return a.order - b.order || compareCodeUnits(a.name, b.name)
@@ -162,7 +177,8 @@ export class SystemPrompt extends Service {
     if (this.config.includeHarnessIdentity) {
       this.section({ name: IDENTITY_SECTION, order: IDENTITY_ORDER, text: this.config.identity })
     }
-    this.section({ name: PERSONA_SECTION, order: PERSONA_ORDER, text: this.config.persona })
+    // The operator's words: the deployment's, though the product registers them.
+    this.section({ name: PERSONA_SECTION, order: PERSONA_ORDER, text: this.config.persona, trust: 'deployment' })
     if (!this.config.includeRuntimeContext) this.suppressRuntimeContext()
   }
 
@@ -285,9 +301,12 @@ export class SystemPrompt extends Service {
     )
     const completeCopy = complete.length ? { ...sections[registered.indexOf(complete[0])] } : undefined
 
+    const attribution: AssemblyAttribution = { sections: {}, contexts: {} }
+    for (const { value, owner } of registered) attribution.sections[value.name] = attribute(value, owner, 'instructions', context)
     let contexts: AssembledContext[] = []
     if (!suppressed) {
       const active = [...contextEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
+      for (const { value, owner } of active) attribution.contexts[value.name] = attribute(value, owner, 'runtime', context)
       warnTies('context', active, warn)
       contexts = active.map(
         ({ value, owner }): AssembledContext => ({
@@ -304,7 +323,7 @@ export class SystemPrompt extends Service {
     const tools = orderTools(collected, knownNames, config.toolOrder)
     warnDuplicateTools(tools, warn)
 
-    const assembly: PromptAssembly = { sections, contexts, tools, variables, variableInfo }
+    const assembly: PromptAssembly = { sections, contexts, tools, variables, variableInfo, attribution }
     const result = await this.ctx.waterfall(scopeTarget(this, scope), 'system-prompt/assemble', assembly, context, async () => assembly)
     const final = completeCopy || suppressed ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) } : result
     assertStableSections(final)

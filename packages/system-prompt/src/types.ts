@@ -21,7 +21,36 @@ export interface AssembleContext {
 
 export type PromptText = string | ((context: AssembleContext) => string)
 
-export interface PromptSection {
+/**
+ * Who stands behind a contribution, most trusted first: the product (Loom's own
+ * plugins), the deployment (its operator's config and plugins), the repository
+ * (files of the project: AGENTS.md, skills), what the user confirmed (memory),
+ * the workspace (facts read from it: git state), and tool output.
+ */
+export type Trust = 'product' | 'deployment' | 'repository' | 'user-confirmed' | 'workspace' | 'tool-output'
+
+/** What a contribution is, for budgets and the manifest. */
+export type Category = 'instructions' | 'memory' | 'skills' | 'files' | 'runtime' | 'tools' | 'tool-results'
+
+/** Where file-backed content came from: its path, the sha256 of what was read, and when it was last written. */
+export interface PromptSource {
+  readonly path: string
+  readonly sha256: string
+  /** ms since the epoch; the manifest shows the content's age from it. */
+  readonly modifiedAt?: number
+}
+
+/** Trust, category and source of a contribution, as its plugin declares them. */
+export interface Provenance {
+  /** Default: `product` for `@loom/*` plugins, `deployment` for the others. */
+  readonly trust?: Trust
+  /** Default: `instructions` for sections, `runtime` for contexts. */
+  readonly category?: Category
+  /** For content read from a file; a function when the file is read at each assembly. */
+  readonly source?: PromptSource | ((context: AssembleContext) => PromptSource | undefined)
+}
+
+export interface PromptSection extends Provenance {
   readonly name: string
   /** Position in the system text; see the order bands in the README. */
   readonly order: number
@@ -34,7 +63,7 @@ export interface PromptSection {
   readonly literal?: boolean
 }
 
-export interface PromptContext {
+export interface PromptContext extends Provenance {
   readonly name: string
   readonly order: number
   readonly text: PromptText
@@ -79,6 +108,19 @@ export interface Owned {
   owner: string
 }
 
+/** Trust and category of one entry, resolved (declared, else the defaults); its source when declared. */
+export interface Attributed {
+  trust: Trust
+  category: Category
+  source?: PromptSource
+}
+
+/** Attribution of the registered sections and contexts by name (an entry a listener added has none: the manifest gives it the defaults). */
+export interface AssemblyAttribution {
+  sections: Record<string, Attributed>
+  contexts: Record<string, Attributed>
+}
+
 /** A section with its text resolved but not yet interpolated. */
 export interface AssembledSection extends Owned {
   name: string
@@ -111,6 +153,8 @@ export interface PromptAssembly {
   variables: Record<string, string | undefined>
   /** Owner and stability of each registered variable (listener-added variables have none). */
   variableInfo: Record<string, VariableInfo>
+  /** Trust, category and source of each registered section and context, apart from their shapes. */
+  attribution?: AssemblyAttribution
   [extra: string]: unknown
 }
 

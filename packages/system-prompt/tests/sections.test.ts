@@ -264,3 +264,35 @@ describe('B. sections', () => {
     expect(contrib(await e.asm())).toMatchObject([{ name: '', text: 'anonymous' }])
   })
 })
+
+describe('attribution', () => {
+  it('keeps declared trust, category and source apart from the shapes; defaults by owner and kind', async () => {
+    const h = await root()
+    const repo = await h.plugin('repo-notes')
+    repo.systemPrompt.section({
+      name: 'notes',
+      order: 10,
+      text: 'Notes.',
+      trust: 'repository',
+      category: 'files',
+      source: () => ({ path: 'NOTES.md', sha256: 'abc', modifiedAt: 5 }),
+    })
+    repo.systemPrompt.context({ name: 'now', order: 10, text: 'now' })
+    const assembly = await h.asm()
+    expect(assembly.sections.find(section => section.name === 'notes')).toEqual({
+      name: 'notes',
+      text: 'Notes.',
+      order: 10,
+      stability: 'static',
+      owner: 'repo-notes',
+    })
+    expect(assembly.attribution).toEqual({
+      sections: {
+        'harness:identity': { trust: 'product', category: 'instructions' },
+        'deployment:persona': { trust: 'deployment', category: 'instructions' },
+        notes: { trust: 'repository', category: 'files', source: { path: 'NOTES.md', sha256: 'abc', modifiedAt: 5 } },
+      },
+      contexts: { now: { trust: 'deployment', category: 'runtime' } },
+    })
+  })
+})

@@ -29,6 +29,7 @@ function errorCode(error: unknown): string {
 interface CacheEntry {
   stamp: string
   read: FileRead
+  modifiedAt?: number
 }
 
 /**
@@ -45,8 +46,8 @@ export class FileCache {
     this.maxSourceBytes = maxSourceBytes
   }
 
-  /** The file's content, or why it is not usable; `stamp` identifies the version read. */
-  read(path: string): { read: FileRead; stamp: string } {
+  /** The file's content, or why it is not usable; `stamp` identifies the version read, `modifiedAt` is its mtime in ms. */
+  read(path: string): { read: FileRead; stamp: string; modifiedAt?: number } {
     let stats
     try {
       stats = statSync(path, { bigint: true, throwIfNoEntry: false })
@@ -63,7 +64,7 @@ export class FileCache {
     if (cached?.stamp === stamp) return cached
     const read = this.load(path, Number(stats.size))
     if (this.entries.size >= 512) this.entries.clear()
-    const entry = { stamp, read }
+    const entry = { stamp, read, modifiedAt: Number(stats.mtimeMs) }
     this.entries.set(path, entry)
     return entry
   }

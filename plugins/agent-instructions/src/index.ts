@@ -1,7 +1,8 @@
 import { join, relative, resolve, sep } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import type { AssembleContext } from '@loom/system-prompt'
+import type { AssembleContext, PromptSource } from '@loom/system-prompt'
+import { createHash } from 'node:crypto'
 import { directoryChain, FileCache, findGitRoot } from './files.ts'
 import { compileKeepPatterns } from './markdown.ts'
 import { renderInstructions, type FoundFile } from './render.ts'
@@ -67,10 +68,10 @@ export function apply(ctx: Context, config: Config) {
   const maxBytes = config.maxBytes ?? 32768
   const keep = compileKeepPatterns(config.keepHeadings ?? DEFAULT_KEEP_HEADINGS)
   const cache = new FileCache(config.maxFileBytes ?? 1048576)
-  // The rendered text of the last few file sets, keyed by every path and version.
-  const rendered = new Map<string, string>()
+  // The rendered text and source of the last few file sets, keyed by every path and version.
+  const rendered = new Map<string, { text: string; source: PromptSource | undefined }>()
 
-  const text = (context: AssembleContext): string => {
+  const current = (context: AssembleContext) => {
     const cwd = resolve(cwdOf(context))
     const root = config.root !== undefined ? resolve(cwd, config.root) : (findGitRoot(cwd) ?? cwd)
     const found: FoundFile[] = []
@@ -79,7 +80,7 @@ export function apply(ctx: Context, config: Config) {
     for (const dir of directoryChain(root, cwd)) {
       for (const file of files) {
         const path = join(dir, file)
-        const { read, stamp } = cache.read(path)
+        const { read, stamp, modifiedAt } = cache.read(path)
         stamps.push(`${path}\0${stamp}`)
         if (read.kind === 'missing') continue
         // CLAUDE.md is often a copy of (or a link to) AGENTS.md: say it once.
@@ -87,13 +88,13 @@ export function apply(ctx: Context, config: Config) {
           if (seen.has(read.text)) continue
           seen.add(read.text)
         }
-        found.push({ label: relative(root, path).split(sep).join('/'), path, read })
+        found.push({ label: relative(root, path).split(sep).join('/'), path, read, ...(modifiedAt !== undefined && { modifiedAt }) })
       }
     }
     const key = stamps.join('\n')
     let result = rendered.get(key)
     if (result === undefined) {
-      result = renderInstructions(found, maxBytes, keep)
+      result = { text: renderInstructions(found, maxBytes, keep), source: sourceOf(found) }
       if (rendered.size >= 64) rendered.clear()
       rendered.set(key, result)
     }
@@ -101,7 +102,24 @@ export function apply(ctx: Context, config: Config) {
   }
 
   // File text, never a template: `${{ secrets.X }}` or `{{x}}` in a file reaches the model as written.
-  ctx.systemPrompt.section({ name: SECTION, order: ORDER, stability: 'session', literal: true, text })
+  ctx.systemPrompt.section({
+    name: SECTION,
+    order: ORDER,
+    stability: 'session',
+    literal: true,
+    trust: 'repository',
+    category: 'instructions',
+    text: context => current(context).text,
+    source: context => current(context).source,
+  })
+}
+
+/** The files read, for the manifest: their labels, one sha256 over their contents, and the newest change. */
+function sourceOf(found: readonly FoundFile[]): PromptSource | undefined {
+  if (!found.length) return undefined
+  const hash = createHash('sha256')
+  for (const file of found) hash.update(`${file.label}\0${file.read.kind === 'text' ? file.read.text : ''}\0`)
+  return { path: found.map(file => file.label).join(', '), sha256: hash.digest('hex'), modifiedAt: Math.max(...found.map(file => file.modifiedAt ?? 0)) }
 }
 
 export { renderInstructions, HEADER, type FoundFile } from './render.ts'

@@ -8,6 +8,8 @@ export interface FoundFile {
   /** Absolute path: where the notice says the full file is. */
   readonly path: string
   readonly read: Exclude<FileRead, { kind: 'missing' }>
+  /** When the file was last written (ms since the epoch), when known. */
+  readonly modifiedAt?: number
 }
 
 export const HEADER =

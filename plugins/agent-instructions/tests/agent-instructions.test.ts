@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -376,5 +377,23 @@ describe('lifecycle', () => {
     await h.assertZeroResidue(mounted)
     const after = await h.run('hi')
     expect(after.requests[0].system).toBe('You are an AI agent powered by Loom.')
+  })
+})
+
+describe('provenance', () => {
+  test('the section is the repository’s instructions, with the files read, one hash over them and the newest change', async () => {
+    const cwd = tree({ '.git': null, 'AGENTS.md': 'Use tabs.\n', 'pkg/AGENTS.md': 'Run make.\n' })
+    utimesSync(join(cwd, 'AGENTS.md'), 1_000, 1_000)
+    utimesSync(join(cwd, 'pkg/AGENTS.md'), 2_000, 2_000)
+    const h = await host(join(cwd, 'pkg'))
+    await h.mount(plugin)
+    const agent = h.agent(join(cwd, 'pkg'))
+    const assembly = await h.ctx.systemPrompt.assemble({ agent, scope: agent })
+    const hash = createHash('sha256').update('AGENTS.md\0Use tabs.\n\0pkg/AGENTS.md\0Run make.\n\0').digest('hex')
+    expect(assembly.attribution?.sections['instructions:project']).toEqual({
+      trust: 'repository',
+      category: 'instructions',
+      source: { path: 'AGENTS.md, pkg/AGENTS.md', sha256: hash, modifiedAt: 2_000_000 },
+    })
   })
 })

@@ -60,6 +60,7 @@ export function apply(ctx: Context, config: Config) {
     order: CONTEXT_ORDER,
     stability: 'step',
     literal: true,
+    trust: 'workspace',
     text: context => workspaceText(cwdOf(context)),
   })
 

@@ -179,8 +179,10 @@ export function apply(ctx: Context, config: Config) {
   }
 
   // File text, never a template: a `{{` in the index or a record reaches the model as written.
-  ctx.systemPrompt.context({ name: INDEX_CONTEXT, order: INDEX_ORDER, stability: 'session', literal: true, text: indexText })
-  ctx.systemPrompt.context({ name: RECORDS_CONTEXT, order: RECORDS_ORDER, stability: 'step', literal: true, text: recordsText })
+  // What the user asked to remember: their words, confirmed when saved.
+  const memory = { trust: 'user-confirmed', category: 'memory' } as const
+  ctx.systemPrompt.context({ name: INDEX_CONTEXT, order: INDEX_ORDER, stability: 'session', literal: true, ...memory, text: indexText })
+  ctx.systemPrompt.context({ name: RECORDS_CONTEXT, order: RECORDS_ORDER, stability: 'step', literal: true, ...memory, text: recordsText })
   ctx.on('agent/inbox/claimed', ({ agent, message }) => {
     const text = userTextOf(message)
     if (text !== undefined) claimed.set(agent, text)

@@ -52,6 +52,9 @@ export function apply(ctx: Context, config: Config) {
     order: ORDER,
     stability: 'session',
     literal: true,
+    // Skill files live in the project (or the user's own folders): the repository's word.
+    trust: 'repository',
+    category: 'skills',
     text: (context: AssembleContext) => renderCatalog(scan(context.agent?.cwd).skills),
   })
 

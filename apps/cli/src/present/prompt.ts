@@ -34,9 +34,21 @@ export function printManifest(io: Io, { rows, totals }: PromptReport['manifest']
   }
   let text = '\n' + rule(`manifest (${rows.length} rows, ~${totals.tokens} tokens estimated)`)
   text += table(
-    ['KIND', 'NAME', 'OWNER', 'ORDER', 'STABILITY', 'CHARS', 'TOKENS', 'SHA256'],
-    rows.map(r => [r.kind, r.name, r.owner, String(r.order), r.stability ?? '-', String(r.chars), String(r.tokens), r.sha256.slice(0, 12)]),
-    [3, 5, 6],
+    ['KIND', 'NAME', 'OWNER', 'ORDER', 'STABILITY', 'TRUST', 'CATEGORY', 'AGE', 'CHARS', 'TOKENS', 'SHA256'],
+    rows.map(r => [
+      r.kind,
+      r.name,
+      r.owner,
+      String(r.order),
+      r.stability ?? '-',
+      r.trust ?? '-',
+      r.category ?? '-',
+      r.age === null ? '-' : describeAge(r.age),
+      String(r.chars),
+      String(r.tokens),
+      r.sha256.slice(0, 12),
+    ]),
+    [3, 7, 8, 9],
   )
   text +=
     '\n' +
@@ -51,4 +63,13 @@ export function printManifest(io: Io, { rows, totals }: PromptReport['manifest']
 /** A titled rule line: `── system ─────…` */
 function ruler(out: ReturnType<typeof styler>) {
   return (title: string) => out.bold(`── ${title} ${'─'.repeat(Math.max(0, 60 - title.length))}`) + '\n'
+}
+
+/** `42s`, `5m`, `3h`, `12d`: how long ago a source was written. */
+export function describeAge(ms: number): string {
+  const seconds = Math.floor(ms / 1000)
+  if (seconds < 60) return `${seconds}s`
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`
+  if (seconds < 86_400) return `${Math.floor(seconds / 3600)}h`
+  return `${Math.floor(seconds / 86_400)}d`
 }
