@@ -7,6 +7,7 @@
 // resume`, `compact`).
 // present/ does the printing. Everything heavy is imported by the command that
 // needs it, so `loom --version` and `loom --help` load no host.
+import type { Context as Root } from '@deepseek-ai/cordis'
 import { redact } from '@loom/secrets'
 import type { CachePrices } from '@loom/session'
 import { readFileSync } from 'node:fs'
@@ -59,6 +60,11 @@ export interface Parsed {
   out?: string
   /** `loom -c`: the conversation continues the last session started here. */
   continue: boolean
+  /** `serve`: where to listen, the token file, the drain deadline. */
+  port?: number
+  host?: string
+  tokenFile?: string
+  drainMs?: number
 }
 
 /** `pnpm loom -- ...` passes the `--` through. */
@@ -104,6 +110,10 @@ export function parse(argv: readonly string[]): Parsed {
     maxCostUsd: number('max-cost', values['max-cost'] as string | undefined, { integer: false, min: 0 }),
     out: values.out as string | undefined,
     continue: values.continue === true,
+    port: number('port', values.port as string | undefined, { integer: true, min: 0, max: 65535 }),
+    host: values.host as string | undefined,
+    tokenFile: values['token-file'] as string | undefined,
+    drainMs: number('drain-ms', values['drain-ms'] as string | undefined, { integer: true, min: 0 }),
   }
 }
 
@@ -126,11 +136,18 @@ function onOff(flag: string, raw: string | undefined): 'on' | 'off' | undefined 
   throw new UsageError(`--${flag}: expected on or off, got "${raw}"`)
 }
 
-function number(flag: string, raw: string | undefined, rule: { integer: boolean; min: number }): number | undefined {
+function number(flag: string, raw: string | undefined, rule: { integer: boolean; min: number; max?: number }): number | undefined {
   if (raw === undefined) return undefined
   const value = Number(raw)
-  if (raw.trim() === '' || !Number.isFinite(value) || value < rule.min || (rule.integer && !Number.isInteger(value))) {
-    throw new UsageError(`--${flag}: expected ${rule.integer ? 'a whole number' : 'a number'} >= ${rule.min}, got "${raw}"`)
+  if (
+    raw.trim() === '' ||
+    !Number.isFinite(value) ||
+    value < rule.min ||
+    (rule.max !== undefined && value > rule.max) ||
+    (rule.integer && !Number.isInteger(value))
+  ) {
+    const range = rule.max === undefined ? `>= ${rule.min}` : `from ${rule.min} to ${rule.max}`
+    throw new UsageError(`--${flag}: expected ${rule.integer ? 'a whole number' : 'a number'} ${range}, got "${raw}"`)
   }
   return value
 }
@@ -198,7 +215,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     }
     if (command !== CONVERSATION) leaseCommand = `loom ${command.name}`
     if (args.task === '-') args.task = await readTask(options.stdin ?? process.stdin, command.name)
-    plan = command === CONVERSATION ? conversation(parsed.continue ? 'last' : undefined) : PLANS[command.name as CommandName](args, parsed)
+    plan = command === CONVERSATION ? conversation(parsed.continue ? 'last' : undefined) : await PLANS[command.name as CommandName](args, parsed)
   } catch (error) {
     if ((error as Error)?.name !== 'UsageError') throw error
     return fail(`${(error as Error).message}; see: ${seeHelp(positionalsOf(argv))}`, 2)
@@ -226,6 +243,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     const approver = plan.asking ? terminalApprover({ asking: plan.asking }) : headlessApprover(parsed.approve)
     const deployment = await boot({ ...layers, log, plugins: [approver] })
     opened = deployment
+    context.root = deployment.root
     const runner = deployment.root.get('runner') as Runner | undefined
     if (!runner) {
       throw new ConfigError("the deployment has no runner: add the row `- id: runner\n    name: '@loom/cli/runner'` (the CLI's own plugin serves its commands)")
@@ -258,13 +276,15 @@ async function readTask(stdin: AsyncIterable<string | Uint8Array>, command: stri
 }
 
 /** What a running command gets. */
-interface Context {
+export interface Context {
   parsed: Parsed
   io: Io
   cwd: string
   layers: { cwd: string; bundles: string[]; patches: string[] }
   log: BootOptions['log']
   onInterrupt: MainOptions['onInterrupt']
+  /** The booted deployment's root context (`runner` plans; `serve` plugs its server there). */
+  root?: Root
 }
 
 /** What a command needs, and what it does with it: nothing booted, the session store alone, or the runner of the whole deployment. */
@@ -301,7 +321,7 @@ const conversation = (ref: string | undefined): Plan => {
  * mistake found here is a usage error, before anything loads); the command
  * table and this map name the same commands.
  */
-const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) => Plan> = {
+const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) => Plan | Promise<Plan>> = {
   run: ({ task }) => turn((runner, { parsed, cwd }, watch) => runner.run(task, { ...parsed, cwd }, watch)),
   prompt: () =>
     runner(async (runner, { parsed, io, cwd }) => {
@@ -331,6 +351,12 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
       return 0
     }),
   resume: ({ id }) => conversation(id),
+  serve: async (_args, parsed) => {
+    const { serve, serveToken } = await import('./serve.ts')
+    // Checked before anything boots: no token, no server.
+    const token = serveToken(parsed.tokenFile)
+    return runner((runner, context) => serve(runner, { ...context, root: context.root!, token }))
+  },
   'sessions resume': ({ id, task }) => turn((runner, { parsed, cwd }, watch) => runner.resume(id, task, { ...parsed, cwd }, watch)),
   'sessions verify': ({ id }) =>
     store(async (store, { parsed, io }) => {

@@ -53,6 +53,10 @@ export const OPTIONS = {
   'miss-price': { type: 'string', value: '<P>', help: "price per million cache-miss input tokens (default: the model's; deepseek-flash 0.30)" },
   'output-price': { type: 'string', value: '<P>', help: "price per million output tokens (default: the model's; deepseek-flash 1.20)" },
   out: { type: 'string', value: '<file>', help: 'write it to this file instead of stdout' },
+  port: { type: 'string', value: '<n>', help: 'TCP port to listen on (default 8080; 0 picks a free one)' },
+  host: { type: 'string', value: '<address>', help: 'address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)' },
+  'token-file': { type: 'string', value: '<file>', help: 'read the bearer token from this file instead of $LOOM_SERVE_TOKEN' },
+  'drain-ms': { type: 'string', value: '<n>', help: 'on SIGTERM, how long running turns may finish before they are cancelled (default 10000)' },
   continue: { type: 'boolean', short: 'c', help: 'open the conversation on the last session started in this folder' },
   help: { type: 'boolean', short: 'h', help: "this help; after a command, that command's options and examples" },
   version: { type: 'boolean', short: 'v', help: 'versions of loom and Node' },
@@ -200,6 +204,18 @@ export const COMMANDS = [
     details: 'Needs a @loom/compaction row (the default bundle has one).',
     options: ['json', ...ROUTE, ...LAYERS],
     examples: [`loom sessions compact ${SESSION}`],
+  },
+  {
+    name: 'serve',
+    args: [],
+    summary: 'an HTTP API for the deployment: sessions over JSON, their events as a resumable SSE stream',
+    details:
+      'Boots the deployment as run does (tool calls answered by --approve) and serves /v1/sessions: create a session with a task, post followup, steer or inject messages, cancel, list and read, and GET /v1/sessions/ID/events (Server-Sent Events, resumable with Last-Event-ID). Every request but /healthz needs Authorization: Bearer <token>, the token from $LOOM_SERVE_TOKEN or --token-file; without one it does not start. Several hosts can share one PostgreSQL store (see docs/operating.md). SIGTERM drains: new work gets 503, running turns get --drain-ms to finish, then they are cancelled and closed in their logs; exit 0.',
+    options: ['port', 'host', 'token-file', 'drain-ms', 'approve', ...LAYERS],
+    examples: [
+      'LOOM_SERVE_TOKEN=$(openssl rand -hex 32) loom serve',
+      'loom serve --host 0.0.0.0 --port 8080 --token-file /run/secrets/loom-token --drain-ms 30000',
+    ],
   },
   {
     name: 'schema',

@@ -9,6 +9,7 @@ const ENVIRONMENT = `Environment:
   ANTHROPIC_API_KEY              use Anthropic (route anthropic); ANTHROPIC_BASE_URL overrides its URL
   OPENAI_BASE_URL, OPENAI_API_KEY  use an OpenAI-compatible server (route openai); OPENAI_MODEL picks the model
   LOOM_HOME                      where sessions are stored (default ~/.loom; sessions in $LOOM_HOME/sessions)
+  LOOM_SERVE_TOKEN               the bearer token of loom serve (or --token-file)
   With no key set, an offline demo model answers (route scripted).
 `
 

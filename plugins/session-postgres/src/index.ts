@@ -35,6 +35,8 @@ export interface Config {
   leaseStaleMs?: number
   /** What this process runs, shown to writers it refuses (default: its command line). */
   leaseCommand?: string
+  /** The host name written into this process's leases (default: the machine's); a holder of this name whose pid is gone is taken over at once. */
+  leaseHost?: string
   /** Most connections this backend opens at once. */
   poolMax?: number
 }
@@ -52,6 +54,9 @@ export const Config: Schema<Config> = Schema.object({
   leaseHeartbeatMs: Schema.natural().min(1).default(5000).description('How often a writer refreshes the heartbeat of its session lease.'),
   leaseStaleMs: Schema.natural().min(1).default(30_000).description('A lease whose heartbeat is older than this may be taken over.'),
   leaseCommand: Schema.string().description('What this process runs, shown to the writers it refuses (default: its command line).'),
+  leaseHost: Schema.string().description(
+    "The host name written into this process's leases (default: the machine's hostname). Hosts that share a hostname but not a process table (containers) need distinct names: a holder of this name whose pid is gone here is taken over at once.",
+  ),
   poolMax: Schema.natural().min(1).default(10).description('Most connections this backend opens at once.'),
 })
 
@@ -106,6 +111,7 @@ export class PostgresPersistence extends Service implements SessionPersistence {
   private readonly stored = new Set<string>()
   private readonly heartbeatMs: number
   private readonly staleMs: number
+  private readonly leaseHost: string | undefined
   /** What this process runs, written into its leases (the CLI sets e.g. `loom run`). */
   leaseCommand: string
 
@@ -118,6 +124,7 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     // A live holder must never look stale between two heartbeats.
     if (this.staleMs <= this.heartbeatMs) throw new RangeError(`leaseStaleMs (${this.staleMs}) must be greater than leaseHeartbeatMs (${this.heartbeatMs})`)
     this.leaseCommand = config.leaseCommand ?? defaultLeaseCommand()
+    this.leaseHost = config.leaseHost
     const logger = ctx.logger('session-postgres')
     this.db = new Db({ url: config.url, schema: config.schema ?? 'loom', poolMax: config.poolMax ?? 10 }, error =>
       logger.warn(`idle connection to ${this.db.where} failed: ${error.message}`),
@@ -307,7 +314,12 @@ export class PostgresPersistence extends Service implements SessionPersistence {
   private async hold(id: string): Promise<Lease> {
     const held = this.leases.get(id)
     if (held) return held
-    const lease = await Lease.acquire(this.db, id, { heartbeatMs: this.heartbeatMs, staleMs: this.staleMs, command: this.leaseCommand })
+    const lease = await Lease.acquire(this.db, id, {
+      heartbeatMs: this.heartbeatMs,
+      staleMs: this.staleMs,
+      command: this.leaseCommand,
+      ...(this.leaseHost !== undefined && { host: this.leaseHost }),
+    })
     this.leases.set(id, lease)
     return lease
   }

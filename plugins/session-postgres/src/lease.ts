@@ -16,6 +16,8 @@ export interface LeaseOptions {
   heartbeatMs: number
   staleMs: number
   command: string
+  /** The host name written into the lease; a holder of the same name whose pid is gone is taken over at once. */
+  host?: string
 }
 
 interface HolderRow {
@@ -54,7 +56,8 @@ export class Lease {
 
   /** Takes the lease of `id`, taking over a stale or dead holder; `SESSION_LEASE_HELD` names a live one. */
   static async acquire(db: Db, id: string, options: LeaseOptions): Promise<Lease> {
-    const me = [id, process.pid, hostname(), options.command]
+    const host = options.host ?? hostname()
+    const me = [id, process.pid, host, options.command]
     // Each round either wins or meets a holder; a holder that let go in between is retried.
     for (let round = 0; round < 5; round++) {
       const taken = await db.pool.query<{ token: string }>(
@@ -71,7 +74,7 @@ export class Lease {
       const holder = holderOf(rows[0])
       if (!holder) continue
       // Only on this host can a pid be checked; elsewhere the heartbeat decides.
-      if (holder.host !== hostname() || processExists(holder.pid)) throw SessionLeaseError.held(id, holder)
+      if (holder.host !== host || processExists(holder.pid)) throw SessionLeaseError.held(id, holder)
       const dead = await db.pool.query<{ token: string }>(
         `UPDATE ${db.leasesTable} SET token = token + 1, pid = $2, host = $3, command = $4, since = now(), heartbeat = now()
          WHERE session_id = $1 AND token = $5 RETURNING token`,

@@ -1,0 +1,74 @@
+// `loom serve`: the deployment booted as for `run` (tool calls answered by
+// --approve), plus the HTTP server of @loom/serve on its root. It prints where
+// it listens, and runs until a stop signal: the first one drains (new work gets
+// 503, running turns get --drain-ms to finish, then are cancelled and closed in
+// their logs), and the command exits 0 once everything is written; a second
+// one exits at once.
+import type { Context as Root } from '@deepseek-ai/cordis'
+import { loadToken, Serve, TokenError } from '@loom/serve'
+import type { SessionPersistence } from '@loom/session'
+import type { Context } from './cli.ts'
+import { ConfigError, UsageError } from './errors.ts'
+import type { Runner } from './runner.ts'
+
+export const DEFAULT_PORT = 8080
+export const DEFAULT_HOST = '127.0.0.1'
+export const DEFAULT_DRAIN_MS = 10_000
+
+/** The bearer token: --token-file, else $LOOM_SERVE_TOKEN; a usage error (naming where it looked) when there is none. */
+export function serveToken(file: string | undefined): string {
+  try {
+    return loadToken({ file })
+  } catch (error) {
+    if (error instanceof TokenError) throw new UsageError(`serve: ${error.message}`)
+    throw error
+  }
+}
+
+export async function serve(runner: Runner, context: Context & { root: Root; token: string }): Promise<number> {
+  const { parsed, io, cwd, root, token } = context
+  const store: (SessionPersistence & { leaseCommand?: string }) | undefined = root.get('sessionPersistence')
+  if (!store) {
+    throw new ConfigError(
+      "loom serve needs a session store: the deployment has no sessionPersistence (the default bundle's session-jsonl row, or @loom/session-postgres)",
+    )
+  }
+  const drainMs = parsed.drainMs ?? DEFAULT_DRAIN_MS
+  // The schema fills in the defaults of what the command has no flag for.
+  await root.plugin(
+    Serve,
+    Serve.Config({
+      token,
+      port: parsed.port ?? DEFAULT_PORT,
+      host: parsed.host ?? DEFAULT_HOST,
+      cwd,
+    }),
+  )
+  const server: Serve | undefined = root.get('serve')
+  if (!server) throw new ConfigError('the server did not start: its plugin waits for a service the deployment lacks (runner, sessions, sessionPersistence)')
+  // A refused writer elsewhere reads which server holds the session.
+  store.leaseCommand = `loom serve ${server.url}`
+  // The default route of new sessions (the runner row's provider and model), checked before the first request.
+  const route = await runner.route()
+  io.stdout.write(`loom serve: listening on ${server.url} (sessions: ${server.store}; new sessions on ${route.provider}/${route.model})\n`)
+
+  return new Promise<number>(resolve => {
+    let draining = false
+    context.onInterrupt?.(signal => {
+      if (draining) return 'exit'
+      draining = true
+      io.stderr.write(`loom serve: ${signal}: draining (new work is refused; running turns have ${drainMs} ms to finish)\n`)
+      server.drain(drainMs).then(
+        ({ finished, cancelled }) => {
+          io.stderr.write(`loom serve: drained: ${finished} running turn(s) finished in time, ${cancelled} cancelled and closed in their logs\n`)
+          resolve(0)
+        },
+        error => {
+          io.stderr.write(`loom serve: drain failed: ${(error as Error).message}\n`)
+          resolve(1)
+        },
+      )
+      return 'handled'
+    })
+  })
+}

@@ -1,0 +1,122 @@
+// A client of `loom serve` for the tests: JSON requests with the bearer token,
+// and an event-stream reader that parses the SSE frames and stops when a
+// condition holds (or after a timeout).
+
+export interface Reply {
+  status: number
+  headers: Headers
+  body: any
+  text: string
+}
+
+export function client(base: string, token: string) {
+  const auth = { authorization: `Bearer ${token}` }
+  return {
+    base,
+    async request(method: string, path: string, body?: unknown, headers: Record<string, string> = auth): Promise<Reply> {
+      const response = await fetch(base + path, {
+        method,
+        headers: { ...headers, ...(body !== undefined && { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      })
+      const text = await response.text()
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(text)
+      } catch {
+        parsed = undefined
+      }
+      return { status: response.status, headers: response.headers, body: parsed, text }
+    },
+    /** Reads the event stream of `id` until `until(events)` holds, the stream ends, or `timeoutMs` passes. */
+    events(id: string, options: { lastEventId?: number; after?: number; until?: (events: Frame[]) => boolean; timeoutMs?: number } = {}) {
+      const query = options.after === undefined ? '' : `?after=${options.after}`
+      return readStream(
+        `${base}/v1/sessions/${id}/events${query}`,
+        {
+          ...auth,
+          ...(options.lastEventId !== undefined && { 'last-event-id': String(options.lastEventId) }),
+        },
+        options.until ?? (() => false),
+        options.timeoutMs ?? 20_000,
+      )
+    },
+  }
+}
+
+export interface Frame {
+  id: number
+  event: { seq: number; type: string; data: any }
+}
+
+export interface StreamRead {
+  status: number
+  frames: Frame[]
+  comments: string[]
+  retry: number | undefined
+  /** The server ended the stream (rather than the reader stopping it). */
+  ended: boolean
+  body: string
+}
+
+async function readStream(url: string, headers: Record<string, string>, until: (frames: Frame[]) => boolean, timeoutMs: number): Promise<StreamRead> {
+  const abort = new AbortController()
+  const timer = setTimeout(() => abort.abort(), timeoutMs)
+  const read: StreamRead = { status: 0, frames: [], comments: [], retry: undefined, ended: false, body: '' }
+  try {
+    const response = await fetch(url, { headers, signal: abort.signal })
+    read.status = response.status
+    if (response.status !== 200 || !response.body) {
+      read.body = await response.text()
+      return read
+    }
+    const decoder = new TextDecoder()
+    let buffer = ''
+    const reader = response.body.getReader()
+    for (;;) {
+      const { value, done } = await reader.read()
+      if (done) {
+        read.ended = true
+        break
+      }
+      buffer += decoder.decode(value, { stream: true })
+      let end: number
+      while ((end = buffer.indexOf('\n\n')) !== -1) {
+        const block = buffer.slice(0, end)
+        buffer = buffer.slice(end + 2)
+        let id: number | undefined
+        let data: string | undefined
+        for (const line of block.split('\n')) {
+          if (line.startsWith(':')) read.comments.push(line.slice(1).trim())
+          else if (line.startsWith('id: ')) id = Number(line.slice(4))
+          else if (line.startsWith('data: ')) data = line.slice(6)
+          else if (line.startsWith('retry: ')) read.retry = Number(line.slice(7))
+        }
+        if (id !== undefined && data !== undefined) read.frames.push({ id, event: JSON.parse(data) })
+      }
+      if (until(read.frames)) {
+        abort.abort()
+        break
+      }
+    }
+  } catch (error) {
+    if (!abort.signal.aborted) throw error
+  } finally {
+    clearTimeout(timer)
+  }
+  return read
+}
+
+/** The frames hold the end of turn `turn`. */
+export const turnEnded = (turn: number) => (frames: Frame[]) => frames.some(frame => frame.event.type === 'turn/end' && frame.event.data.turn === turn)
+
+/** Polls `check` until it returns a value (not undefined), or fails after `timeoutMs`. */
+export async function eventually<T>(check: () => T | undefined | Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const start = Date.now()
+  for (;;) {
+    const value = await check()
+    if (value !== undefined) return value
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
+}

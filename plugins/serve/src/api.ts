@@ -1,0 +1,134 @@
+// The endpoints, version 1: each request is authenticated first (except
+// /healthz), then routed; a handler checks its input field by field and
+// answers JSON, or an event stream. Errors are `{ error: { code, message } }`.
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { hostname } from 'node:os'
+import { bearerCheck } from './auth.ts'
+import { ApiError, discardBody, objectBody, onlyFields, readJson, Router, sendError, sendJson, stringField, type Request } from './http.ts'
+import type { HostedSessions, MessageMode } from './sessions.ts'
+import { EventStream, resumeAfter } from './sse.ts'
+
+export interface ApiOptions {
+  token: string
+  maxBodyBytes: number
+  heartbeatMs: number
+  retryMs: number
+  /** What /healthz says this server stores sessions in. */
+  store: string
+  /** Reports an unexpected failure (the client gets a 500 without its details). */
+  report: (error: unknown) => void
+}
+
+const MODES: readonly MessageMode[] = ['followup', 'steer', 'inject']
+
+/** The request listener of the server. */
+export function createApi(sessions: HostedSessions, options: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const authorized = bearerCheck(options.token)
+  const started = Date.now()
+  const router = new Router()
+    .add('GET', '/healthz', async ({ res }) => {
+      const status = sessions.draining ? 'draining' : 'ok'
+      sendJson(res, sessions.draining ? 503 : 200, {
+        status,
+        host: hostname(),
+        pid: process.pid,
+        uptimeMs: Date.now() - started,
+        store: options.store,
+        agents: sessions.counts(),
+      })
+    })
+    .add('POST', '/v1/sessions', async ({ req, res }) => {
+      const body = objectBody(await readJson(req, options.maxBodyBytes))
+      onlyFields(body, ['task', 'provider', 'model'])
+      const input = { task: stringField(body, 'task', true), provider: stringField(body, 'provider'), model: stringField(body, 'model') }
+      const created = await sessions.create(input)
+      sendJson(res, 201, { ...created, status: 'running', events: `/v1/sessions/${created.id}/events` }, { location: `/v1/sessions/${created.id}` })
+    })
+    .add('GET', '/v1/sessions', async ({ res }) => {
+      sendJson(res, 200, { sessions: await sessions.list() })
+    })
+    .add('GET', '/v1/sessions/:id', async ({ res, url, params }) => {
+      const from = seqParam(url, 'from', 0)
+      sendJson(res, 200, await sessions.get(params.id, from))
+    })
+    .add('POST', '/v1/sessions/:id/messages', async ({ req, res, params }) => {
+      const body = objectBody(await readJson(req, options.maxBodyBytes))
+      onlyFields(body, ['text', 'mode'])
+      const text = stringField(body, 'text', true)
+      const mode = (stringField(body, 'mode') ?? 'followup') as MessageMode
+      if (!MODES.includes(mode)) {
+        throw new ApiError(400, 'INVALID_REQUEST', `field "mode" must be one of ${MODES.join(', ')}, got "${mode}"`, { details: { field: 'mode' } })
+      }
+      sendJson(res, 202, { ...(await sessions.message(params.id, text, mode)), mode })
+    })
+    .add('POST', '/v1/sessions/:id/cancel', async ({ req, res, params }) => {
+      // A body is optional; a large one is still refused.
+      if (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0') objectBody(await readJson(req, options.maxBodyBytes))
+      sendJson(res, 200, await sessions.cancel(params.id))
+    })
+    .add('GET', '/v1/sessions/:id/events', async request => streamEvents(sessions, request, options))
+
+  return (req, res) => {
+    void (async () => {
+      try {
+        const url = new URL(req.url ?? '/', 'http://loom.invalid')
+        // Nothing but the refusal before the token is checked: no routing, no body read.
+        if (url.pathname !== '/healthz' && !authorized(req.headers.authorization)) {
+          throw new ApiError(401, 'UNAUTHORIZED', 'a valid bearer token is required (Authorization: Bearer <token>)', {
+            headers: { 'www-authenticate': 'Bearer realm="loom"', ...(hasBody(req) && { connection: 'close' }) },
+          })
+        }
+        const { handler, params } = router.match(req.method ?? 'GET', url.pathname)
+        await handler({ req, res, url, params })
+      } catch (error) {
+        if (error instanceof ApiError) {
+          sendError(res, error)
+          discardBody(req)
+          return
+        }
+        options.report(error)
+        sendError(res, new ApiError(500, 'INTERNAL', 'the server failed to answer this request; its log says why'))
+      }
+    })()
+  }
+}
+
+/** An event stream: the stored events after the client's last seq, then each new batch once it is durable. */
+async function streamEvents(sessions: HostedSessions, { req, res, url, params }: Request, options: ApiOptions) {
+  if (sessions.draining) {
+    throw new ApiError(503, 'DRAINING', 'this server is shutting down; reconnect to another host with Last-Event-ID', { headers: { 'retry-after': '1' } })
+  }
+  const after = resumeAfter(req, url)
+  // Read once before the headers go out, so an unknown session is a 404, not an empty stream.
+  const first = await sessions.durableAfter(params.id, after)
+  const stream = new EventStream(res, options)
+  const abort = new AbortController()
+  res.on('close', () => abort.abort())
+  let cursor = after
+  const send = (batch: readonly { seq: number }[]) => {
+    for (const event of batch) stream.send(event.seq, event)
+    if (batch.length) cursor = batch.at(-1)!.seq
+  }
+  try {
+    send(first)
+    for await (const batch of sessions.follow(params.id, cursor, abort.signal)) send(batch)
+  } catch (error) {
+    // Headers are out: the stream just ends, and the client resumes from its last id.
+    if (!(error instanceof ApiError)) options.report(error)
+  } finally {
+    stream.end()
+  }
+}
+
+const hasBody = (req: IncomingMessage) => (req.headers['content-length'] ?? '0') !== '0' || req.headers['transfer-encoding'] !== undefined
+
+function seqParam(url: URL, name: string, fallback: number): number {
+  const raw = url.searchParams.get(name)
+  if (raw === null) return fallback
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+    throw new ApiError(400, 'INVALID_REQUEST', `query parameter "${name}" must be an event seq (a whole number >= 0), got "${raw}"`, {
+      details: { field: name },
+    })
+  }
+  return Number(raw)
+}

@@ -1,0 +1,186 @@
+// `@loom/serve`: the HTTP API of a deployment (ctx key `serve`). It needs the
+// deployment's runner (which creates and resumes agents with the deployment's
+// route, limits and agent name), its live sessions and its session store. It
+// listens when it starts; `drain()` is the graceful stop, unloading the plugin
+// the abrupt one. api.ts has the endpoints, sessions.ts what they do to
+// sessions, auth.ts and sse.ts the token and the event streams.
+import { Context, Service } from '@deepseek-ai/cordis'
+import Schema from '@deepseek-ai/schemastery'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { createApi } from './api.ts'
+import { MIN_TOKEN_LENGTH } from './auth.ts'
+import { HostedSessions, type Persistence, type SessionOpener } from './sessions.ts'
+
+export { bearerCheck, loadToken, MIN_TOKEN_LENGTH, TOKEN_VARIABLE, TokenError } from './auth.ts'
+export { ApiError } from './http.ts'
+export { HostedSessions, leaseHeld, type MessageMode, type Persistence, type SessionOpener, type SessionSummary } from './sessions.ts'
+export { resumeAfter } from './sse.ts'
+
+export const name = '@loom/serve'
+export const inject = ['runner', 'sessions', 'sessionPersistence']
+
+export interface Config {
+  /** The bearer token every request but /healthz must carry. */
+  token: string
+  /** TCP port; 0 picks a free one (see `url`). */
+  port: number
+  /** Address to listen on. */
+  host: string
+  /** Largest request body, in bytes. */
+  maxBodyBytes: number
+  /** Working directory of the agents of new sessions (default: the process's). */
+  cwd?: string
+  /** The route of new sessions unless a request names one (default: the runner's). */
+  provider?: string
+  model?: string
+  /** An agent idle this long is disposed, which frees its session's lease for any host. */
+  idleReleaseMs: number
+  /** How often an event stream reads the store for a session whose agent runs on another host. */
+  tailIntervalMs: number
+  /** Interval of the heartbeat comments of an event stream. */
+  heartbeatMs: number
+  /** The reconnection delay event streams announce (`retry:`). */
+  retryMs: number
+}
+
+/** What a caller gives: the token, and any setting to change from its default. */
+export type ServeOptions = Partial<Config> & Pick<Config, 'token'>
+
+export const Config: Schema<ServeOptions, Config> = Schema.object({
+  token: Schema.string()
+    .min(MIN_TOKEN_LENGTH)
+    .required()
+    .description(
+      `Bearer token every request but /healthz must carry (at least ${MIN_TOKEN_LENGTH} characters). \`loom serve\` reads it from LOOM_SERVE_TOKEN or --token-file.`,
+    ),
+  port: Schema.natural().max(65535).default(8080).description('TCP port; 0 picks a free one.'),
+  host: Schema.string().default('127.0.0.1').description('Address to listen on (0.0.0.0 or :: for every interface).'),
+  maxBodyBytes: Schema.natural()
+    .min(1)
+    .default(1 << 20)
+    .description('Largest request body in bytes; a larger one is refused with 413.'),
+  cwd: Schema.string().description("Working directory of new sessions' agents (default: the process's)."),
+  provider: Schema.string().description("Provider of new sessions unless a request names one (default: the runner's choice)."),
+  model: Schema.string().description("Model of new sessions unless a request names one (default: the runner's choice for the provider)."),
+  idleReleaseMs: Schema.natural().default(5000).description("An agent idle this long is disposed, freeing its session's lease for any host."),
+  tailIntervalMs: Schema.natural()
+    .min(10)
+    .default(250)
+    .description('How often an event stream reads the store for a session whose agent runs on another host.'),
+  heartbeatMs: Schema.natural().min(100).default(15_000).description('Interval of the heartbeat comments of an event stream.'),
+  retryMs: Schema.natural().default(1000).description('Reconnection delay announced to event stream clients (retry:).'),
+})
+
+declare module '@deepseek-ai/cordis' {
+  interface Context {
+    serve: Serve
+  }
+}
+
+/** The server of a deployment (ctx key `serve`). */
+export class Serve extends Service {
+  /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
+  static override readonly name = name
+  static readonly inject = inject
+  static readonly Config = Config
+
+  readonly config: Config
+  readonly sessions: HostedSessions
+  /** What the store is: `jsonl`, `postgres` (from the backend's `locate`), else `custom`. */
+  readonly store: string
+  private readonly server: Server
+  private drained: Promise<{ finished: number; cancelled: number }> | undefined
+
+  constructor(ctx: Context, config: Config) {
+    super(ctx, 'serve')
+    this.config = config
+    // The runner and the store are other plugins' services: reached by name, typed by what is used of them.
+    const opener: SessionOpener = ctx.get('runner')!
+    const store: Persistence = ctx.get('sessionPersistence')!
+    this.sessions = new HostedSessions(ctx, opener, store, {
+      cwd: config.cwd ?? process.cwd(),
+      route: { provider: config.provider, model: config.model },
+      idleReleaseMs: config.idleReleaseMs,
+      tailIntervalMs: config.tailIntervalMs,
+    })
+    this.store = storeKind(store)
+    ctx.on('session/durable', id => this.sessions.durable(id))
+    const logger = ctx.logger('serve')
+    this.server = createServer(
+      createApi(this.sessions, {
+        token: config.token,
+        maxBodyBytes: config.maxBodyBytes,
+        heartbeatMs: config.heartbeatMs,
+        retryMs: config.retryMs,
+        store: this.store,
+        report: error => logger.error(error),
+      }),
+    )
+    ctx.effect(() => () => this.close(), 'serve close')
+  }
+
+  /** Listens; a port in use or an address that cannot be bound fails the plugin's start. */
+  async [Service.init]() {
+    await new Promise<void>((resolve, reject) => {
+      const failed = (error: NodeJS.ErrnoException) =>
+        reject(new Error(`${name}: cannot listen on ${this.config.host}:${this.config.port}: ${error.code ?? error.message}`, { cause: error }))
+      this.server.once('error', failed)
+      this.server.listen(this.config.port, this.config.host, () => {
+        this.server.off('error', failed)
+        resolve()
+      })
+    })
+  }
+
+  /** `http://host:port` as bound (the port 0 picked). */
+  get url(): string {
+    const address = this.server.address() as AddressInfo | null
+    if (!address) throw new Error(`${name}: the server is not listening`)
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
+    return `http://${host}:${address.port}`
+  }
+
+  /**
+   * The graceful stop: new work is refused with 503 (and /healthz says
+   * draining), running turns get `deadlineMs` to finish and are then cancelled
+   * and closed in their logs, every agent is flushed and disposed (its lease
+   * released), event streams end after their last events, and the listener
+   * closes. Idempotent.
+   */
+  drain(deadlineMs: number): Promise<{ finished: number; cancelled: number }> {
+    return (this.drained ??= (async () => {
+      const outcome = await this.sessions.drain(deadlineMs)
+      await this.closeServer()
+      return outcome
+    })())
+  }
+
+  private async close() {
+    await this.sessions.dispose()
+    await this.closeServer()
+  }
+
+  private closeServer(): Promise<void> {
+    return new Promise(resolve => {
+      if (!this.server.listening) return resolve()
+      this.server.close(() => resolve())
+      // Idle keep-alive connections would hold the close open; streams have ended by now.
+      this.server.closeIdleConnections()
+      setTimeout(() => this.server.closeAllConnections(), 1000).unref()
+    })
+  }
+}
+
+export default Serve
+
+/** `jsonl` or `postgres`, from the backend's own `locate`; else `custom`. */
+function storeKind(store: Persistence): string {
+  const locate = (store as { locate?: (meta: { id: string }) => { kind?: unknown } }).locate
+  try {
+    const kind = locate?.call(store, { id: 'probe' })?.kind
+    return typeof kind === 'string' ? kind : 'custom'
+  } catch {
+    return 'custom'
+  }
+}
