@@ -11,6 +11,7 @@ import { benchAppend, benchLoadFresh } from '../plugins/session-jsonl/bench/pers
 import { benchPostgres } from '../plugins/session-postgres/bench/persistence.ts'
 import { benchSse } from '../packages/llm/bench/sse.ts'
 import { benchGrep } from '../plugins/tool-search/bench/search.ts'
+import { benchToolCatalog } from '../plugins/tool-catalog/bench/catalog.ts'
 import { benchProviderCache } from './provider-cache.ts'
 
 const iterations = Number(process.env.BENCH_ITERATIONS ?? 2000)
@@ -51,3 +52,4 @@ print(await benchReload())
 
 benchSse().forEach(print)
 ;(await benchGrep()).forEach(print)
+;(await benchToolCatalog()).forEach(print)
