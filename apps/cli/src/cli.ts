@@ -58,6 +58,10 @@ export interface Parsed {
   maxCostUsd?: number
   /** `schema --out`: the file to write. */
   out?: string
+  /** `sessions manifest --step`: the request (1-based). */
+  step?: number
+  /** `prompt --diff A [B]`: the first side of the comparison. */
+  diff?: string
   /** `loom -c`: the conversation continues the last session started here. */
   continue: boolean
   /** `serve`: where to listen, the token file, the drain deadline. */
@@ -109,6 +113,8 @@ export function parse(argv: readonly string[]): Parsed {
     maxInputTokens: number('max-input-tokens', values['max-input-tokens'] as string | undefined, { integer: true, min: 1 }),
     maxCostUsd: number('max-cost', values['max-cost'] as string | undefined, { integer: false, min: 0 }),
     out: values.out as string | undefined,
+    step: number('step', values.step as string | undefined, { integer: true, min: 1 }),
+    diff: values.diff as string | undefined,
     continue: values.continue === true,
     port: number('port', values.port as string | undefined, { integer: true, min: 0, max: 65535 }),
     host: values.host as string | undefined,
@@ -323,12 +329,25 @@ const conversation = (ref: string | undefined): Plan => {
  */
 const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) => Plan | Promise<Plan>> = {
   run: ({ task }) => turn((runner, { parsed, cwd }, watch) => runner.run(task, { ...parsed, cwd }, watch)),
-  prompt: () =>
-    runner(async (runner, { parsed, io, cwd }) => {
+  prompt: ({ against }, parsed) => {
+    if (parsed.diff !== undefined) {
+      const [a, b] = [parsed.diff, against ?? 'deployment']
+      return nothing(async context => {
+        const { manifestOf } = await import('./manifest-ref.ts')
+        const { printManifestDiff } = await import('./present/prompt.ts')
+        const before = await manifestOf(a, context)
+        const after = await manifestOf(b, context)
+        printManifestDiff(context.io, before, after, parsed.json)
+        return 0
+      })
+    }
+    if (against !== undefined) throw new UsageError(`prompt: "${against}" is the second side of a comparison: give the first with --diff`)
+    return runner(async (runner, { parsed, io, cwd }) => {
       const { printPrompt } = await import('./present/prompt.ts')
       printPrompt(io, await runner.prompt({ ...parsed, cwd }), parsed.json)
       return 0
-    }),
+    })
+  },
   dev: () =>
     nothing(async ({ parsed, io, layers, onInterrupt }) => {
       const { dev } = await import('./dev.ts')
@@ -374,6 +393,13 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
     const prices = statsPrices(parsed.prices)
     return store(async (store, { io }) => {
       ;(await sessionsView()).printStats(io, await store.stats(id, prices), parsed.json)
+      return 0
+    })
+  },
+  'sessions manifest': ({ id }, parsed) => {
+    return store(async (store, { io }) => {
+      const report = await store.manifest(id, parsed.step)
+      ;(await import('./present/prompt.ts')).printSessionManifest(io, report, parsed.json)
       return 0
     })
   },

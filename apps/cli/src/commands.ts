@@ -53,6 +53,12 @@ export const OPTIONS = {
   'miss-price': { type: 'string', value: '<P>', help: "price per million cache-miss input tokens (default: the model's; deepseek-flash 0.30)" },
   'output-price': { type: 'string', value: '<P>', help: "price per million output tokens (default: the model's; deepseek-flash 1.20)" },
   out: { type: 'string', value: '<file>', help: 'write it to this file instead of stdout' },
+  diff: {
+    type: 'string',
+    value: '<A>',
+    help: 'compare the manifest of A with that of B: a session (ID, prefix or last; ID:N its Nth request), deployment, or a .yml layer',
+  },
+  step: { type: 'string', value: '<n>', help: 'the request of the session, numbered as sessions stats numbers them (default: the last)' },
   port: { type: 'string', value: '<n>', help: 'TCP port to listen on (default 8080; 0 picks a free one)' },
   host: { type: 'string', value: '<address>', help: 'address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)' },
   'token-file': { type: 'string', value: '<file>', help: 'read the bearer token from this file instead of $LOOM_SERVE_TOKEN' },
@@ -125,12 +131,18 @@ export const COMMANDS = [
   },
   {
     name: 'prompt',
-    args: [],
-    summary: 'the request the deployment would send next (no model call)',
+    args: [{ name: '[B]', key: 'against', optional: true, missing: 'what to compare with' }],
+    summary: 'the request the deployment would send next (no model call), or how two manifests differ',
     details:
-      'The system text, the tools in order and the runtime-context snapshot, then the manifest: every section, context and tool with its owner and size.',
-    options: ['json', ...ROUTE, ...LAYERS],
-    examples: ['loom prompt', 'loom prompt --json --provider anthropic'],
+      'The system text, the tools in order and the runtime-context snapshot, then the manifest: every section, context and tool with its owner, trust, category, age and size. --diff A [B] compares two manifests instead (B defaults to this deployment): rows added, removed, moved, and changed (or changed only in hash, same size). A and B are each a stored session (its id, a unique prefix or last; ID:N for its Nth request, as sessions stats numbers them; default its last), this deployment (deployment), or this deployment with one more layer file (a path ending in .yml).',
+    options: ['json', 'diff', ...ROUTE, ...LAYERS],
+    examples: [
+      'loom prompt',
+      'loom prompt --json --provider anthropic',
+      'loom prompt --diff last',
+      'loom prompt --diff last:1 last:3',
+      'loom prompt --diff deployment with-mcp.yml',
+    ],
   },
   {
     name: 'dev',
@@ -196,6 +208,15 @@ export const COMMANDS = [
       'Every request rebuilt from the log: the share of the previous request it reuses as its prefix, estimated cache-hit, cache-miss and output tokens and cost.',
     options: ['json', 'hit-price', 'miss-price', 'output-price', ...LAYERS],
     examples: [`loom sessions stats ${SESSION}`, `loom sessions stats ${SESSION} --hit-price 0.01 --json`],
+  },
+  {
+    name: 'sessions manifest',
+    args: [ID],
+    summary: 'the manifest of a request the session sent, rebuilt from its log',
+    details:
+      'Every section of its system text (owner, order, stability, trust, category, age and source hash, size), its tools and its history, with totals by owner. --step picks the request (as sessions stats numbers them; default the last).',
+    options: ['json', 'step', ...LAYERS],
+    examples: [`loom sessions manifest ${SESSION}`, `loom sessions manifest ${SESSION} --step 2 --json`],
   },
   {
     name: 'sessions compact',

@@ -7,6 +7,7 @@ import { interpolate, type EntryOptions } from '@deepseek-ai/cordis-plugin-loade
 import type { SessionEvent, SessionHeader } from '@loom/session'
 import { DEFAULT_CACHE_PRICES, reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics, type StoredSession } from '@loom/session'
 import type { JsonlPersistence } from '@loom/session-jsonl'
+import type { Manifest } from '@loom/agent-loop'
 import { boot, startMessage, type BootOptions } from './boot.ts'
 import { ConfigError, UsageError } from './errors.ts'
 import { Config as RunnerConfig, lastRoute, modelPrices, NO_STORE, name as RUNNER } from './runner-config.ts'
@@ -81,6 +82,16 @@ function flatten(rows: readonly EntryOptions[]): EntryOptions[] {
 }
 
 /** The stored sessions of one JSONL store: read, checked and repaired. */
+/** What `loom sessions manifest --json` prints. */
+export interface SessionManifestReport {
+  id: string
+  /** The request (1-based) and how many the session sent. */
+  step: number
+  steps: number
+  turn: number | null
+  manifest: Manifest
+}
+
 export class StoredSessions {
   readonly persistence: JsonlPersistence
   private readonly prices: Record<string, CachePrices>
@@ -131,6 +142,30 @@ export class StoredSessions {
     const model = lastRoute(events)?.model
     const prices = { ...(model === undefined ? DEFAULT_CACHE_PRICES : modelPrices(model, this.prices)), ...overrides }
     return { id, ...requestEconomics(reconstructRequests(events), prices) }
+  }
+
+  /**
+   * The manifest of request `step` (1-based, as `stats` numbers them; default the
+   * last) of a stored session, rebuilt from its log.
+   */
+  async manifest(id: string, step?: number): Promise<SessionManifestReport> {
+    const { events } = await this.persistence.inspect(id)
+    const requests = reconstructRequests(events)
+    if (!requests.length) throw new UsageError(`session ${id} has sent no request yet`)
+    const index = step === undefined ? requests.length - 1 : step - 1
+    if (!Number.isSafeInteger(index) || index < 0 || index >= requests.length) {
+      throw new UsageError(`session ${id} has ${requests.length} request${requests.length === 1 ? '' : 's'}: --step takes 1 to ${requests.length}, not ${step}`)
+    }
+    const request = requests[index]
+    // Loaded here: listing and reading sessions need no agent loop.
+    const { requestManifest } = await import('@loom/agent-loop')
+    return {
+      id,
+      step: index + 1,
+      steps: requests.length,
+      turn: request.turn,
+      manifest: requestManifest({ header: request.header, sources: request.sources, messages: request.messages, at: request.time }),
+    }
   }
 
   /** Checks a stored log without writing: a torn tail, an open turn, an unfinished compaction, corruption. */

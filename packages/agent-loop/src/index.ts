@@ -18,5 +18,16 @@ export type {
 export { Inbox, type InboxNotify, type InboxTarget } from './inbox.ts'
 export { CLEARED_RUNTIME_CONTEXT, RUNTIME_CONTEXT_OWNER, RuntimeContextProjection } from './runtime-context.ts'
 export { AgentLoop, type AgentLoopConfig, type CreateAgentOptions, type Delegation } from './service.ts'
-export { buildManifest, type Manifest, type ManifestInput, type ManifestKind, type ManifestRow, type ManifestTotal } from './manifest.ts'
+export {
+  buildManifest,
+  diffManifests,
+  requestManifest,
+  type LoggedRequest,
+  type Manifest,
+  type ManifestDiff,
+  type ManifestInput,
+  type ManifestKind,
+  type ManifestRow,
+  type ManifestTotal,
+} from './manifest.ts'
 export { packageVersion, pluginDrift, promptSources, type PluginDrift } from './provenance.ts'

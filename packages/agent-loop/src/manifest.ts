@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { estimateMessage, estimateText, type ContentBlock, type Message } from '@loom/llm'
+import type { RequestHeader, RequestSources } from '@loom/session'
 import {
   type Attributed,
   type Category,
@@ -179,9 +180,15 @@ export function buildManifest({ assembly, messages = [], now = Date.now() }: Man
     })
   })
 
-  assembly.tools.forEach(({ name, description, parameters, owner }, index) => {
+  rows.push(...toolRows(assembly.tools), ...messageRows(messages))
+  return withTotals(rows)
+}
+
+/** The tools of a request, in request order. */
+function toolRows(tools: readonly { name: string; description: string; parameters: Record<string, unknown>; owner: string }[]): ManifestRow[] {
+  return tools.map(({ name, description, parameters, owner }, index) => {
     const json = JSON.stringify({ name, description, parameters })
-    rows.push({
+    return {
       kind: 'tool',
       name,
       owner,
@@ -195,26 +202,30 @@ export function buildManifest({ assembly, messages = [], now = Date.now() }: Man
       tokens: estimateText(json),
       sha256: sha256(json),
       counted: true,
-    })
+    }
   })
+}
 
-  messages.forEach((message, index) => {
-    rows.push({
-      kind: 'message',
-      name: messageName(message, index),
-      owner: messageOwner(message),
-      order: index,
-      stability: null,
-      ...messageAttribution(message),
-      age: null,
-      sourceHash: null,
-      chars: message.content.reduce((sum, block) => sum + blockChars(block), 0),
-      tokens: estimateMessage(message),
-      sha256: sha256(JSON.stringify(message)),
-      counted: true,
-    })
-  })
+/** The history of a request, one row per message. */
+function messageRows(messages: readonly Message[]): ManifestRow[] {
+  return messages.map((message, index) => ({
+    kind: 'message',
+    name: messageName(message, index),
+    owner: messageOwner(message),
+    order: index,
+    stability: null,
+    ...messageAttribution(message),
+    age: null,
+    sourceHash: null,
+    chars: message.content.reduce((sum, block) => sum + blockChars(block), 0),
+    tokens: estimateMessage(message),
+    sha256: sha256(JSON.stringify(message)),
+    counted: true,
+  }))
+}
 
+/** The manifest of `rows`: totals over the counted ones, by owner most tokens first. */
+function withTotals(rows: ManifestRow[]): Manifest {
   const byOwner = new Map<string, ManifestTotal>()
   let chars = 0
   let tokens = 0
@@ -238,4 +249,88 @@ function messageAttribution(message: Message): { trust: Trust | null; category: 
   if (isRuntimeContext(message)) return { trust: 'product', category: 'runtime' }
   if (message.source.kind === 'plugin') return { trust: defaultTrust(message.source.plugin), category: null }
   return { trust: null, category: null }
+}
+
+export interface LoggedRequest {
+  /** The header in force (system text, tools). */
+  header: RequestHeader | undefined
+  /** What the header's event recorded of its sections and tools. */
+  sources: RequestSources | undefined
+  /** The history the model received. */
+  messages: readonly Message[]
+  /** When the request was sent (ms since the epoch): ages are measured then. */
+  at: number
+}
+
+/**
+ * The manifest of a request a session sent, rebuilt from its log: the sections
+ * its header recorded (sizes, trust, category and source when the header has
+ * them; a header logged before they were has sizes of 0), its tools with their
+ * owners, and its history. Runtime contexts reached that request in the history,
+ * as runtime-context messages: they are message rows here.
+ */
+export function requestManifest({ header, sources, messages, at }: LoggedRequest): Manifest {
+  const sections = (sources?.sections ?? []).map(
+    (entry, index): ManifestRow => ({
+      kind: 'section',
+      name: entry.name,
+      owner: entry.owner,
+      order: entry.order ?? index,
+      stability: entry.stability ?? null,
+      trust: (entry.trust as Trust | undefined) ?? defaultTrust(entry.owner),
+      category: (entry.category as Category | undefined) ?? 'instructions',
+      age: entry.modifiedAt === undefined ? null : Math.max(0, at - entry.modifiedAt),
+      sourceHash: entry.sourceHash ?? null,
+      chars: entry.chars ?? 0,
+      tokens: entry.tokens ?? 0,
+      sha256: entry.sha256,
+      counted: true,
+    }),
+  )
+  const owners = new Map((sources?.tools ?? []).map(tool => [tool.name, tool.owner]))
+  const tools = (header?.tools ?? []).map(tool => ({ ...tool, owner: owners.get(tool.name) ?? 'unknown' }))
+  return withTotals([...sections, ...toolRows(tools), ...messageRows(messages)])
+}
+
+/** How two manifests differ, row by row (sections, contexts and tools by kind and name; the history by its size). */
+export interface ManifestDiff {
+  added: ManifestRow[]
+  removed: ManifestRow[]
+  /** Same row at another position among the rows of its kind. */
+  moved: { row: ManifestRow; from: number; to: number }[]
+  /** Same row, other content; `hashOnly` when its size stayed the same. */
+  changed: { before: ManifestRow; after: ManifestRow; hashOnly: boolean }[]
+  messages: { before: number; after: number }
+  tokens: { before: number; after: number }
+}
+
+export function diffManifests(before: Manifest, after: Manifest): ManifestDiff {
+  const keyed = (manifest: Manifest) => {
+    const rows = new Map<string, { row: ManifestRow; position: number }>()
+    const positions = new Map<ManifestKind, number>()
+    for (const row of manifest.rows) {
+      if (row.kind === 'message') continue
+      const position = positions.get(row.kind) ?? 0
+      positions.set(row.kind, position + 1)
+      rows.set(`${row.kind}\0${row.name}`, { row, position })
+    }
+    return rows
+  }
+  const a = keyed(before)
+  const b = keyed(after)
+  const diff: ManifestDiff = {
+    added: [...b].filter(([key]) => !a.has(key)).map(([, { row }]) => row),
+    removed: [...a].filter(([key]) => !b.has(key)).map(([, { row }]) => row),
+    moved: [],
+    changed: [],
+    messages: { before: before.rows.filter(row => row.kind === 'message').length, after: after.rows.filter(row => row.kind === 'message').length },
+    tokens: { before: before.totals.tokens, after: after.totals.tokens },
+  }
+  for (const [key, now] of b) {
+    const was = a.get(key)
+    if (!was) continue
+    if (was.position !== now.position) diff.moved.push({ row: now.row, from: was.position, to: now.position })
+    if (was.row.sha256 !== now.row.sha256) diff.changed.push({ before: was.row, after: now.row, hashOnly: was.row.chars === now.row.chars })
+  }
+  return diff
 }

@@ -11,11 +11,13 @@ import {
   type RequestHeader,
   type RequestHeaderChanges,
   type RequestSourceChange,
+  type RequestSectionSource,
   type RequestSourceEntry,
   type RequestSourcePlugin,
   type RequestSources,
 } from '@loom/session'
-import { renderAssembly, type PromptAssembly } from '@loom/system-prompt'
+import { estimateText } from '@loom/llm'
+import { defaultTrust, renderAssembly, type PromptAssembly } from '@loom/system-prompt'
 
 export function sha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex')
@@ -30,9 +32,26 @@ export function sha256(text: string): string {
  * and its package version when it can be found.
  */
 export function promptSources(assembly: PromptAssembly): RequestSources {
-  const sections: RequestSourceEntry[] = renderAssembly(assembly)
-    .sections.filter(section => section.text !== '')
-    .map(({ name, owner, sha256 }) => ({ name, owner, sha256 }))
+  const rendered = renderAssembly(assembly).sections
+  const sections: RequestSectionSource[] = []
+  assembly.sections.forEach((section, i) => {
+    const { text, sha256 } = rendered[i]
+    if (text === '') return
+    const declared = assembly.attribution?.sections[section.name]
+    sections.push({
+      name: section.name,
+      owner: section.owner,
+      sha256,
+      order: section.order,
+      stability: section.stability,
+      chars: text.length,
+      tokens: estimateText(text),
+      trust: declared?.trust ?? defaultTrust(section.owner),
+      category: declared?.category ?? 'instructions',
+      ...(declared?.source && { sourceHash: declared.source.sha256 }),
+      ...(declared?.source?.modifiedAt !== undefined && { modifiedAt: declared.source.modifiedAt }),
+    })
+  })
   const tools = assembly.tools.map(
     ({ name, description, parameters, owner }): RequestSourceEntry => ({
       name,

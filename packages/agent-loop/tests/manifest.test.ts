@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { buildManifest, RUNTIME_CONTEXT_OWNER } from '@loom/agent-loop'
+import { buildManifest, diffManifests, requestManifest, RUNTIME_CONTEXT_OWNER } from '@loom/agent-loop'
 import { createAssistantMessage, createToolResultMessage, createUserMessage, userText } from '@loom/llm'
 import { renderContextSnapshot, type PromptAssembly } from '@loom/system-prompt'
 
@@ -118,5 +118,72 @@ describe('buildManifest', () => {
     const a = assembly()
     a.sections[1].text = 'Work in {{nowhere}}.'
     expect(() => buildManifest({ assembly: a })).toThrow(/unknown prompt variable "\{\{nowhere\}\}"/)
+  })
+})
+
+describe('requestManifest and diffManifests', () => {
+  const sources = {
+    sections: [
+      { name: 'harness:identity', owner: '@loom/system-prompt', sha256: 'h1', order: -100, stability: 'static' as const, chars: 13, tokens: 4 },
+      {
+        name: 'notes',
+        owner: 'notes-plugin',
+        sha256: 'n1',
+        order: 200,
+        chars: 20,
+        tokens: 5,
+        trust: 'repository',
+        category: 'files',
+        sourceHash: 's1',
+        modifiedAt: 1_000,
+      },
+      // Logged before sizes were recorded: the row has none.
+      { name: 'old', owner: 'old-plugin', sha256: 'o1' },
+    ],
+    tools: [{ name: 'read', owner: '@loom/tool-fs', sha256: 't1' }],
+    plugins: [],
+  }
+  const header = { config: { provider: 'p', model: 'm' }, system: 'x', tools: [{ name: 'read', description: 'Read a file.', parameters: { type: 'object' } }] }
+
+  it('rebuilds a logged request: the sections its header recorded, its tools with owners, its history', () => {
+    const messages = [createUserMessage({ content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } })]
+    const manifest = requestManifest({ header, sources, messages, at: 11_000 })
+    expect(
+      manifest.rows.map(row => [row.kind, row.name, row.owner, row.order, row.stability, row.trust, row.category, row.age, row.sourceHash, row.tokens]),
+    ).toEqual([
+      ['section', 'harness:identity', '@loom/system-prompt', -100, 'static', 'product', 'instructions', null, null, 4],
+      ['section', 'notes', 'notes-plugin', 200, null, 'repository', 'files', 10_000, 's1', 5],
+      ['section', 'old', 'old-plugin', 2, null, 'deployment', 'instructions', null, null, 0],
+      ['tool', 'read', '@loom/tool-fs', 0, null, 'product', 'tools', null, null, expect.any(Number)],
+      ['message', 'user#0', 'user', 0, null, null, null, null, null, expect.any(Number)],
+    ])
+  })
+
+  it('tells rows added, removed, moved and changed, and which changed only in hash', () => {
+    const before = requestManifest({ header, sources, messages: [], at: 0 })
+    const after = requestManifest({
+      header: { ...header, tools: [] },
+      sources: {
+        ...sources,
+        sections: [
+          { ...sources.sections[1], sha256: 'n2' },
+          { ...sources.sections[0], sha256: 'h2', chars: 14 },
+          { name: 'new', owner: 'new-plugin', sha256: 'w1', chars: 3, tokens: 1 },
+        ],
+      },
+      messages: [],
+      at: 0,
+    })
+    const diff = diffManifests(before, after)
+    expect(diff.added.map(row => row.name)).toEqual(['new'])
+    expect(diff.removed.map(row => row.name)).toEqual(['old', 'read'])
+    expect(diff.moved.map(({ row, from, to }) => [row.name, from, to])).toEqual([
+      ['notes', 1, 0],
+      ['harness:identity', 0, 1],
+    ])
+    expect(diff.changed.map(({ after, hashOnly }) => [after.name, hashOnly])).toEqual([
+      ['notes', true],
+      ['harness:identity', false],
+    ])
   })
 })

@@ -50,6 +50,23 @@ export interface RequestSourceEntry {
   sha256: string
 }
 
+/**
+ * A section of a header, with what the manifest of that request shows of it (a
+ * header logged before these fields existed has none): its registered order and
+ * stability, size, trust, category, and the source it was read from.
+ */
+export interface RequestSectionSource extends RequestSourceEntry {
+  order?: number
+  stability?: 'static' | 'session' | 'step'
+  chars?: number
+  tokens?: number
+  trust?: string
+  category?: string
+  sourceHash?: string
+  /** When the source was last written (ms since the epoch). */
+  modifiedAt?: number
+}
+
 /** A plugin that contributed to a header: its package version when found, and a digest of everything it contributed. */
 export interface RequestSourcePlugin {
   name: string
@@ -59,7 +76,7 @@ export interface RequestSourcePlugin {
 
 /** Provenance of a header (metadata: never part of the header comparison). */
 export interface RequestSources {
-  sections: RequestSourceEntry[]
+  sections: RequestSectionSource[]
   tools: RequestSourceEntry[]
   plugins: RequestSourcePlugin[]
 }

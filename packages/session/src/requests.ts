@@ -1,5 +1,5 @@
 import type { Message, StreamChunk, TokenUsage, ToolSchema } from '@loom/llm'
-import type { RequestHeader, SessionEvent } from './events.ts'
+import type { RequestHeader, RequestSources, SessionEvent } from './events.ts'
 import { canonicalHeader } from './header.ts'
 import { Session } from './session.ts'
 import { Surface } from './surface.ts'
@@ -23,6 +23,10 @@ export interface ReconstructedRequest {
   messages: Message[]
   /** The header in force (config, system text, tools), canonical; undefined when none was logged. */
   header: RequestHeader | undefined
+  /** What that header's event recorded of its sections, tools and plugins. */
+  sources: RequestSources | undefined
+  /** When its first chunk was logged (ms since the epoch). */
+  time: number
   /** Characters the model produced in answer (text, reasoning, tool names and arguments of the finished blocks). */
   outputChars: number
   /** Usage the provider reported for this request, if any. */
@@ -45,6 +49,7 @@ export function reconstructRequests(events: readonly SessionEvent[]): Reconstruc
   const projector = Session.create('reconstruct')
   let messages: Message[] = []
   let header: RequestHeader | undefined
+  let sources: RequestSources | undefined
   let current: ReconstructedRequest | undefined
   let previousChunk: StreamChunk | undefined
 
@@ -59,6 +64,8 @@ export function reconstructRequests(events: readonly SessionEvent[]): Reconstruc
           endSeq: event.seq,
           messages: messages.slice(),
           header,
+          sources,
+          time: event.time,
           outputChars: 0,
         }
         requests.push(current)
@@ -79,7 +86,10 @@ export function reconstructRequests(events: readonly SessionEvent[]): Reconstruc
       const message = projector.deriveEventMessage(event)
       if (message) messages.push(message)
     }
-    if (event.type === 'request/header') header = canonicalHeader(event.data.header)
+    if (event.type === 'request/header') {
+      header = canonicalHeader(event.data.header)
+      sources = event.data.sources
+    }
   }
   return requests
 }

@@ -3,6 +3,9 @@
 // manifest with its totals by owner. Known secrets are shown as [REDACTED].
 import { redact, redactDeep } from '@loom/secrets'
 import type { PromptReport } from '../runner.ts'
+import type { SessionManifestReport } from '../sessions.ts'
+import type { NamedManifest } from '../manifest-ref.ts'
+import { diffManifests, type ManifestRow } from '@loom/agent-loop'
 import { hostSecrets, styler, type Io } from './term.ts'
 
 export function printPrompt(io: Io, report: PromptReport, json: boolean) {
@@ -20,6 +23,37 @@ export function printPrompt(io: Io, report: PromptReport, json: boolean) {
   })
   text += '\n' + rule('runtime-context snapshot (user message)') + (report.runtimeContext || '(none)') + '\n'
   io.stdout.write(redact(text, hostSecrets()))
+  printManifest(io, report.manifest)
+}
+
+/** `loom prompt --diff A B`: what B has that A has not, what A had that B lost, what moved, what changed. */
+export function printManifestDiff(io: Io, before: NamedManifest, after: NamedManifest, json: boolean) {
+  const diff = diffManifests(before.manifest, after.manifest)
+  if (json) return void io.stdout.write(JSON.stringify(redactDeep({ before: before.label, after: after.label, ...diff }, hostSecrets()), null, 2) + '\n')
+  const out = styler(io.stdout)
+  const row = (r: ManifestRow) => `${r.kind} ${out.bold(r.name)} ${out.dim(`← ${r.owner}`)}`
+  const lines = [
+    `${out.bold('A')} ${before.label}`,
+    `${out.bold('B')} ${after.label}`,
+    '',
+    ...diff.added.map(r => `${out.green('added  ')}  ${row(r)} (${r.tokens} tokens)`),
+    ...diff.removed.map(r => `${out.red('removed')}  ${row(r)} (${r.tokens} tokens)`),
+    ...diff.moved.map(({ row: r, from, to }) => `${out.yellow('moved  ')}  ${row(r)}: position ${from + 1} → ${to + 1}`),
+    ...diff.changed.map(({ before: b, after: a, hashOnly }) =>
+      hashOnly
+        ? `${out.yellow('changed')}  ${row(a)}: only in hash (${b.sha256.slice(0, 12)} → ${a.sha256.slice(0, 12)}, same ${a.chars} chars)`
+        : `${out.yellow('changed')}  ${row(a)}: ${b.chars} → ${a.chars} chars, ${b.tokens} → ${a.tokens} tokens`,
+    ),
+  ]
+  if (lines.length === 3) lines.push('no section, context or tool differs')
+  lines.push('', `history: ${diff.messages.before} → ${diff.messages.after} messages · total ~${diff.tokens.before} → ~${diff.tokens.after} tokens`)
+  io.stdout.write(redact(lines.join('\n') + '\n', hostSecrets()))
+}
+
+/** `loom sessions manifest`: which request, then its manifest. */
+export function printSessionManifest(io: Io, report: SessionManifestReport, json: boolean) {
+  if (json) return void io.stdout.write(JSON.stringify(redactDeep(report, hostSecrets()), null, 2) + '\n')
+  io.stdout.write(`session ${report.id} · request ${report.step} of ${report.steps}${report.turn === null ? '' : ` (turn ${report.turn})`}\n`)
   printManifest(io, report.manifest)
 }
 
