@@ -120,7 +120,7 @@ export function projectFiles(name: string, cli: CliPackage): Record<string, stri
     'tsconfig.json': json(tsconfig),
     'tsconfig.build.json': json(tsconfigBuild),
     'src/index.ts': pluginSource(name, tool),
-    'tests/index.test.ts': testSource(tool),
+    'tests/index.test.ts': testSource(name, tool),
     'loom.yml': loomYml(tool),
     'README.md': readme(name, tool),
     '.gitignore': 'node_modules\ndist\n',
@@ -186,8 +186,8 @@ export function apply(ctx: Context, config: Config) {
 `
 }
 
-function testSource(tool: string): string {
-  return `import { createHost, type Host } from '@loom/testkit'
+function testSource(name: string, tool: string): string {
+  return `import { createHost, type Host, manifestOutline } from '@loom/testkit'
 import { afterEach, expect, it } from 'vitest'
 import * as plugin from '../src/index.ts'
 
@@ -242,6 +242,17 @@ it('keeps the cached prompt prefix stable', async () => {
   await host.mount(plugin)
   // Fails naming the section or variable that changes on its own (a clock, say).
   await host.assertStablePrompt()
+})
+
+it('puts its guidance and its tool where they belong', async () => {
+  host = await createHost()
+  await host.mount(plugin)
+  // The structure of what it contributes, not the wording: a reworded sentence
+  // keeps this green; a section that moves, vanishes or changes stability does not.
+  expect(manifestOutline(await host.manifest(), '${name}')).toEqual([
+    { kind: 'section', name: '${tool}:guidance', owner: '${name}', order: 200, stability: 'static', trust: 'deployment', category: 'instructions' },
+    { kind: 'tool', name: '${tool}', owner: '${name}', order: expect.any(Number), stability: null, trust: 'deployment', category: 'tools' },
+  ])
 })
 `
 }

@@ -179,7 +179,7 @@ describe('loom new plugin', () => {
       writeFileSync(join(dir, 'vitest.config.ts'), "export default { ssr: { resolve: { conditions: ['loom-source'] } } }\n")
       const run = await spawnRun(process.execPath, [join(REPO, 'node_modules/vitest/vitest.mjs'), 'run'], { cwd: dir, home, env: { NO_COLOR: '1' } })
       expect(run.code, run.stdout + run.stderr).toBe(0)
-      expect(run.stdout.replace(/\x1b\[[0-9;]*m/g, '')).toMatch(/Tests +6 passed/)
+      expect(run.stdout.replace(/\x1b\[[0-9;]*m/g, '')).toMatch(/Tests +7 passed/)
     })
 
     it('typechecks under its own tsconfig', () => {

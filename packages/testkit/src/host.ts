@@ -1,6 +1,6 @@
 import { inspect } from 'node:util'
 import { Context, type Fiber, type Plugin } from '@deepseek-ai/cordis'
-import AgentLoop, { type Agent, type AgentLoopConfig } from '@loom/agent-loop'
+import AgentLoop, { buildManifest, type Agent, type AgentLoopConfig, type Manifest, type ManifestRow } from '@loom/agent-loop'
 import Llm, { userText, type AdapterRegistration, type GenerateOptions, type UserMessage } from '@loom/llm'
 import { ScriptedAdapter, type ScriptEntry } from '@loom/llm/testing'
 import SessionStore, { lastEventOfType, type Session, type SessionEvent, type TurnEndReason } from '@loom/session'
@@ -84,6 +84,20 @@ export interface CallToolOptions {
   signal?: AbortSignal
 }
 
+/** A manifest row without its sizes and digest: what a plugin's structure test compares. */
+export type OutlineRow = Pick<ManifestRow, 'kind' | 'name' | 'owner' | 'order' | 'stability' | 'trust' | 'category'>
+
+/**
+ * The rows of `manifest` (of `owner` only, when given) as outlines: ids, order,
+ * stability, trust and category, in request order. A change of wording keeps a
+ * test green; a section that moves, vanishes or changes stability does not.
+ */
+export function manifestOutline(manifest: Manifest, owner?: string): OutlineRow[] {
+  return manifest.rows
+    .filter(row => owner === undefined || row.owner === owner)
+    .map(({ kind, name, owner, order, stability, trust, category }) => ({ kind, name, owner, order, stability, trust, category }))
+}
+
 export interface StablePromptOptions {
   /** The agent's working directory (default: the host's). */
   cwd?: string
@@ -137,6 +151,13 @@ export interface Host {
    * whose text changed on its own, with its plugin and the first difference.
    */
   assertStablePrompt(options?: StablePromptOptions): Promise<void>
+  /**
+   * The manifest of a fresh agent's first request (no history): one row per
+   * section, runtime context and tool with owner, order, stability, trust,
+   * category, size and sha256. Assert its structure (`manifestOutline`) rather
+   * than snapshot the whole prompt.
+   */
+  manifest(options?: DeltaOptions): Promise<Manifest>
   /** One call through `ctx.tools.execute` for an agent whose session cwd is `cwd`. */
   callTool(name: string, args?: unknown, options?: CallToolOptions): Promise<ToolExecutionResult>
   /** Replaces the model's script; the returned adapter records every request (`.requests`). */
@@ -510,6 +531,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       const name = records.get(mounted)!.name
       const error = new Error(`plugin "${name}" left residue after dispose:\n${findings.map(finding => `  - ${finding}`).join('\n')}`)
       throw Object.assign(error, { residue: findings })
+    },
+    manifest({ cwd = defaultCwd } = {}) {
+      return probe(cwd, assembly => buildManifest({ assembly }))
     },
     async assertStablePrompt({ cwd = defaultCwd, times = 3 } = {}) {
       const strict = ctx.systemPrompt.enforceStability('error')

@@ -1,6 +1,7 @@
 export {
   createHost,
   HOST_PLUGIN,
+  manifestOutline,
   SCRIPTED_MODEL,
   SCRIPTED_PROVIDER,
   type CallToolOptions,
@@ -9,6 +10,8 @@ export {
   type HostLog,
   type HostOptions,
   type Mounted,
+  type OutlineRow,
+  type StablePromptOptions,
   type PromptDelta,
   type PromptDeltaEntry,
   type PromptDeltaVariable,

@@ -1,6 +1,6 @@
 import type { Context } from '@deepseek-ai/cordis'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHost, type Host } from '@loom/testkit'
+import { createHost, type Host, manifestOutline } from '@loom/testkit'
 import { defineTool } from '@loom/tools'
 import { Greeter, leaky, victim } from './fixtures.ts'
 
@@ -260,6 +260,29 @@ describe('assertStablePrompt', () => {
     const agent = h.agent()
     await h.ctx.systemPrompt.assemble({ agent, scope: agent })
     await expect(h.ctx.systemPrompt.assemble({ agent, scope: agent })).rejects.toThrow('prompt variable "{{now}}" (plugin "ticker", session-stable) changed')
+  })
+})
+
+describe('manifest', () => {
+  it('outlines the rows a plugin contributes: ids, order, stability, trust, category, without sizes or digests', async () => {
+    const h = await start()
+    await h.mount({
+      name: 'house-rules',
+      inject: ['systemPrompt'],
+      apply: (ctx: Context) => {
+        ctx.systemPrompt.section({ name: 'house:rules', order: 60, text: 'Never push to main.', trust: 'repository' })
+        ctx.systemPrompt.context({ name: 'house:now', order: 30, text: 'now', category: 'runtime' })
+      },
+    })
+    const manifest = await h.manifest()
+    expect(manifestOutline(manifest, 'house-rules')).toEqual([
+      { kind: 'section', name: 'house:rules', owner: 'house-rules', order: 60, stability: 'static', trust: 'repository', category: 'instructions' },
+      { kind: 'context', name: 'house:now', owner: 'house-rules', order: 30, stability: 'step', trust: 'deployment', category: 'runtime' },
+    ])
+    expect(manifest.rows.find(row => row.name === 'house:rules')).toMatchObject({
+      chars: 'Never push to main.'.length,
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    })
   })
 })
 
