@@ -44,7 +44,19 @@ describe('canonical logs', () => {
       header: { config: { provider: 'mock', model: 'mock' }, system: IDENTITY },
       reason: 'initial',
       sources: {
-        sections: [{ name: 'harness:identity', owner: '@loom/system-prompt', sha256: createHash('sha256').update(IDENTITY).digest('hex') }],
+        sections: [
+          {
+            name: 'harness:identity',
+            owner: '@loom/system-prompt',
+            sha256: createHash('sha256').update(IDENTITY).digest('hex'),
+            order: -100,
+            stability: 'static',
+            chars: IDENTITY.length,
+            tokens: Math.ceil(IDENTITY.length / 4),
+            trust: 'product',
+            category: 'instructions',
+          },
+        ],
         tools: [],
         plugins: [{ name: '@loom/system-prompt', version: '0.1.0', digest: expect.stringMatching(/^[0-9a-f]{64}$/) }],
       },
