@@ -9,6 +9,7 @@ import { benchAssemble } from '../packages/system-prompt/bench/assemble.ts'
 import { compareAssemble } from '../packages/system-prompt/bench/compare.ts'
 import { benchAppend, benchLoadFresh } from '../plugins/session-jsonl/bench/persistence.ts'
 import { benchPostgres } from '../plugins/session-postgres/bench/persistence.ts'
+import { benchHost } from '../plugins/serve/bench/host.ts'
 import { benchSse } from '../packages/llm/bench/sse.ts'
 import { benchGrep } from '../plugins/tool-search/bench/search.ts'
 import { benchToolCatalog } from '../plugins/tool-catalog/bench/catalog.ts'
@@ -34,6 +35,7 @@ benchDerive().forEach(print)
 ;(await benchAppend()).forEach(print)
 print(benchLoadFresh())
 ;(await benchPostgres()).forEach(print)
+print(await benchHost())
 
 const steps = await benchStep()
 steps.forEach(print)

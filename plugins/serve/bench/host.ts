@@ -1,0 +1,152 @@
+// What a `loom serve` host adds: one server process (the default deployment,
+// JSONL sessions, the scripted model answering at once, so every millisecond
+// measured is the host's: HTTP, the agent loop, the durable log) serving many
+// sessions at once, each a conversation of several turns. Each session follows
+// its own event stream (SSE); a turn's latency runs from the POST that starts it
+// to the `turn/end` event on the stream, which the host sends once it is on disk.
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export interface HostFigure {
+  bench: 'serve/host'
+  store: 'jsonl'
+  sessions: number
+  turns_per_session: number
+  turns: number
+  wall_ms: number
+  turns_per_s: number
+  /** From the POST that starts a turn to its `turn/end` on the session's stream. */
+  p50_ms: number
+  p99_ms: number
+  /** Resident memory of the server with every session's agent open, over that before the first, per session. */
+  rss_per_session_kb: number
+}
+
+const MAIN = fileURLToPath(new URL('../../../apps/cli/src/main.ts', import.meta.url))
+const TOKEN = 'bench-token-0123456789abcdef'
+
+/**
+ * One answer per turn, forever. The rows that read the workspace at every step
+ * (git state, instruction files, skill folders) are off: they cost the same
+ * with or without a server, and this measures the server.
+ */
+const LAYER = `
+${['workspace', 'instructions', 'skills'].map(id => `- id: ${id}\n  disabled: true`).join('\n')}
+- id: scripted
+  disabled: true
+- insert:
+    - id: script
+      name: '@loom/llm-scripted'
+      config:
+        provider: scripted
+        model: scripted-1
+        loop: true
+        script:
+          - Done.
+`
+
+export async function benchHost(sessions = 200, turns = 5): Promise<HostFigure> {
+  const dir = mkdtempSync(join(tmpdir(), 'loom-bench-serve-'))
+  writeFileSync(join(dir, 'loom.yml'), LAYER)
+  const child = spawn(process.execPath, ['--conditions=loom-source', MAIN, 'serve', '--port', '0'], {
+    cwd: dir,
+    env: { ...process.env, LOOM_HOME: join(dir, 'home'), LOOM_SERVE_TOKEN: TOKEN, DEEPSEEK_API_KEY: '', ANTHROPIC_API_KEY: '', OPENAI_API_KEY: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  child.stdout.on('data', data => {
+    output += data
+  })
+  child.stderr.on('data', data => {
+    output += data
+  })
+  try {
+    const base = await until(
+      () => /listening on (http:\S+)/.exec(output)?.[1],
+      30_000,
+      () => `the server to listen:\n${output}`,
+    )
+    const rssBefore = rssKb(child.pid!)
+    const latencies: number[] = []
+    const start = performance.now()
+    await Promise.all(Array.from({ length: sessions }, () => conversation(base, turns, latencies)))
+    const wall = performance.now() - start
+    const rssAfter = rssKb(child.pid!)
+    latencies.sort((a, b) => a - b)
+    const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] * 10) / 10
+    return {
+      bench: 'serve/host',
+      store: 'jsonl',
+      sessions,
+      turns_per_session: turns,
+      turns: latencies.length,
+      wall_ms: Math.round(wall),
+      turns_per_s: Math.round((latencies.length / wall) * 1000),
+      p50_ms: at(0.5),
+      p99_ms: at(0.99),
+      rss_per_session_kb: Math.round((rssAfter - rssBefore) / sessions),
+    }
+  } finally {
+    child.kill('SIGTERM')
+    await new Promise(resolve => child.once('exit', resolve))
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** One session: a task, then followups, each awaited on the session's own event stream. */
+async function conversation(base: string, turns: number, latencies: number[]) {
+  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }
+  let sent = performance.now()
+  const created = await fetch(`${base}/v1/sessions`, { method: 'POST', headers, body: JSON.stringify({ task: 'turn 1' }) })
+  if (created.status !== 201) throw new Error(`POST /v1/sessions: ${created.status} ${await created.text()}`)
+  const { id } = (await created.json()) as { id: string }
+  const stream = await fetch(`${base}/v1/sessions/${id}/events`, { headers })
+  const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader()
+  let buffer = ''
+  let ended = 0
+  for (;;) {
+    const { value, done } = await reader.read()
+    if (done) throw new Error(`the event stream of ${id} ended after ${ended} turns`)
+    buffer += value
+    const frames = buffer.split('\n\n')
+    buffer = frames.pop() ?? ''
+    for (const frame of frames) {
+      if (!frame.includes('"type":"turn/end"')) continue
+      latencies.push(performance.now() - sent)
+      if (++ended === turns) {
+        await reader.cancel()
+        return
+      }
+      sent = performance.now()
+      const posted = await fetch(`${base}/v1/sessions/${id}/messages`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ text: `turn ${ended + 1}`, mode: 'followup' }),
+      })
+      if (posted.status !== 202) throw new Error(`POST messages of ${id}: ${posted.status} ${await posted.text()}`)
+    }
+  }
+}
+
+function rssKb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find(text => text.startsWith('VmRSS:'))
+  return Number(/\d+/.exec(line ?? '')?.[0] ?? 0)
+}
+
+async function until<T>(probe: () => T | undefined, timeoutMs: number, what: () => string): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`)
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
+}
+
+// `node host.ts`: the figure alone.
+if (process.argv[1] === fileURLToPath(import.meta.url)) console.log(JSON.stringify(await benchHost()))
