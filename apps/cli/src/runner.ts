@@ -7,7 +7,7 @@ import type { Agent, AgentOptions } from '@loom/agent-loop'
 import { buildManifest, type Manifest, type PluginDrift, pluginDrift, promptSources } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
 import { type CachePrices, lastEventOfType, type Session, type SessionEvent, type TurnEndReason } from '@loom/session'
-import { joinContextSections, renderContextSections, renderPrompt } from '@loom/system-prompt'
+import { joinContextSections, type Omission, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
 import { UsageError } from './errors.ts'
 import type {} from '@loom/session-jsonl'
@@ -46,6 +46,8 @@ export interface PromptReport {
   contexts: { name: string; order: number; owner: string; text: string }[]
   /** One row per section, runtime context and tool (a new agent has no history), with totals by owner. */
   manifest: Manifest
+  /** What the category budgets of the prompt row left out (the `budget:notice` context names it to the model). */
+  omitted: Omission[]
 }
 
 /** What `loom sessions compact --json` prints; tokens are the fixed heuristic's estimate of header + history. */
@@ -309,6 +311,7 @@ export class Runner extends Service {
         sections: assembly.sections.map(({ name, order, owner, stability }) => ({ name, order, owner, stability })),
         contexts: assembly.contexts.map(({ name, order, owner }) => ({ name, order, owner, text: texts.get(name) ?? '' })),
         manifest: buildManifest({ assembly }),
+        omitted: assembly.omitted ?? [],
       }
     } finally {
       await agent.dispose()

@@ -7,11 +7,11 @@ export function budgetNotice(name: string, omitted: number, maxChars: number): s
   return `[… ${omitted} characters of "${name}" omitted: over its budget of ${maxChars} characters]`
 }
 
-/** Throws a `TypeError` naming the context unless `budget.maxChars` is a positive integer. */
-export function checkBudget(name: string, budget: ContextBudget | undefined): void {
+/** Throws a `TypeError` naming the section or context unless `budget.maxChars` is a positive integer. */
+export function checkBudget(name: string, budget: ContextBudget | undefined, kind: 'section' | 'context'): void {
   if (budget === undefined) return
   if (typeof budget !== 'object' || budget === null || !Number.isSafeInteger(budget.maxChars) || budget.maxChars <= 0) {
-    throw new TypeError(`prompt context "${name}" budget.maxChars must be a positive integer`)
+    throw new TypeError(`prompt ${kind} "${name}" budget.maxChars must be a positive integer`)
   }
 }
 

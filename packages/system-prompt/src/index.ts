@@ -26,4 +26,5 @@ export {
 export { compareCodeUnits, TOOL_ORDER_REST } from './tool-order.ts'
 export { difference, type StabilityCheckMode } from './stability.ts'
 export { defaultTrust } from './service.ts'
+export { BUDGET_NOTICE, type CategoryBudgets, type Omission, type Placement } from './allocate.ts'
 export type * from './types.ts'

@@ -1,6 +1,7 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped } from '@loom/scope'
+import { allocate, BUDGET_NOTICE, type CategoryBudgets, omissionNotice, type Placement } from './allocate.ts'
 import { applyBudget, checkBudget } from './budget.ts'
 import { cloneParameters } from './clone.ts'
 import { referencedVariables, VARIABLE_NAME } from './render.ts'
@@ -31,6 +32,8 @@ export const IDENTITY_SECTION = 'harness:identity'
 export const IDENTITY_ORDER = -100
 export const DEFAULT_IDENTITY = 'You are an AI agent powered by Loom.'
 const PACKAGE = '@loom/system-prompt'
+/** The identity and the persona stay under any budget that leaves room for them. */
+const BUILT_IN_PRIORITY = 1000
 
 declare module '@deepseek-ai/cordis' {
   interface Context {
@@ -120,6 +123,8 @@ export interface SystemPromptConfig {
   toolOrder?: string[]
   /** What a contribution that changes with no registry change does: fail the assembly, warn, or nothing (see stability.ts). */
   stabilityCheck?: StabilityCheckMode
+  /** Room per category of contribution, and for all of a step's sections and contexts together (see allocate.ts). */
+  budgets?: CategoryBudgets
 }
 
 /**
@@ -138,6 +143,16 @@ export class SystemPrompt extends Service {
     persona: Schema.string().default('').description('Deployment persona (section "deployment:persona", order 0); a {{var}} template.'),
     // A union keeps an absent toolOrder absent (a bare array schema would default it to []).
     toolOrder: Schema.union([Schema.array(Schema.string()), Schema.const(undefined)]).description('Explicit tool order; must contain "<unlisted-tools>" once.'),
+    budgets: Schema.object({
+      maxChars: Schema.natural().min(1).description('Characters of all sections and contexts of a step together; categories above their floor give way.'),
+      categories: Schema.dict(
+        Schema.object({
+          cap: Schema.natural().description('Most characters of this category in a step.'),
+          floor: Schema.natural().description('Characters of this category that maxChars never takes away.'),
+        }),
+        Schema.union(['instructions', 'memory', 'skills', 'files', 'runtime', 'tools', 'tool-results'] as const),
+      ).description('Per category (instructions, memory, skills, files, runtime): a cap and a floor in characters.'),
+    }).description('Category budgets: what does not fit is left out, lowest priority, recoverable and oldest first, and named in one notice.'),
     stabilityCheck: Schema.union(['error', 'warn', 'off'] as const)
       .default('warn')
       .description(
@@ -145,7 +160,7 @@ export class SystemPrompt extends Service {
       ),
   }) as Schema<SystemPromptConfig>
 
-  readonly config: Required<Omit<SystemPromptConfig, 'toolOrder'>> & Pick<SystemPromptConfig, 'toolOrder'>
+  readonly config: Required<Omit<SystemPromptConfig, 'toolOrder' | 'budgets'>> & Pick<SystemPromptConfig, 'toolOrder' | 'budgets'>
   private readonly layers: ScopedLayers<PromptLayer>
   private readonly warned = new Set<string>()
   private readonly stability = new StabilityCheck()
@@ -160,6 +175,7 @@ export class SystemPrompt extends Service {
       includeRuntimeContext: config.includeRuntimeContext ?? true,
       persona: config.persona ?? '',
       toolOrder: config.toolOrder,
+      budgets: config.budgets,
       stabilityCheck: config.stabilityCheck ?? 'warn',
     }
     if (this.config.toolOrder) validateToolOrder(this.config.toolOrder)
@@ -175,10 +191,10 @@ export class SystemPrompt extends Service {
 
     // Built-ins belong to the service's own lifetime.
     if (this.config.includeHarnessIdentity) {
-      this.section({ name: IDENTITY_SECTION, order: IDENTITY_ORDER, text: this.config.identity })
+      this.section({ name: IDENTITY_SECTION, order: IDENTITY_ORDER, text: this.config.identity, priority: BUILT_IN_PRIORITY })
     }
     // The operator's words: the deployment's, though the product registers them.
-    this.section({ name: PERSONA_SECTION, order: PERSONA_ORDER, text: this.config.persona, trust: 'deployment' })
+    this.section({ name: PERSONA_SECTION, order: PERSONA_ORDER, text: this.config.persona, trust: 'deployment', priority: BUILT_IN_PRIORITY })
     if (!this.config.includeRuntimeContext) this.suppressRuntimeContext()
   }
 
@@ -189,6 +205,7 @@ export class SystemPrompt extends Service {
 
   section(section: PromptSection): () => void {
     assertFiniteOrder('section', section)
+    checkBudget(section.name, section.budget, 'section')
     if (section.stability === 'step') {
       throw new TypeError(
         `prompt section "${section.name}" cannot be step-stable: a fact that changes between steps belongs in a runtime context (ctx.systemPrompt.context)`,
@@ -200,7 +217,7 @@ export class SystemPrompt extends Service {
 
   context(context: PromptContext): () => void {
     assertFiniteOrder('context', context)
-    checkBudget(context.name, context.budget)
+    checkBudget(context.name, context.budget, 'context')
     const entry = { value: context, owner: this.caller }
     return this.layers.effect(this.ctx, layer => layer.contexts.insert(context.name, entry), { label: 'systemPrompt.context' })
   }
@@ -292,7 +309,7 @@ export class SystemPrompt extends Service {
     const sections = registered.map(
       ({ value, owner }): AssembledSection => ({
         name: value.name,
-        text: resolveText(value.text, context),
+        text: value.budget ? applyBudget(resolveText(value.text, context), value.name, value.budget.maxChars) : resolveText(value.text, context),
         order: value.order,
         stability: value.stability ?? 'static',
         owner,
@@ -323,7 +340,40 @@ export class SystemPrompt extends Service {
     const tools = orderTools(collected, knownNames, config.toolOrder)
     warnDuplicateTools(tools, warn)
 
-    const assembly: PromptAssembly = { sections, contexts, tools, variables, variableInfo, attribution }
+    let budgeted: Pick<PromptAssembly, 'sections' | 'contexts' | 'omitted'> = { sections, contexts }
+    if (config.budgets && (config.budgets.maxChars !== undefined || config.budgets.categories)) {
+      const placements = new Map<string, Placement>()
+      const place = (kind: string, { value }: Entry<PromptSection | PromptContext>) =>
+        placements.set(`${kind}\0${value.name}`, { priority: value.priority ?? 0, recoverable: value.recoverable === true })
+      for (const entry of registered) place('section', entry)
+      for (const entry of contextEntries.values()) place('context', entry)
+      const allocated = allocate(sections, contexts, attribution, placements, config.budgets)
+      budgeted = allocated
+      if (allocated.omitted.length && !suppressed) {
+        // Every omission is named to the model, in the runtime context (the system prefix stays as it is).
+        const counts = new Map<Category, number>()
+        for (const [kind, list] of [
+          ['sections', sections],
+          ['contexts', contexts],
+        ] as const)
+          for (const entry of list) {
+            const category = attribution[kind][entry.name]?.category ?? (kind === 'sections' ? 'instructions' : 'runtime')
+            if (entry.text !== '') counts.set(category, (counts.get(category) ?? 0) + 1)
+          }
+        const notice = {
+          name: BUDGET_NOTICE,
+          text: omissionNotice(allocated.omitted, counts),
+          order: 1000,
+          stability: 'step' as const,
+          owner: PACKAGE,
+          literal: true as const,
+        }
+        budgeted = { ...allocated, contexts: [...allocated.contexts, notice] }
+        attribution.contexts[BUDGET_NOTICE] = { trust: 'product', category: 'runtime' }
+      }
+    }
+
+    const assembly: PromptAssembly = { ...budgeted, tools, variables, variableInfo, attribution }
     const result = await this.ctx.waterfall(scopeTarget(this, scope), 'system-prompt/assemble', assembly, context, async () => assembly)
     const final = completeCopy || suppressed ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) } : result
     assertStableSections(final)

@@ -1,4 +1,5 @@
 import type { AgentRef, ScopeKey } from '@loom/scope'
+import type { Omission } from './allocate.ts'
 
 /**
  * How often a contribution may change. `static`: fixed for the deployment;
@@ -48,6 +49,10 @@ export interface Provenance {
   readonly category?: Category
   /** For content read from a file; a function when the file is read at each assembly. */
   readonly source?: PromptSource | ((context: AssembleContext) => PromptSource | undefined)
+  /** Under a category budget, higher stays first (default 0). */
+  readonly priority?: number
+  /** The model can fetch it again with a tool (a skill, a file): under a category budget it gives way first. */
+  readonly recoverable?: boolean
 }
 
 export interface PromptSection extends Provenance {
@@ -61,6 +66,8 @@ export interface PromptSection extends Provenance {
   readonly stability?: Stability
   /** Text used verbatim, never interpolated: for content read from files (`{{` in it is just text). */
   readonly literal?: boolean
+  /** A longer text is cut at a line boundary and ends with a notice the model sees (as a context's). */
+  readonly budget?: ContextBudget
 }
 
 export interface PromptContext extends Provenance {
@@ -155,6 +162,8 @@ export interface PromptAssembly {
   variableInfo: Record<string, VariableInfo>
   /** Trust, category and source of each registered section and context, apart from their shapes. */
   attribution?: AssemblyAttribution
+  /** What the category budgets left out of this assembly (the `budget:notice` context tells the model). */
+  omitted?: Omission[]
   [extra: string]: unknown
 }
 

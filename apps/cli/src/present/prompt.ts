@@ -22,6 +22,11 @@ export function printPrompt(io: Io, report: PromptReport, json: boolean) {
     text += `${i + 1}. ${out.bold(tool.name)}  ${out.dim(`← ${tool.owner}`)}\n   ${tool.description}\n`
   })
   text += '\n' + rule('runtime-context snapshot (user message)') + (report.runtimeContext || '(none)') + '\n'
+  if (report.omitted.length) {
+    text += '\n' + rule(`left out by the budgets (${report.omitted.length})`)
+    for (const o of report.omitted)
+      text += `${o.kind} ${out.bold(o.name)}  ${out.dim(`← ${o.owner}`)}  ${o.category}, ${o.chars} chars, over the ${o.over === 'category' ? `${o.category} cap` : 'total'}\n`
+  }
   io.stdout.write(redact(text, hostSecrets()))
   printManifest(io, report.manifest)
 }

@@ -1,0 +1,73 @@
+// Category budgets: each category under its cap, all under a total that keeps
+// every category's floor; within a category priority, then what the model cannot
+// fetch again, then age decide, never registration order; one notice names
+// everything left out.
+import { describe, expect, it } from 'vitest'
+import { BUDGET_NOTICE, type PromptSection } from '@loom/system-prompt'
+import { root } from './helpers.ts'
+
+const file = (name: string, chars: number, extra: Partial<PromptSection> = {}): PromptSection => ({
+  name,
+  order: 100,
+  text: name[0].repeat(chars),
+  category: 'files',
+  ...extra,
+})
+
+describe('category budgets', () => {
+  it('a category over its cap keeps by priority, then not recoverable, then newer; the notice names the rest', async () => {
+    for (const reversed of [false, true]) {
+      const h = await root({ budgets: { categories: { files: { cap: 250 } } } })
+      const plugin = await h.plugin('files')
+      const entries = [
+        file('a.md', 100, { recoverable: true }),
+        file('b.md', 100, { source: { path: 'b.md', sha256: 'x', modifiedAt: 1 } }),
+        file('c.md', 100, { source: { path: 'c.md', sha256: 'y', modifiedAt: 2 } }),
+        file('d.md', 100, { priority: 5, recoverable: true }),
+      ]
+      // Registration order never decides.
+      for (const entry of reversed ? entries.slice().reverse() : entries) plugin.systemPrompt.section(entry)
+      const assembly = await h.asm()
+      expect(assembly.sections.filter(section => section.name.endsWith('.md')).map(section => section.name)).toEqual(['c.md', 'd.md'])
+      expect(assembly.omitted?.map(o => [o.name, o.over])).toEqual([
+        ['a.md', 'category'],
+        ['b.md', 'category'],
+      ])
+      const notice = assembly.contexts.find(context => context.name === BUDGET_NOTICE)!
+      expect(notice.owner).toBe('@loom/system-prompt')
+      expect(notice.text).toContain('- files: 2 of 4 included; left out: a.md, b.md (200 characters, over the files budget)')
+    }
+  })
+
+  it('the total gives way above the floors, least kept first; without omissions there is no notice', async () => {
+    const h = await root({ includeHarnessIdentity: false, budgets: { maxChars: 300, categories: { memory: { floor: 150 } } } })
+    const plugin = await h.plugin('mixed')
+    plugin.systemPrompt.section({ name: 'rules', order: 10, text: 'r'.repeat(100), priority: 10 })
+    plugin.systemPrompt.context({ name: 'memory:a', order: 10, text: 'm'.repeat(100), category: 'memory' })
+    plugin.systemPrompt.context({ name: 'memory:b', order: 11, text: 'n'.repeat(100), category: 'memory', priority: -1 })
+    plugin.systemPrompt.section({ name: 'guide', order: 20, text: 'g'.repeat(100) })
+    const assembly = await h.asm()
+    // 400 characters for 300: one entry goes; memory:b lies above the memory floor and is the least kept there.
+    expect(assembly.omitted?.map(o => [o.kind, o.name, o.over])).toEqual([['context', 'memory:b', 'total']])
+    expect(assembly.contexts.map(context => context.name)).toEqual(['memory:a', BUDGET_NOTICE])
+
+    const roomy = await root({ budgets: { maxChars: 10_000 } })
+    ;(await roomy.plugin('small')).systemPrompt.section({ name: 'rules', order: 10, text: 'Be brief.' })
+    const fits = await roomy.asm()
+    expect(fits.omitted).toEqual([])
+    expect(fits.contexts.map(context => context.name)).not.toContain(BUDGET_NOTICE)
+  })
+
+  it('a section budget cuts its text as a context budget does; a bad one is refused at registration', async () => {
+    const h = await root()
+    const plugin = await h.plugin('long')
+    plugin.systemPrompt.section({ name: 'long', order: 10, text: 'line one\nline two\nline three', budget: { maxChars: 80 } })
+    plugin.systemPrompt.section({ name: 'longer', order: 11, text: `${'x'.repeat(50)}\n${'y'.repeat(200)}`, budget: { maxChars: 130 } })
+    const texts = Object.fromEntries((await h.asm()).sections.map(section => [section.name, section.text]))
+    expect(texts.long).toBe('line one\nline two\nline three')
+    expect(texts.longer).toBe(`${'x'.repeat(50)}\n[… 201 characters of "longer" omitted: over its budget of 130 characters]`)
+    expect(() => plugin.systemPrompt.section({ name: 'bad', order: 12, text: 'x', budget: { maxChars: 0 } })).toThrow(
+      'prompt section "bad" budget.maxChars must be a positive integer',
+    )
+  })
+})
