@@ -26,5 +26,6 @@ export {
 export { compareCodeUnits, TOOL_ORDER_REST } from './tool-order.ts'
 export { difference, type StabilityCheckMode } from './stability.ts'
 export { defaultTrust } from './service.ts'
+export { CONFLICT_NOTICE, TRUST_ORDER, type Assertion, type Conflict } from './conflicts.ts'
 export { BUDGET_NOTICE, type CategoryBudgets, type Omission, type Placement } from './allocate.ts'
 export type * from './types.ts'

@@ -3,6 +3,7 @@ import Schema from '@deepseek-ai/schemastery'
 import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped } from '@loom/scope'
 import { allocate, BUDGET_NOTICE, type CategoryBudgets, omissionNotice, type Placement } from './allocate.ts'
 import { applyBudget, checkBudget } from './budget.ts'
+import { type Assertion, CONFLICT_NOTICE, conflictNotice, findConflicts } from './conflicts.ts'
 import { cloneParameters } from './clone.ts'
 import { referencedVariables, VARIABLE_NAME } from './render.ts'
 import { StabilityCheck, type StabilityCheckMode } from './stability.ts'
@@ -300,7 +301,17 @@ export class SystemPrompt extends Service {
       for (const name of result.knownNames ?? result.schemas.map(schema => schema.name)) knownNames.add(name)
     }
 
-    const registered = [...sectionEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
+    // An entry past its `expiresAt` is left out, and said so once.
+    const now = Date.now()
+    const current =
+      <T extends PromptSection | PromptContext>(kind: string) =>
+      (entry: Entry<T>) => {
+        const { expiresAt } = entry.value
+        if (expiresAt === undefined || expiresAt > now) return true
+        warn(`prompt ${kind} "${entry.value.name}" (plugin "${entry.owner}") expired at ${new Date(expiresAt).toISOString()}: it is left out`)
+        return false
+      }
+    const registered = [...sectionEntries.values()].filter(current('section')).sort((a, b) => byOrderThenName(a.value, b.value))
     warnTies('section', registered, warn)
     const complete = registered.filter(entry => entry.value.complete === true)
     if (complete.length > 1) {
@@ -322,7 +333,7 @@ export class SystemPrompt extends Service {
     for (const { value, owner } of registered) attribution.sections[value.name] = attribute(value, owner, 'instructions', context)
     let contexts: AssembledContext[] = []
     if (!suppressed) {
-      const active = [...contextEntries.values()].sort((a, b) => byOrderThenName(a.value, b.value))
+      const active = [...contextEntries.values()].filter(current('context')).sort((a, b) => byOrderThenName(a.value, b.value))
       for (const { value, owner } of active) attribution.contexts[value.name] = attribute(value, owner, 'runtime', context)
       warnTies('context', active, warn)
       contexts = active.map(
@@ -346,7 +357,7 @@ export class SystemPrompt extends Service {
       const place = (kind: string, { value }: Entry<PromptSection | PromptContext>) =>
         placements.set(`${kind}\0${value.name}`, { priority: value.priority ?? 0, recoverable: value.recoverable === true })
       for (const entry of registered) place('section', entry)
-      for (const entry of contextEntries.values()) place('context', entry)
+      for (const entry of contextEntries.values()) if (current('context')(entry)) place('context', entry)
       const allocated = allocate(sections, contexts, attribution, placements, config.budgets)
       budgeted = allocated
       if (allocated.omitted.length && !suppressed) {
@@ -373,7 +384,31 @@ export class SystemPrompt extends Service {
       }
     }
 
-    const assembly: PromptAssembly = { ...budgeted, tools, variables, variableInfo, attribution }
+    // Rules the remaining entries assert, checked against each other.
+    const assertions: Assertion[] = []
+    const assertionsOf = (
+      kind: 'section' | 'context',
+      entries: readonly (AssembledSection | AssembledContext)[],
+      pool: ReadonlyMap<string, Entry<PromptSection | PromptContext>>,
+    ) => {
+      for (const entry of entries) {
+        const asserts = pool.get(entry.name)?.value.asserts
+        const rules = typeof asserts === 'function' ? asserts(context) : asserts
+        const trust = attribution[kind === 'section' ? 'sections' : 'contexts'][entry.name]?.trust ?? defaultTrust(entry.owner)
+        for (const [rule, value] of Object.entries(rules ?? {}))
+          assertions.push({ rule, value, source: `${kind} "${entry.name}" (plugin "${entry.owner}")`, trust })
+      }
+    }
+    assertionsOf('section', budgeted.sections, sectionEntries)
+    assertionsOf('context', budgeted.contexts, contextEntries)
+    const conflicts = findConflicts(assertions)
+    if (conflicts.length && !suppressed) {
+      const notice = { name: CONFLICT_NOTICE, text: conflictNotice(conflicts), order: 999, stability: 'step' as const, owner: PACKAGE, literal: true as const }
+      budgeted = { ...budgeted, contexts: [...budgeted.contexts, notice].sort(byOrderThenName) }
+      attribution.contexts[CONFLICT_NOTICE] = { trust: 'product', category: 'runtime' }
+    }
+
+    const assembly: PromptAssembly = { ...budgeted, tools, variables, variableInfo, attribution, ...(conflicts.length && { conflicts }) }
     const result = await this.ctx.waterfall(scopeTarget(this, scope), 'system-prompt/assemble', assembly, context, async () => assembly)
     const final = completeCopy || suppressed ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) } : result
     assertStableSections(final)

@@ -1,5 +1,6 @@
 import type { AgentRef, ScopeKey } from '@loom/scope'
 import type { Omission } from './allocate.ts'
+import type { Conflict } from './conflicts.ts'
 
 /**
  * How often a contribution may change. `static`: fixed for the deployment;
@@ -53,6 +54,10 @@ export interface Provenance {
   readonly priority?: number
   /** The model can fetch it again with a tool (a skill, a file): under a category budget it gives way first. */
   readonly recoverable?: boolean
+  /** Rules it asserts (`{ indentation: 'tabs' }`): two entries asserting different values get a `[context-conflict]` notice. */
+  readonly asserts?: Readonly<Record<string, string>> | ((context: AssembleContext) => Readonly<Record<string, string>> | undefined)
+  /** ms since the epoch after which it is left out of every assembly (with a warning). */
+  readonly expiresAt?: number
 }
 
 export interface PromptSection extends Provenance {
@@ -164,6 +169,8 @@ export interface PromptAssembly {
   attribution?: AssemblyAttribution
   /** What the category budgets left out of this assembly (the `budget:notice` context tells the model). */
   omitted?: Omission[]
+  /** Rules asserted with different values (the `context:conflicts` context tells the model). */
+  conflicts?: Conflict[]
   [extra: string]: unknown
 }
 
