@@ -3,7 +3,7 @@ import { readFileSync, statSync } from 'node:fs'
 /** What reading a file gave. */
 export type FileRead =
   | { kind: 'missing' }
-  | { kind: 'text'; text: string; bytes: number }
+  | { kind: 'text'; text: string; bytes: number /** When the file was last written (ms since the epoch). */; modifiedAt: number }
   /** The file exists but cannot be used; `reason` completes "the file …"; `size` is set when it is only too large. */
   | { kind: 'unusable'; reason: string; size?: number }
 
@@ -31,7 +31,7 @@ export class FileCache {
     const stamp = `${stats.mtimeNs}:${stats.size}:${stats.ino}:${maxBytes}`
     const cached = this.entries.get(path)
     if (cached?.stamp === stamp) return cached.read
-    const read = load(path, Number(stats.size), maxBytes)
+    const read = load(path, Number(stats.size), maxBytes, Number(stats.mtimeMs))
     if (this.entries.size >= 1024) this.entries.clear()
     this.entries.set(path, { stamp, read })
     return read
@@ -42,7 +42,7 @@ export class FileCache {
   }
 }
 
-function load(path: string, size: number, maxBytes: number): FileRead {
+function load(path: string, size: number, maxBytes: number, modifiedAt: number): FileRead {
   if (size > maxBytes) return { kind: 'unusable', reason: `is ${size} bytes, more than the ${maxBytes}-byte limit`, size }
   let buffer: Buffer
   try {
@@ -53,7 +53,7 @@ function load(path: string, size: number, maxBytes: number): FileRead {
   if (buffer.includes(0)) return { kind: 'unusable', reason: 'is not UTF-8 text (binary content)' }
   try {
     const text = utf8.decode(buffer)
-    return { kind: 'text', text: text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, bytes: buffer.byteLength }
+    return { kind: 'text', text: text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, bytes: buffer.byteLength, modifiedAt }
   } catch {
     return { kind: 'unusable', reason: 'is not UTF-8 text (binary content)' }
   }

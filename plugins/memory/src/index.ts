@@ -2,6 +2,7 @@ import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { Message } from '@loom/llm'
+import { defineTool } from '@loom/tools'
 import type { AgentRef } from '@loom/scope'
 import type { SessionStore } from '@loom/session'
 import type { AssembleContext } from '@loom/system-prompt'
@@ -10,7 +11,7 @@ import { FileCache } from './files.ts'
 import { matchEntries, parseIndex } from './select.ts'
 
 export const name = '@loom/memory'
-export const inject = ['systemPrompt', 'sessions']
+export const inject = ['systemPrompt', 'sessions', 'tools']
 
 export const INDEX_CONTEXT = 'memory:index'
 export const INDEX_ORDER = 30
@@ -24,6 +25,7 @@ export interface Config {
   file: string
   maxIndexBytes: number
   maxRecordBytes: number
+  maxAgeDays?: number
 }
 
 export const Config: Schema<Config> = Schema.object({
@@ -36,7 +38,12 @@ export const Config: Schema<Config> = Schema.object({
     .min(1)
     .default(8192)
     .description('Budget of the relevant record bodies of one step; records that do not fit are left out whole, with a notice.'),
+  maxAgeDays: Schema.natural().min(1).description('Records last written longer ago than this are left out, with a notice (absent: records never age out).'),
 }) as Schema<Config>
+
+/** The tool the model calls when the user asks it to work without memory in this session. */
+export const IGNORE_TOOL = 'memory_ignore'
+const DAY_MS = 86_400_000
 
 const MAX_LISTED = 12
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8')
@@ -103,6 +110,7 @@ export function apply(ctx: Context, config: Config) {
   }
 
   const indexText = (context: AssembleContext): string => {
+    if (ignored(context.agent)) return ''
     const { path, label } = locate(context)
     const read = cache.read(path, MAX_INDEX_FILE_BYTES)
     if (read.kind === 'missing') return ''
@@ -118,8 +126,28 @@ export function apply(ctx: Context, config: Config) {
     return `${intro}\n\n${kept}${notice}`
   }
 
+  // A session whose log holds a successful memory_ignore call sees no memory from then on (a resume too).
+  // Each session's log is read once, then only what it appended since.
+  const ignoring = new Map<string, { scanned: number; calls: Set<string>; ignored: boolean }>()
+  const ignored = (agent: AgentRef | undefined): boolean => {
+    const events = agent && ctx.sessions.get(agent.sessionId)?.events
+    if (!agent || !events) return false
+    let state = ignoring.get(agent.sessionId)
+    if (!state) ignoring.set(agent.sessionId, (state = { scanned: 0, calls: new Set(), ignored: false }))
+    for (; state.scanned < events.length && !state.ignored; state.scanned++) {
+      const event = events[state.scanned]
+      if (event.type === 'tool/call' && event.data.name === IGNORE_TOOL) state.calls.add(event.data.callId)
+      else if (event.type === 'tool/result') {
+        const block = event.data.message.content[0]
+        if (state.calls.has(block.toolCallId) && block.isError !== true) state.ignored = true
+      }
+    }
+    return state.ignored
+  }
+
   const recordsText = (context: AssembleContext): string => {
     const agent = context.agent
+    if (ignored(agent)) return ''
     const message = agent && (claimed.get(agent) ?? lastUserTextInLog(ctx.sessions, agent))
     if (message === undefined) return ''
     const { path, dir } = locate(context)
@@ -127,7 +155,9 @@ export function apply(ctx: Context, config: Config) {
     if (read.kind !== 'text') return ''
     const blocks: string[] = []
     const leftOut: string[] = []
+    const aged: string[] = []
     const unusable: string[] = []
+    const now = Date.now()
     const seen = new Set<string>()
     let used = 0
     // A pasted log can be huge: its first 64 KiB say what it is about.
@@ -157,6 +187,11 @@ export function apply(ctx: Context, config: Config) {
         else unusable.push(`${entry.target} (${record.reason})`)
         continue
       }
+      const days = Math.floor((now - record.modifiedAt) / DAY_MS)
+      if (config.maxAgeDays !== undefined && days > config.maxAgeDays) {
+        aged.push(`${entry.target} (${days} days)`)
+        continue
+      }
       const body = record.text.replace(/\s+$/, '')
       const size = bytes(body)
       if (used + size > maxRecordBytes) {
@@ -164,14 +199,21 @@ export function apply(ctx: Context, config: Config) {
         continue
       }
       used += size
-      blocks.push(`<memory-record file="${entry.target}" title="${entry.title.replaceAll('"', "'")}" matched="${words.join(' ')}">\n${body}\n</memory-record>`)
+      blocks.push(
+        `<memory-record file="${entry.target}" title="${entry.title.replaceAll('"', "'")}" matched="${words.join(' ')}" age="${days}d">\n${body}\n</memory-record>`,
+      )
     }
-    if (!blocks.length && !leftOut.length && !unusable.length) return ''
+    if (!blocks.length && !leftOut.length && !aged.length && !unusable.length) return ''
     const parts = ['Memory records relevant to the latest user message (their index line shares a word with it):']
     parts.push(...blocks)
     if (leftOut.length) {
       parts.push(
         `[Memory budget: left out ${leftOut.length} matching record${leftOut.length === 1 ? '' : 's'} to stay within ${maxRecordBytes} bytes of record text: ${list(leftOut)}. Read ${leftOut.length === 1 ? 'it' : 'them'} if needed.]`,
+      )
+    }
+    if (aged.length) {
+      parts.push(
+        `[Memory policy: left out ${aged.length} matching record${aged.length === 1 ? '' : 's'} older than ${config.maxAgeDays} days: ${list(aged)}. Read ${aged.length === 1 ? 'it' : 'them'} only if still relevant.]`,
       )
     }
     if (unusable.length) parts.push(`[Not included, could not be used: ${list(unusable)}.]`)
@@ -183,6 +225,15 @@ export function apply(ctx: Context, config: Config) {
   const memory = { trust: 'user-confirmed', category: 'memory' } as const
   ctx.systemPrompt.context({ name: INDEX_CONTEXT, order: INDEX_ORDER, stability: 'session', literal: true, ...memory, text: indexText })
   ctx.systemPrompt.context({ name: RECORDS_CONTEXT, order: RECORDS_ORDER, stability: 'step', literal: true, ...memory, text: recordsText })
+  ctx.tools.register(
+    defineTool({
+      name: IGNORE_TOOL,
+      description:
+        'Stops giving you the memory of earlier sessions (its index and records) for the rest of this session. Call it only when the user asks you to ignore or not use memory.',
+      parameters: { type: 'object', properties: {}, additionalProperties: false },
+      execute: () => 'Memory is ignored for the rest of this session: its index and records are no longer in the runtime context.',
+    }),
+  )
   ctx.on('agent/inbox/claimed', ({ agent, message }) => {
     const text = userTextOf(message)
     if (text !== undefined) claimed.set(agent, text)

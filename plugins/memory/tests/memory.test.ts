@@ -1,7 +1,8 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
+import { CLEARED_RUNTIME_CONTEXT } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
 import { CONTEXT_SNAPSHOT_HEADER } from '@loom/system-prompt'
 import { createHost, type Host } from '@loom/testkit'
@@ -47,8 +48,8 @@ const FILES = {
   '.loom/memory/records/deploy.md': 'Deploy with `make deploy ENV=staging`.\n',
   '.loom/memory/records/style.md': 'The user likes terse replies.\n',
 }
-const record = (file: string, title: string, matched: string, body: string) =>
-  `<memory-record file="${file}" title="${title}" matched="${matched}">\n${body}\n</memory-record>`
+const record = (file: string, title: string, matched: string, body: string, age = '0d') =>
+  `<memory-record file="${file}" title="${title}" matched="${matched}" age="${age}">\n${body}\n</memory-record>`
 
 /** The latest runtime-context snapshot in the history a request carries. */
 function snapshotOf(request: { messages: readonly { role: string; content: readonly { type: string; text?: string }[] }[] }): string | undefined {
@@ -70,7 +71,7 @@ describe('the memory index', () => {
         { name: 'memory:index', order: 30, stability: 'session', literal: true, text: `${INTRO}\n\n${INDEX}`, rendered: `${INTRO}\n\n${INDEX}` },
         { name: 'memory:records', order: 31, stability: 'step', literal: true, text: '', rendered: '' },
       ],
-      tools: [],
+      tools: [expect.objectContaining({ name: 'memory_ignore' })],
       variables: [],
     })
   })
@@ -266,4 +267,32 @@ test('zero residue after dispose; the contexts are gone', async () => {
   await h.assertZeroResidue(mounted)
   const run = await h.run('pnpm please')
   expect(snapshotOf(run.requests[0])).toBeUndefined()
+})
+
+describe('age and ignoring memory', () => {
+  test('records older than maxAgeDays are left out and named; the others say their age', async () => {
+    const root = tree(FILES)
+    const old = (Date.now() - 40 * 86_400_000) / 1000
+    utimesSync(join(root, '.loom/memory/records/deploy.md'), old, old)
+    const h = await host(root)
+    await h.mount(plugin, { maxAgeDays: 30 })
+    h.scriptedModel(['ok'])
+    const run = await h.run('deploy with pnpm')
+    const snapshot = snapshotOf(run.requests[0])!
+    expect(snapshot).toContain(record('records/pnpm.md', 'Package manager', 'pnpm', 'Always `pnpm install`; npm breaks the lockfile.'))
+    expect(snapshot).not.toContain('make deploy')
+    expect(snapshot).toContain('[Memory policy: left out 1 matching record older than 30 days: records/deploy.md (40 days). Read it only if still relevant.]')
+  })
+
+  test('after the model calls memory_ignore (the user asked), the rest of the session has no memory', async () => {
+    const h = await host(tree(FILES))
+    await h.mount(plugin)
+    h.scriptedModel([{ toolCalls: [{ name: 'memory_ignore' }] }, 'Working without memory.'])
+    const run = await h.run('forget what you know about pnpm')
+    const [first, second] = run.requests
+    expect(snapshotOf(first)).toContain('Memory index')
+    // Memory was the only runtime context here: the second step clears the snapshot.
+    const latest = second.messages.at(-1)!
+    expect(latest.content.map(block => (block.type === 'text' ? block.text : '')).join('')).toBe(CLEARED_RUNTIME_CONTEXT)
+  })
 })
