@@ -101,7 +101,9 @@ describe('usage errors', () => {
     const missing = await loom(['new', 'plugin'], at)
     expect(missing.stderr).toBe('loom: new plugin: missing the name of the plugin, as in: loom new plugin my-tool; see: loom new plugin --help\n')
     const sub = await loom(['sessions', 'frobnicate'], at)
-    expect(sub.stderr).toBe('loom: unknown sessions command "frobnicate" (list, show, resume, verify, repair, stats, manifest, compact); see: loom sessions --help\n')
+    expect(sub.stderr).toBe(
+      'loom: unknown sessions command "frobnicate" (list, show, resume, verify, repair, stats, manifest, compact); see: loom sessions --help\n',
+    )
   })
 })
 

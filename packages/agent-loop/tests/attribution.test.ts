@@ -69,7 +69,13 @@ describe('provenance in request headers', () => {
     // A tool is owned by the plugin that registered it (here the harness's host plugin).
     const tools = [{ name: 'echo', owner: 'test-host', sha256: toolSha('echo') }]
     // Each section also carries what its request's manifest shows of it (order, size, trust, category).
-    expect(initial.sources.sections[1]).toMatchObject({ stability: 'static', chars: 'Greet the user.'.length, tokens: 4, trust: 'deployment', category: 'instructions' })
+    expect(initial.sources?.sections[1]).toMatchObject({
+      stability: 'static',
+      chars: 'Greet the user.'.length,
+      tokens: 4,
+      trust: 'deployment',
+      category: 'instructions',
+    })
     expect(initial.sources).toEqual({
       sections: sections.map(section => expect.objectContaining(section)),
       tools,
