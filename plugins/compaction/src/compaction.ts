@@ -19,7 +19,7 @@ import {
   type UserMessage,
 } from '@loom/llm'
 import type { RequestHeader, Session } from '@loom/session'
-import { PRUNER_DEFAULTS, prunerConfig, pruneSession, ToolResultPruner, type PruneReport, type PrunerConfig } from './pruner.ts'
+import { PRUNER_DEFAULTS, prunerConfig, pruneSession, pruneToBudget, ToolResultPruner, type PruneReport, type PrunerConfig } from './pruner.ts'
 import { chooseCut, surfaceNodes, type SurfaceNode } from './surface.ts'
 
 export const COMPACTION_PLUGIN = '@loom/compaction'
@@ -152,6 +152,11 @@ export class Compaction extends Service {
     this.config = { ...config, pruner: prunerConfig({ ...config.pruner }) }
     this.logger = ctx.logger('compaction')
     ctx.plugin(ToolResultPruner, this.config.pruner)
+    // The tool-results category budget of the prompt row (`budgets.categories.tool-results.cap`), before every step.
+    ctx.on('agent/pre-step', async (payload, next) => {
+      this.keepToolResultsInBudget(payload.agent)
+      return next()
+    })
     if (config.auto) {
       ctx.on('agent/pre-step', async (payload, next) => {
         await this.preStep(payload)
@@ -185,6 +190,16 @@ export class Compaction extends Service {
       contextWindow,
       threshold: contextWindow === undefined ? undefined : Math.floor(contextWindow * this.config.thresholdRatio),
     }
+  }
+
+  /** Replaces the older tool results of the history that exceed the prompt row's tool-results cap, if it sets one. */
+  keepToolResultsInBudget(agent: Agent): PruneReport | undefined {
+    const cap = this.home.get('systemPrompt')?.config.budgets?.categories?.['tool-results']?.cap
+    if (cap === undefined) return undefined
+    const report = pruneToBudget(agent.session, cap)
+    if (report.pruned.length)
+      this.logger.debug('agent %s: %d tool results left out by the tool-results budget (%d chars)', agent.id, report.pruned.length, report.charsRemoved)
+    return report
   }
 
   /** The `agent/pre-step` check: prune, then summarize, while the projected prompt is over the threshold. */

@@ -16,6 +16,7 @@ export {
   type RequestErrorPayload,
 } from './compaction.ts'
 export {
+  budgetStub,
   measureContent,
   PRUNE_MARKER,
   PRUNE_MARKER_LENGTH,
@@ -23,6 +24,7 @@ export {
   pruneContent,
   prunerConfig,
   pruneSession,
+  pruneToBudget,
   ToolResultPruner,
   type PrunedResult,
   type PruneReport,

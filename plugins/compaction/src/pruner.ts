@@ -4,7 +4,7 @@
 // id, only the content changed) takes its place on the surface.
 import { type Context, Service } from '@deepseek-ai/cordis'
 import { estimateMessage, type ContentBlock, type ToolResultMessage } from '@loom/llm'
-import type { Session } from '@loom/session'
+import type { Session, SessionEvent } from '@loom/session'
 
 export const PRUNE_MARKER = '\n\n[... tool result middle pruned ...]\n\n'
 /** The marker's length in code points (39). */
@@ -101,35 +101,69 @@ export function pruneContent(blocks: readonly ContentBlock[], config: PrunerConf
  */
 export function pruneSession(session: Session, config: PrunerConfig = PRUNER_DEFAULTS): PruneReport {
   const report: PruneReport = { pruned: [], charsRemoved: 0 }
-  const nodes = session.surface.nodes
-  const events = session.events
-  for (const seq of nodes) {
-    const event = events[seq]
-    if (event?.type !== 'tool/result') continue
-    const data = event.data
-    const { message } = data
-    const block = message.content[0]
+  for (const seq of toolResults(session)) {
+    const block = (session.events[seq] as SessionEvent<'tool/result'>).data.message.content[0]
     const pruned = pruneContent(block.content, config)
-    if (!pruned) continue
-    session.append('compaction/prune', {
-      shadowedRange: { start: seq, end: seq },
-      shadowedSeqs: [seq],
-      shadowedTokenCount: estimateMessage(message),
-    })
-    const replacement = session.append(
-      'tool/result',
-      {
-        ...data,
-        message: { ...message, content: [{ ...block, content: pruned }] } as ToolResultMessage,
-      },
-      { surfaceOp: { op: 'replace', start: seq, end: seq }, sourceEventSeqs: [seq] },
-    )
-    const charsBefore = measureContent(block.content)
-    const charsAfter = measureContent(pruned)
-    report.pruned.push({ originalSeq: seq, replacementSeq: replacement.seq, callId: block.toolCallId, charsBefore, charsAfter })
-    report.charsRemoved += charsBefore - charsAfter
+    if (pruned) replaceResult(session, seq, pruned, report)
   }
   return report
+}
+
+/** What a tool result left out by the tool-results budget says instead. */
+export function budgetStub(chars: number): string {
+  return `[This tool result (${chars} characters) was left out to stay within the tool-results budget. Call the tool again if you need it.]`
+}
+const STUB = /^\[This tool result \(\d+ characters\) was left out to stay within the tool-results budget\./
+
+/**
+ * Keeps the tool results of the history within `maxChars` together: the newest
+ * stay, and older ones that do not fit are replaced by a stub that says so (the
+ * newest result always stays, whatever its size; the pruner's head and tail
+ * handle a huge one).
+ */
+export function pruneToBudget(session: Session, maxChars: number): PruneReport {
+  const report: PruneReport = { pruned: [], charsRemoved: 0 }
+  const seqs = toolResults(session)
+  let used = 0
+  const over: number[] = []
+  for (let i = seqs.length - 1; i >= 0; i--) {
+    const content = (session.events[seqs[i]] as SessionEvent<'tool/result'>).data.message.content[0].content
+    const chars = measureContent(content)
+    const stub = content.length === 1 && content[0].type === 'text' && STUB.test(content[0].text)
+    if (stub || i === seqs.length - 1 || used + chars <= maxChars) used += chars
+    else over.push(seqs[i])
+  }
+  for (const seq of over.reverse()) {
+    const content = (session.events[seq] as SessionEvent<'tool/result'>).data.message.content[0].content
+    replaceResult(session, seq, [{ type: 'text', text: budgetStub(measureContent(content)) }], report)
+  }
+  return report
+}
+
+/** The seqs of the tool results on the session's surface, oldest first. */
+function toolResults(session: Session): number[] {
+  return session.surface.nodes.filter(seq => session.events[seq]?.type === 'tool/result')
+}
+
+/** Shadows the tool result at `seq` and appends its replacement with `content`, in the log. */
+function replaceResult(session: Session, seq: number, content: ContentBlock[], report: PruneReport) {
+  const data = (session.events[seq] as SessionEvent<'tool/result'>).data
+  const { message } = data
+  const block = message.content[0]
+  session.append('compaction/prune', {
+    shadowedRange: { start: seq, end: seq },
+    shadowedSeqs: [seq],
+    shadowedTokenCount: estimateMessage(message),
+  })
+  const replacement = session.append(
+    'tool/result',
+    { ...data, message: { ...message, content: [{ ...block, content }] } as ToolResultMessage },
+    { surfaceOp: { op: 'replace', start: seq, end: seq }, sourceEventSeqs: [seq] },
+  )
+  const charsBefore = measureContent(block.content)
+  const charsAfter = measureContent(content)
+  report.pruned.push({ originalSeq: seq, replacementSeq: replacement.seq, callId: block.toolCallId, charsBefore, charsAfter })
+  report.charsRemoved += charsBefore - charsAfter
 }
 
 /** The pruner with one config (ctx key `toolResultPruner`), provided by the compaction plugin. */

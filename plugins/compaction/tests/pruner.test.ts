@@ -3,7 +3,8 @@ import { Session, type SessionEventMap } from '@loom/session'
 import { createHost, type Host } from '@loom/testkit'
 import { afterEach, describe, expect, it } from 'vitest'
 import * as compaction from '../src/index.ts'
-import { measureContent, PRUNE_MARKER, PRUNE_MARKER_LENGTH, pruneContent, prunerConfig, pruneSession } from '../src/index.ts'
+import { budgetStub, measureContent, PRUNE_MARKER, PRUNE_MARKER_LENGTH, pruneContent, prunerConfig, pruneSession, pruneToBudget } from '../src/index.ts'
+import { defineTool } from '@loom/tools'
 
 const text = (value: string): ContentBlock => ({ type: 'text', text: value })
 
@@ -165,5 +166,45 @@ describe('the plugin', () => {
     await expect(host.mount(compaction.default, { pruner: { thresholdChars: 40, headChars: 1, tailChars: 1 } })).rejects.toThrow(
       /failed to start[\s\S]*must not exceed thresholdChars \(40\)/,
     )
+  })
+})
+
+describe('the tool-results budget', () => {
+  let host: Host
+  afterEach(() => host?.dispose())
+
+  it("older results beyond the prompt row's tool-results cap are replaced by a stub saying so; the newest always stays", async () => {
+    host = await createHost({ prompt: { budgets: { categories: { 'tool-results': { cap: 2500 } } } } })
+    await host.mount(compaction.default, { auto: false })
+    host.ctx.tools.register(
+      defineTool<{ n: number }>({
+        name: 'dump',
+        description: 'Dumps n characters.',
+        parameters: { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] },
+        execute: ({ n }) => 'd'.repeat(n),
+      }),
+    )
+    host.scriptedModel([
+      { toolCalls: [{ name: 'dump', arguments: { n: 1000 } }] },
+      { toolCalls: [{ name: 'dump', arguments: { n: 1200 } }] },
+      { toolCalls: [{ name: 'dump', arguments: { n: 3000 } }] },
+      'Done.',
+    ])
+    const run = await host.run('dump three times')
+    const results = (request: (typeof run.requests)[number]) =>
+      request.messages.flatMap(message => message.content.flatMap(block => (block.type === 'tool-result' ? [measureContent(block.content)] : [])))
+    expect(run.requests.map(results)).toEqual([[], [1000], [1000, 1200], [budgetStub(1000).length, budgetStub(1200).length, 3000]])
+    const stubbed = JSON.stringify(run.requests[3].messages)
+    expect(stubbed).toContain('[This tool result (1000 characters) was left out to stay within the tool-results budget. Call the tool again if you need it.]')
+    // In the log: each replacement follows the compaction/prune that shadows the original.
+    expect(run.events.filter(event => event.type === 'compaction/prune')).toHaveLength(2)
+  })
+
+  it('without a tool-results cap nothing is replaced', async () => {
+    host = await createHost()
+    await host.mount(compaction.default, { auto: false })
+    const session = Session.create('s')
+    expect(pruneToBudget(session, 10)).toEqual({ pruned: [], charsRemoved: 0 })
+    expect(host.root.get('compaction')!.keepToolResultsInBudget(host.agent())).toBeUndefined()
   })
 })
