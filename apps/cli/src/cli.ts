@@ -364,8 +364,9 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
       ;(await sessionsView()).printSessionList(io, await store.list(), parsed.json)
       return 0
     }),
-  'sessions show': ({ id }) =>
-    store(async (store, { parsed, io }) => {
+  'sessions show': ({ id: ref }) =>
+    store(async (store, { parsed, io, cwd }) => {
+      const id = await store.resolve(ref, cwd)
       ;(await sessionsView()).printSession(io, await store.show(id), parsed.json)
       return 0
     }),
@@ -377,28 +378,29 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
     return runner((runner, context) => serve(runner, { ...context, root: context.root!, token }))
   },
   'sessions resume': ({ id, task }) => turn((runner, { parsed, cwd }, watch) => runner.resume(id, task, { ...parsed, cwd }, watch)),
-  'sessions verify': ({ id }) =>
-    store(async (store, { parsed, io }) => {
-      const report = await store.verify(id)
+  'sessions verify': ({ id: ref }) =>
+    store(async (store, { parsed, io, cwd }) => {
+      const report = await store.verify(await store.resolve(ref, cwd))
       ;(await sessionsView()).printVerify(io, report, parsed.json)
       return report.clean ? 0 : 1
     }),
-  'sessions repair': ({ id }) =>
-    store(async (store, { parsed, io }) => {
+  'sessions repair': ({ id: ref }) =>
+    store(async (store, { parsed, io, cwd }) => {
+      const id = await store.resolve(ref, cwd)
       const repaired = await store.repair(id)
       ;(await sessionsView()).printRepair(io, id, repaired, parsed.json)
       return repaired.after.clean ? 0 : 1
     }),
-  'sessions stats': ({ id }, parsed) => {
+  'sessions stats': ({ id: ref }, parsed) => {
     const prices = statsPrices(parsed.prices)
-    return store(async (store, { io }) => {
-      ;(await sessionsView()).printStats(io, await store.stats(id, prices), parsed.json)
+    return store(async (store, { io, cwd }) => {
+      ;(await sessionsView()).printStats(io, await store.stats(await store.resolve(ref, cwd), prices), parsed.json)
       return 0
     })
   },
-  'sessions manifest': ({ id }, parsed) => {
-    return store(async (store, { io }) => {
-      const report = await store.manifest(id, parsed.step)
+  'sessions manifest': ({ id: ref }, parsed) => {
+    return store(async (store, { io, cwd }) => {
+      const report = await store.manifest(await store.resolve(ref, cwd), parsed.step)
       ;(await import('./present/prompt.ts')).printSessionManifest(io, report, parsed.json)
       return 0
     })

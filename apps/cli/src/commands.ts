@@ -170,7 +170,7 @@ export const COMMANDS = [
   },
   {
     name: 'sessions show',
-    args: [ID],
+    args: [REF],
     summary: 'a session log as a readable transcript',
     options: STORED,
     examples: [`loom sessions show ${SESSION}`],
@@ -186,7 +186,7 @@ export const COMMANDS = [
   },
   {
     name: 'sessions verify',
-    args: [ID],
+    args: [REF],
     summary: 'check a log: torn tail, open turn, corruption (exit 1 if not clean)',
     details: 'Writes nothing.',
     options: STORED,
@@ -194,7 +194,7 @@ export const COMMANDS = [
   },
   {
     name: 'sessions repair',
-    args: [ID],
+    args: [REF],
     summary: 'repair a log on disk and say what was done',
     details: 'A torn tail is cut and an open turn is closed with explicit results; corruption is never "repaired" (exit 1).',
     options: STORED,
@@ -202,7 +202,7 @@ export const COMMANDS = [
   },
   {
     name: 'sessions stats',
-    args: [ID],
+    args: [REF],
     summary: 'prefix reuse between consecutive requests, and their estimated input cost',
     details:
       'Every request rebuilt from the log: the share of the previous request it reuses as its prefix, estimated cache-hit, cache-miss and output tokens and cost.',
@@ -211,7 +211,7 @@ export const COMMANDS = [
   },
   {
     name: 'sessions manifest',
-    args: [ID],
+    args: [REF],
     summary: 'the manifest of a request the session sent, rebuilt from its log',
     details:
       'Every section of its system text (owner, order, stability, trust, category, age and source hash, size), its tools and its history, with totals by owner. --step picks the request (as sessions stats numbers them; default the last).',

@@ -32,8 +32,7 @@ export async function manifestOf(ref: string, { parsed, cwd, layers, log }: Cont
   const { openStore } = await import('./sessions.ts')
   const store = await openStore({ ...layers, log })
   try {
-    const { resolveSessionRef } = await import('./session-ref.ts')
-    const id = resolveSessionRef(await store.persistence.list(), session, cwd)
+    const id = await store.resolve(session, cwd)
     const report = await store.manifest(id, step)
     return { label: `session ${id} request ${report.step} of ${report.steps}`, manifest: report.manifest }
   } finally {

@@ -9,6 +9,7 @@ import { DEFAULT_CACHE_PRICES, reconstructRequests, requestEconomics, type Cache
 import type { JsonlPersistence } from '@loom/session-jsonl'
 import type { Manifest } from '@loom/agent-loop'
 import { boot, startMessage, type BootOptions } from './boot.ts'
+import { resolveSessionRef } from './session-ref.ts'
 import { ConfigError, UsageError } from './errors.ts'
 import { Config as RunnerConfig, lastRoute, modelPrices, NO_STORE, name as RUNNER } from './runner-config.ts'
 
@@ -102,6 +103,17 @@ export class StoredSessions {
     this.persistence = persistence
     this.prices = prices
     this.dispose = dispose
+  }
+
+  /**
+   * The id `ref` names: an id, a unique prefix of one, or `last` (see
+   * session-ref.ts). A name that matches nothing is passed on as it is, so the
+   * command's own "not found" names the folder it looked in.
+   */
+  async resolve(ref: string, cwd: string): Promise<string> {
+    const headers = await this.persistence.list()
+    if (ref !== 'last' && !headers.some(header => header.id.startsWith(ref))) return ref
+    return resolveSessionRef(headers, ref, cwd)
   }
 
   /** Every stored session, oldest first, with its turn count. */

@@ -34,7 +34,7 @@ describe('help of one command', () => {
   it('shows its synopsis, description, only its options, and examples; exit 0', async () => {
     const run = await loom(['sessions', 'stats', '--help'], at)
     expect(run.code).toBe(0)
-    expect(run.stdout).toMatch(/^Usage: loom sessions stats ID \[options\]\n\nprefix reuse between consecutive requests/)
+    expect(run.stdout).toMatch(/^Usage: loom sessions stats ID\|prefix\|last \[options\]\n\nprefix reuse between consecutive requests/)
     expect(listedOptions(run.stdout)).toEqual(['--json', '--hit-price', '--miss-price', '--output-price', '--bundle', '--patch', '--help'])
     expect(run.stdout).toContain('\nExamples:\n  loom sessions stats ')
     // The same text, asked for either way.
@@ -63,7 +63,16 @@ describe('help of one command', () => {
   it("a group's help lists its commands", async () => {
     const run = await loom(['sessions', '--help'], at)
     expect(run.code).toBe(0)
-    for (const sub of ['list', 'show ID', 'resume ID|prefix|last "<task>"', 'verify ID', 'repair ID', 'stats ID', 'compact ID'])
+    for (const sub of [
+      'list',
+      'show ID|prefix|last',
+      'resume ID|prefix|last "<task>"',
+      'verify ID|prefix|last',
+      'repair ID|prefix|last',
+      'stats ID|prefix|last',
+      'manifest ID|prefix|last',
+      'compact ID',
+    ])
       expect(run.stdout).toContain(`  sessions ${sub} `)
     expect((await loom(['help', 'sessions'], at)).stdout).toBe(run.stdout)
   })

@@ -175,6 +175,16 @@ describe('loom sessions', () => {
     expect(readFileSync(path, 'utf8')).toBe(damaged)
   })
 
+  it('show, stats, verify and manifest take a unique prefix or last, as resume does', async () => {
+    const byId = (await loom(['sessions', 'show', id], at)).stdout
+    expect((await loom(['sessions', 'show', id.slice(0, 16)], at)).stdout).toBe(byId)
+    const last = await loom(['sessions', 'stats', 'last', '--json'], at)
+    expect(last.code, last.stderr).toBe(0)
+    expect(JSON.parse(last.stdout).id).toBe(JSON.parse((await loom(['sessions', 'list', '--json'], at)).stdout).at(-1).id)
+    expect((await loom(['sessions', 'verify', 'last'], at)).code).toBe(0)
+    expect(JSON.parse((await loom(['sessions', 'manifest', 'last', '--json'], at)).stdout).id).toBe(JSON.parse(last.stdout).id)
+  })
+
   it('an unknown id fails with the root it looked in', async () => {
     const run = await loom(['sessions', 'show', 'no-such-session'], at)
     expect(run.code).toBe(1)
