@@ -7,12 +7,13 @@ import {
   jsonSnapshot,
   Session,
   SessionPersistenceCorruptionError,
-  SessionWriteBehind,
+  SessionTracker,
   type SessionEvent,
   type SessionHeader,
   type SessionLeaseHolder,
   type SessionPersistence,
   type StoredSession,
+  type TrackedLog,
 } from '@loom/session'
 import { Db, type StoredRows } from './db.ts'
 import { Lease, readHolder } from './lease.ts'
@@ -63,26 +64,8 @@ export const Config: Schema<Config> = Schema.object({
 // No `Context.sessionPersistence` declaration here: @loom/session-jsonl declares the key with its own
 // class, and TypeScript refuses a second type for it. Reach this backend as `SessionPersistence`.
 
-/** The bookkeeping of one session id in this backend. */
-interface Tracked {
-  header: SessionHeader
-  /** The seq of the next event to store. */
-  cursor: number
-  materialized: boolean
-  /** The live session whose appends are written here. */
-  owner?: Session
-  /** A session built by `prepare()` (or adopted at start), which may attach when it is published. */
-  reserved?: Session
-  writer?: SessionWriteBehind
-  /** `whenDurable` calls waiting for a seq beyond the cursor. */
-  waiters: DurableWaiter[]
-}
-
-interface DurableWaiter {
-  seq: number
-  resolve: () => void
-  reject: (error: Error) => void
-}
+/** The bookkeeping of one session id in this backend (a session adopted at start is `reserved` until it attaches). */
+type Tracked = TrackedLog
 
 /**
  * Durable sessions in PostgreSQL (ctx key `sessionPersistence`). Every live
@@ -102,9 +85,8 @@ export class PostgresPersistence extends Service implements SessionPersistence {
 
   readonly db: Db
   private readonly home: Context
-  private readonly maxDelayMs: number
-  private readonly tracked = new Map<string, Tracked>()
-  private readonly chains = new Map<string, Promise<unknown>>()
+  private readonly log: SessionTracker<Tracked>
+  private readonly tracked: Map<string, Tracked>
   /** The write leases this backend holds, by session id. */
   private readonly leases = new Map<string, Lease>()
   /** Ids known to be stored: `session/created` must veto a collision synchronously, without a query. */
@@ -118,7 +100,8 @@ export class PostgresPersistence extends Service implements SessionPersistence {
   constructor(ctx: Context, config: Config) {
     super(ctx, 'sessionPersistence')
     this.home = ctx
-    this.maxDelayMs = config.maxDelayMs ?? 200
+    this.log = new SessionTracker(ctx, 'session-postgres', config.maxDelayMs ?? 200)
+    this.tracked = this.log.tracked
     this.heartbeatMs = config.leaseHeartbeatMs ?? 5000
     this.staleMs = config.leaseStaleMs ?? 30_000
     // A live holder must never look stale between two heartbeats.
@@ -152,12 +135,9 @@ export class PostgresPersistence extends Service implements SessionPersistence {
       }
     }
     this.home.on('session/created', session => this.attach(session))
-    this.home.on('session/event', (session, event) => {
-      const tracked = this.tracked.get(session.id)
-      if (tracked?.owner === session) tracked.writer!.enqueue(event)
-    })
-    this.home.on('session/flush', session => this.flush(session))
-    this.home.on('session/disposed', session => this.detach(session))
+    this.home.on('session/event', (session, event) => this.log.enqueue(session, event))
+    this.home.on('session/flush', session => this.log.flush(session))
+    this.home.on('session/disposed', session => this.log.detach(session, (id, tracked) => this.forget(id, tracked)))
     for (const session of this.home.sessions.list()) {
       try {
         this.attach(session)
@@ -190,7 +170,7 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     }
     const tracked = this.tracked.get(id)
     if (!tracked) return Promise.reject(new Error(`session "${id}" is not tracked by this backend; create or load it first`))
-    return this.serial(id, () => this.store(tracked, batch, false))
+    return this.log.serial(id, () => this.store(tracked, batch, false))
   }
 
   /**
@@ -198,15 +178,15 @@ export class PostgresPersistence extends Service implements SessionPersistence {
    * live session is flushed and returned if no turn is open. Takes the lease.
    */
   async load(id: string): Promise<StoredSession> {
-    const live = this.live(id)
+    const live = this.log.live(id)
     if (live) {
-      await this.flush(live)
+      await this.log.flush(live)
       if (interruptedTurnClosers(live.events).length) {
         throw new Error(`cannot load session "${id}" while its live turn is open; use the live Session or wait for the turn to close`)
       }
       return { meta: live.header, events: live.events }
     }
-    return this.serial(id, async () => {
+    return this.log.serial(id, async () => {
       const { rows } = await this.repaired(id)
       return { meta: rows.header, events: deepFreezeJson(rows.events) }
     })
@@ -219,22 +199,19 @@ export class PostgresPersistence extends Service implements SessionPersistence {
 
   /** Resolves once event `seq` of session `id` is durably stored (at once if it already is). */
   whenDurable(id: string, seq: number): Promise<void> {
-    const tracked = this.tracked.get(id)
-    if (!tracked) return Promise.reject(new Error(`session "${id}" is not tracked by this backend`))
-    if (seq < tracked.cursor) return Promise.resolve()
-    return new Promise((resolve, reject) => tracked.waiters.push({ seq, resolve, reject }))
+    return this.log.whenDurable(id, seq)
   }
 
   /** Stops writing a session that is not live: waits for its writes, then releases its lease. */
   async close(id: string): Promise<void> {
-    if (this.live(id)) throw new Error(`session "${id}" is live; dispose its owner to close it`)
-    await this.serial(id, async () => {})
+    if (this.log.live(id)) throw new Error(`session "${id}" is live; dispose its owner to close it`)
+    await this.log.serial(id, async () => {})
     await this.forget(id)
   }
 
   /** What `load` would return, computed in memory: writes nothing, takes no lease. */
   async inspect(id: string): Promise<StoredSession> {
-    const live = this.live(id)
+    const live = this.log.live(id)
     if (live) return { meta: live.header, events: live.events }
     const rows = await this.read(id)
     this.restore(rows)
@@ -247,8 +224,8 @@ export class PostgresPersistence extends Service implements SessionPersistence {
    * attaches it here; only the marker and later events are written.
    */
   async prepare(id: string): Promise<Session> {
-    if (this.live(id)) throw new Error(`cannot prepare session "${id}" while it is live`)
-    return this.serial(id, async () => {
+    if (this.log.live(id)) throw new Error(`cannot prepare session "${id}" while it is live`)
+    return this.log.serial(id, async () => {
       const { session } = await this.repaired(id)
       this.tracked.get(id)!.reserved = session
       return session
@@ -326,19 +303,10 @@ export class PostgresPersistence extends Service implements SessionPersistence {
 
   /** Drops the tracking of `id` and releases its lease. */
   private async forget(id: string, tracked = this.tracked.get(id)) {
-    if (tracked) {
-      const error = new Error(`session "${id}" was closed before these events were stored`)
-      for (const waiter of tracked.waiters.splice(0)) waiter.reject(error)
-      if (this.tracked.get(id) === tracked) this.tracked.delete(id)
-    }
+    this.log.untrack(id, tracked)
     const lease = this.leases.get(id)
     this.leases.delete(id)
     await lease?.release()
-  }
-
-  private live(id: string): Session | undefined {
-    const owner = this.tracked.get(id)?.owner
-    return owner && this.home.sessions.get(id) === owner ? owner : undefined
   }
 
   /** Binds a published session to its log and queues what the log does not hold yet. */
@@ -356,18 +324,8 @@ export class PostgresPersistence extends Service implements SessionPersistence {
       }
       tracked = { header: session.header, cursor: 0, materialized: false, waiters: [] }
     }
-    tracked.owner = session
-    tracked.reserved = undefined
-    tracked.writer = new SessionWriteBehind({
-      maxDelayMs: this.maxDelayMs,
-      write: batch => this.serial(session.id, () => this.store(tracked, batch, true)),
-      reportBackgroundFailure: error =>
-        this.home
-          .logger('session-postgres')
-          .error(`session "${session.id}": a background write failed; it is retried with the next event or flush: ${(error as Error).message}`),
-    })
-    this.tracked.set(session.id, tracked)
-    for (const event of session.events.slice(tracked.cursor)) tracked.writer.enqueue(event)
+    const bound = tracked
+    this.log.bind(session, bound, batch => this.store(bound, batch, true))
   }
 
   /**
@@ -419,61 +377,14 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     tracked.materialized = true
     this.stored.add(id)
     tracked.cursor += events.length
-    this.durable(tracked)
-  }
-
-  /** Settles the waiters the cursor passed and announces the new durable seq. */
-  private durable(tracked: Tracked) {
-    const seq = tracked.cursor - 1
-    tracked.waiters = tracked.waiters.filter(waiter => {
-      if (waiter.seq > seq) return true
-      waiter.resolve()
-      return false
-    })
-    const logger = this.home.logger('session-postgres')
-    for (const listener of this.home.events.dispatch('emit', ['session/durable', tracked.header.id, seq])) {
-      try {
-        const result = listener(tracked.header.id, seq)
-        if (result instanceof Promise) result.catch(error => logger.error(error))
-      } catch (error) {
-        // A failing observer cannot undo a durable write.
-        logger.error(error)
-      }
-    }
-  }
-
-  private async flush(session: Session) {
-    const tracked = this.tracked.get(session.id)
-    if (tracked?.owner === session) await tracked.writer!.flush()
-  }
-
-  /** A live session was disposed: its last events are written, then its lease is released. */
-  private async detach(session: Session) {
-    const tracked = this.tracked.get(session.id)
-    if (tracked?.owner !== session) return
-    try {
-      await tracked.writer!.close()
-    } catch (error) {
-      this.home.logger('session-postgres').error(error)
-    } finally {
-      if (this.tracked.get(session.id) === tracked) await this.forget(session.id, tracked)
-    }
-  }
-
-  /** Every id's operations run one after another; a failure does not block the next. */
-  private serial<T>(id: string, operation: () => Promise<T>): Promise<T> {
-    const next = (this.chains.get(id) ?? Promise.resolve()).catch(() => {}).then(operation)
-    this.chains.set(id, next)
-    return next
+    this.log.durable(tracked)
   }
 
   /** On unload: everything queued is written, the leases released and the pool closed. */
   private async drain() {
-    const results = await Promise.allSettled([...this.tracked.values()].map(tracked => tracked.writer?.close()))
-    await Promise.allSettled(this.chains.values())
+    const errors = await this.log.drain()
     await Promise.allSettled([...new Set([...this.tracked.keys(), ...this.leases.keys()])].map(id => this.forget(id)))
     await this.db.pool.end().catch(() => {})
-    const errors = results.filter(result => result.status === 'rejected').map(result => (result as PromiseRejectedResult).reason)
     if (errors.length) throw new AggregateError(errors, `${name} dispose failed`)
   }
 }
