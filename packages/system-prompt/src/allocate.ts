@@ -28,8 +28,9 @@ export interface Omission {
   owner: string
   category: Category
   chars: number
-  /** `category` (over its cap) or `total` (over `maxChars`). */
-  over: 'category' | 'total'
+  /** `category` (over its cap), `total` (over `maxChars`), or `self` (the entry left it out of its own text, for `reason`). */
+  over: 'category' | 'total' | 'self'
+  reason?: string
 }
 
 /** The runtime context that tells the model what was left out. */
@@ -130,13 +131,23 @@ export function allocate(
 export function omissionNotice(omitted: readonly Omission[], candidates: ReadonlyMap<Category, number>): string {
   const byCategory = new Map<Category, Omission[]>()
   for (const o of omitted) byCategory.set(o.category, [...(byCategory.get(o.category) ?? []), o])
+  const names = (list: readonly Omission[]) => {
+    const all = list.map(o => o.name)
+    return (all.length > 8 ? [...all.slice(0, 8), `… ${all.length - 8} more`] : all).join(', ')
+  }
+  const chars = (list: readonly Omission[]) => list.reduce((sum, o) => sum + o.chars, 0).toLocaleString('en-US')
   const lines = [...byCategory].map(([category, left]) => {
-    const all = candidates.get(category) ?? left.length
-    const names = left.map(o => o.name)
-    const shown = names.length > 8 ? [...names.slice(0, 8), `… ${names.length - 8} more`] : names
-    const chars = left.reduce((sum, o) => sum + o.chars, 0)
-    const why = left.every(o => o.over === 'category') ? `over the ${category} budget` : 'over the total budget'
-    return `- ${category}: ${all - left.length} of ${all} included; left out: ${shown.join(', ')} (${chars.toLocaleString('en-US')} characters, ${why})`
+    const parts: string[] = []
+    const budgeted = left.filter(o => o.over !== 'self')
+    if (budgeted.length) {
+      const all = candidates.get(category) ?? budgeted.length
+      const why = budgeted.every(o => o.over === 'category') ? `over the ${category} budget` : 'over the total budget'
+      parts.push(`${all - budgeted.length} of ${all} included; left out: ${names(budgeted)} (${chars(budgeted)} characters, ${why})`)
+    }
+    const reasons = new Map<string, Omission[]>()
+    for (const o of left.filter(o => o.over === 'self')) reasons.set(o.reason ?? 'left out', [...(reasons.get(o.reason ?? 'left out') ?? []), o])
+    for (const [reason, list] of reasons) parts.push(`${list.length} left out ${reason}: ${names(list)} (${chars(list)} characters)`)
+    return `- ${category}: ${parts.join('; ')}`
   })
   return ['Some context was left out of this request to stay within its budgets:', ...lines, 'Ask for what you need, or read it with a tool.'].join('\n')
 }

@@ -1,7 +1,7 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped } from '@loom/scope'
-import { allocate, BUDGET_NOTICE, type CategoryBudgets, omissionNotice, type Placement } from './allocate.ts'
+import { allocate, BUDGET_NOTICE, type CategoryBudgets, type Omission, omissionNotice, type Placement } from './allocate.ts'
 import { applyBudget, checkBudget } from './budget.ts'
 import { type Assertion, CONFLICT_NOTICE, conflictNotice, findConflicts } from './conflicts.ts'
 import { cloneParameters } from './clone.ts'
@@ -358,30 +358,44 @@ export class SystemPrompt extends Service {
         placements.set(`${kind}\0${value.name}`, { priority: value.priority ?? 0, recoverable: value.recoverable === true })
       for (const entry of registered) place('section', entry)
       for (const entry of contextEntries.values()) if (current('context')(entry)) place('context', entry)
-      const allocated = allocate(sections, contexts, attribution, placements, config.budgets)
-      budgeted = allocated
-      if (allocated.omitted.length && !suppressed) {
-        // Every omission is named to the model, in the runtime context (the system prefix stays as it is).
-        const counts = new Map<Category, number>()
-        for (const [kind, list] of [
-          ['sections', sections],
-          ['contexts', contexts],
-        ] as const)
-          for (const entry of list) {
-            const category = attribution[kind][entry.name]?.category ?? (kind === 'sections' ? 'instructions' : 'runtime')
-            if (entry.text !== '') counts.set(category, (counts.get(category) ?? 0) + 1)
-          }
-        const notice = {
-          name: BUDGET_NOTICE,
-          text: omissionNotice(allocated.omitted, counts),
-          order: 1000,
-          stability: 'step' as const,
-          owner: PACKAGE,
-          literal: true as const,
-        }
-        budgeted = { ...allocated, contexts: [...allocated.contexts, notice] }
-        attribution.contexts[BUDGET_NOTICE] = { trust: 'product', category: 'runtime' }
+      budgeted = allocate(sections, contexts, attribution, placements, config.budgets)
+    }
+    // What entries left out of their own text (records over a budget, old memories) joins the same notice.
+    const omitted: Omission[] = [...(budgeted.omitted ?? [])]
+    for (const [kind, list, pool] of [
+      ['section', budgeted.sections, sectionEntries],
+      ['context', budgeted.contexts, contextEntries],
+    ] as const) {
+      for (const entry of list) {
+        const report = pool.get(entry.name)?.value.omissions
+        if (!report) continue
+        const category = attribution[kind === 'section' ? 'sections' : 'contexts'][entry.name]?.category ?? (kind === 'section' ? 'instructions' : 'runtime')
+        for (const own of report(context))
+          omitted.push({ kind, name: own.name, owner: entry.owner, category, chars: own.chars, over: 'self', reason: own.reason })
       }
+    }
+    if (omitted.length) budgeted = { ...budgeted, omitted }
+    if (omitted.length && !suppressed) {
+      // Every omission is named to the model in one runtime context (the system prefix stays as it is).
+      const counts = new Map<Category, number>()
+      for (const [kind, list] of [
+        ['sections', sections],
+        ['contexts', contexts],
+      ] as const)
+        for (const entry of list) {
+          const category = attribution[kind][entry.name]?.category ?? (kind === 'sections' ? 'instructions' : 'runtime')
+          if (entry.text !== '') counts.set(category, (counts.get(category) ?? 0) + 1)
+        }
+      const notice = {
+        name: BUDGET_NOTICE,
+        text: omissionNotice(omitted, counts),
+        order: 1000,
+        stability: 'step' as const,
+        owner: PACKAGE,
+        literal: true as const,
+      }
+      budgeted = { ...budgeted, contexts: [...budgeted.contexts, notice] }
+      attribution.contexts[BUDGET_NOTICE] = { trust: 'product', category: 'runtime' }
     }
 
     // Rules the remaining entries assert, checked against each other.

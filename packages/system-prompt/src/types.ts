@@ -58,6 +58,16 @@ export interface Provenance {
   readonly asserts?: Readonly<Record<string, string>> | ((context: AssembleContext) => Readonly<Record<string, string>> | undefined)
   /** ms since the epoch after which it is left out of every assembly (with a warning). */
   readonly expiresAt?: number
+  /** What the entry left out of its own text (records over its budget, old memories): named in the one budget notice. */
+  readonly omissions?: (context: AssembleContext) => readonly SelfOmission[]
+}
+
+/** Something an entry left out of its own text, and why. */
+export interface SelfOmission {
+  name: string
+  chars: number
+  /** `over the memory record budget`, `older than 30 days` */
+  reason: string
 }
 
 export interface PromptSection extends Provenance {

@@ -70,4 +70,31 @@ describe('category budgets', () => {
       'prompt section "bad" budget.maxChars must be a positive integer',
     )
   })
+
+  it('what an entry left out of its own text joins the one notice, budgets or not', async () => {
+    const h = await root()
+    const plugin = await h.plugin('notes')
+    plugin.systemPrompt.context({
+      name: 'notes:recent',
+      order: 10,
+      text: 'two notes',
+      category: 'memory',
+      omissions: () => [
+        { name: 'old.md', chars: 1200, reason: 'older than 30 days' },
+        { name: 'older.md', chars: 800, reason: 'older than 30 days' },
+      ],
+    })
+    const assembly = await h.asm()
+    expect(assembly.omitted?.map(o => [o.kind, o.name, o.owner, o.category, o.over])).toEqual([
+      ['context', 'old.md', 'notes', 'memory', 'self'],
+      ['context', 'older.md', 'notes', 'memory', 'self'],
+    ])
+    expect(assembly.contexts.find(context => context.name === BUDGET_NOTICE)?.text).toBe(
+      [
+        'Some context was left out of this request to stay within its budgets:',
+        '- memory: 2 left out older than 30 days: old.md, older.md (2,000 characters)',
+        'Ask for what you need, or read it with a tool.',
+      ].join('\n'),
+    )
+  })
 })

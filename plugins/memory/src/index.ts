@@ -5,7 +5,7 @@ import type { Message } from '@loom/llm'
 import { defineTool } from '@loom/tools'
 import type { AgentRef } from '@loom/scope'
 import type { SessionStore } from '@loom/session'
-import type { AssembleContext } from '@loom/system-prompt'
+import type { AssembleContext, SelfOmission } from '@loom/system-prompt'
 import type {} from '@loom/agent-loop'
 import { FileCache } from './files.ts'
 import { matchEntries, parseIndex } from './select.ts'
@@ -145,17 +145,26 @@ export function apply(ctx: Context, config: Config) {
     return state.ignored
   }
 
-  const recordsText = (context: AssembleContext): string => {
+  // The records of one assembly: its text, and what was left out (named in the budget notice).
+  const selections = new WeakMap<AssembleContext, { text: string; omitted: SelfOmission[] }>()
+  const records = (context: AssembleContext) => {
+    let selection = selections.get(context)
+    if (!selection) selections.set(context, (selection = selectRecords(context)))
+    return selection
+  }
+
+  const selectRecords = (context: AssembleContext): { text: string; omitted: SelfOmission[] } => {
+    const none = { text: '', omitted: [] }
     const agent = context.agent
-    if (ignored(agent)) return ''
+    if (ignored(agent)) return none
     const message = agent && (claimed.get(agent) ?? lastUserTextInLog(ctx.sessions, agent))
-    if (message === undefined) return ''
+    if (message === undefined) return none
     const { path, dir } = locate(context)
     const read = cache.read(path, MAX_INDEX_FILE_BYTES)
-    if (read.kind !== 'text') return ''
+    if (read.kind !== 'text') return none
     const blocks: string[] = []
-    const leftOut: string[] = []
-    const aged: string[] = []
+    const omitted: SelfOmission[] = []
+    const overBudget = `over the memory record budget of ${maxRecordBytes} bytes`
     const unusable: string[] = []
     const now = Date.now()
     const seen = new Set<string>()
@@ -183,19 +192,19 @@ export function apply(ctx: Context, config: Config) {
       }
       if (record.kind === 'unusable') {
         // Too big for the budget is "left out"; anything else cannot be read.
-        if (record.size !== undefined) leftOut.push(`${entry.target} (${record.size} bytes)`)
+        if (record.size !== undefined) omitted.push({ name: entry.target, chars: record.size, reason: overBudget })
         else unusable.push(`${entry.target} (${record.reason})`)
         continue
       }
       const days = Math.floor((now - record.modifiedAt) / DAY_MS)
       if (config.maxAgeDays !== undefined && days > config.maxAgeDays) {
-        aged.push(`${entry.target} (${days} days)`)
+        omitted.push({ name: entry.target, chars: record.bytes, reason: `older than ${config.maxAgeDays} days (${days} days)` })
         continue
       }
       const body = record.text.replace(/\s+$/, '')
       const size = bytes(body)
       if (used + size > maxRecordBytes) {
-        leftOut.push(`${entry.target} (${size} bytes)`)
+        omitted.push({ name: entry.target, chars: body.length, reason: overBudget })
         continue
       }
       used += size
@@ -203,28 +212,26 @@ export function apply(ctx: Context, config: Config) {
         `<memory-record file="${entry.target}" title="${entry.title.replaceAll('"', "'")}" matched="${words.join(' ')}" age="${days}d">\n${body}\n</memory-record>`,
       )
     }
-    if (!blocks.length && !leftOut.length && !aged.length && !unusable.length) return ''
+    if (!blocks.length && !unusable.length) return { text: '', omitted }
     const parts = ['Memory records relevant to the latest user message (their index line shares a word with it):']
     parts.push(...blocks)
-    if (leftOut.length) {
-      parts.push(
-        `[Memory budget: left out ${leftOut.length} matching record${leftOut.length === 1 ? '' : 's'} to stay within ${maxRecordBytes} bytes of record text: ${list(leftOut)}. Read ${leftOut.length === 1 ? 'it' : 'them'} if needed.]`,
-      )
-    }
-    if (aged.length) {
-      parts.push(
-        `[Memory policy: left out ${aged.length} matching record${aged.length === 1 ? '' : 's'} older than ${config.maxAgeDays} days: ${list(aged)}. Read ${aged.length === 1 ? 'it' : 'them'} only if still relevant.]`,
-      )
-    }
     if (unusable.length) parts.push(`[Not included, could not be used: ${list(unusable)}.]`)
-    return parts.join('\n\n')
+    return { text: parts.join('\n\n'), omitted }
   }
 
   // File text, never a template: a `{{` in the index or a record reaches the model as written.
   // What the user asked to remember: their words, confirmed when saved.
   const memory = { trust: 'user-confirmed', category: 'memory' } as const
   ctx.systemPrompt.context({ name: INDEX_CONTEXT, order: INDEX_ORDER, stability: 'session', literal: true, ...memory, text: indexText })
-  ctx.systemPrompt.context({ name: RECORDS_CONTEXT, order: RECORDS_ORDER, stability: 'step', literal: true, ...memory, text: recordsText })
+  ctx.systemPrompt.context({
+    name: RECORDS_CONTEXT,
+    order: RECORDS_ORDER,
+    stability: 'step',
+    literal: true,
+    ...memory,
+    text: context => records(context).text,
+    omissions: context => records(context).omitted,
+  })
   ctx.tools.register(
     defineTool({
       name: IGNORE_TOOL,

@@ -212,16 +212,17 @@ describe('relevant records', () => {
     h.scriptedModel(['ok'])
     const run = await h.run('the build is broken')
     const snapshot = snapshotOf(run.requests[0])!
-    const records = snapshot.slice(snapshot.indexOf(RECORDS_INTRO))
+    const records = snapshot.slice(snapshot.indexOf(RECORDS_INTRO), snapshot.indexOf('\n\nSome context was left out'))
     expect(records).toBe(
       [
         RECORDS_INTRO,
         record('records/a.md', 'Build A', 'build', a),
         record('records/c.md', 'Build C', 'build', c),
-        '[Memory budget: left out 2 matching records to stay within 8192 bytes of record text: records/b.md (6000 bytes), records/huge.md (9000 bytes). Read them if needed.]',
         '[Not included, could not be used: records/gone.md (missing), ../../secret.md (outside the memory directory), records/bin.md (is not UTF-8 text (binary content)).]',
       ].join('\n\n'),
     )
+    // What the budget left out is named in the one budget notice, with the rest of the step's omissions.
+    expect(snapshot).toContain('- memory: 2 left out over the memory record budget of 8192 bytes: records/b.md, records/huge.md (15,000 characters)')
   })
 
   test('records that share more words come first', async () => {
@@ -234,9 +235,9 @@ describe('relevant records', () => {
     await h.mount(plugin, { maxRecordBytes: 1 })
     h.scriptedModel(['ok'])
     const run = await h.run('the login tests fail')
-    expect(snapshotOf(run.requests[0])).toContain(
-      `${record('records/l.md', 'Login tests', 'login test', 'L')}\n\n[Memory budget: left out 1 matching record to stay within 1 bytes of record text: records/t.md (1 bytes). Read it if needed.]`,
-    )
+    const snapshot = snapshotOf(run.requests[0])!
+    expect(snapshot).toContain(record('records/l.md', 'Login tests', 'login test', 'L'))
+    expect(snapshot).toContain('- memory: 1 left out over the memory record budget of 1 bytes: records/t.md (1 characters)')
   })
 })
 
@@ -281,7 +282,7 @@ describe('age and ignoring memory', () => {
     const snapshot = snapshotOf(run.requests[0])!
     expect(snapshot).toContain(record('records/pnpm.md', 'Package manager', 'pnpm', 'Always `pnpm install`; npm breaks the lockfile.'))
     expect(snapshot).not.toContain('make deploy')
-    expect(snapshot).toContain('[Memory policy: left out 1 matching record older than 30 days: records/deploy.md (40 days). Read it only if still relevant.]')
+    expect(snapshot).toContain('- memory: 1 left out older than 30 days (40 days): records/deploy.md (')
   })
 
   test('after the model calls memory_ignore (the user asked), the rest of the session has no memory', async () => {
