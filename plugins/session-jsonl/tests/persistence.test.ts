@@ -2,8 +2,8 @@
 // tails, fsync failure, damaged and unknown lines (spec §3.1–3.8, contracts 127–139).
 // What every backend must do is the shared contract, run in contract.test.ts.
 import { Context, type Fiber } from '@deepseek-ai/cordis'
-import { createAssistantMessage, createToolResultMessage, userText, type ContentBlock } from '@loom/llm'
-import SessionStore, { type Session, type SessionEvent, type SessionEventType, type SessionHeader, type SurfaceIntent } from '@loom/session'
+import SessionStore, { type SessionEvent } from '@loom/session'
+import { CWD, live, meta, raw, shortTurn, toolTurn } from '@loom/session/testing'
 import * as fs from 'node:fs'
 import * as os from 'node:os'
 import * as path from 'node:path'
@@ -14,66 +14,6 @@ import JsonlPersistence, { SessionFormatUnsupportedError, SessionPersistenceCorr
 // ---------------------------------------------------------------------------
 // Logs
 // ---------------------------------------------------------------------------
-
-const MODEL = { provider: 'test', model: 'test-model' } as const
-const CWD = '/workspace'
-
-/** Receives one event to append: a raw array (seam batches) or a live Session. */
-type Sink = (type: SessionEventType | string, data: unknown, intent?: SurfaceIntent) => SessionEvent
-
-/** Raw events starting at `firstSeq`, with the envelope key order of `Session.append`. */
-function raw(firstSeq: number, fill: (sink: Sink) => void): SessionEvent[] {
-  const events: SessionEvent[] = []
-  fill((type, data, intent) => {
-    const seq = firstSeq + events.length
-    const event = {
-      type,
-      seq,
-      time: 1_700_000_000_000 + seq,
-      data,
-      ...(intent?.surfaceOp !== undefined && { surfaceOp: intent.surfaceOp }),
-      ...(intent?.sourceEventSeqs !== undefined && { sourceEventSeqs: intent.sourceEventSeqs }),
-    } as unknown as SessionEvent
-    events.push(event)
-    return event
-  })
-  return events
-}
-
-/** Appends to a live session (published through `session/event`). */
-function live(session: Session): Sink {
-  return (type, data, intent) => (intent ? session.append(type as 'user/message', data as never, intent) : session.append(type as 'turn/start', data as never))
-}
-
-const toolCallBlock = (id: string): ContentBlock => ({ type: 'tool-call', id, name: 'read_file', arguments: '{"path":"a.txt"}' })
-const assistant = (turn: number, step: number, content: ContentBlock[]) => ({ turn, step, message: createAssistantMessage({ content, source: MODEL }) })
-
-/** A closed turn without tools: 6 events. */
-function shortTurn(sink: Sink, turn: number) {
-  sink('turn/start', { turn })
-  sink('step/start', { turn, step: 1 })
-  sink('user/message', userText(`question ${turn}`), { surfaceOp: 'append' })
-  sink('assistant/message', assistant(turn, 1, [{ type: 'text', text: `answer ${turn}` }]), { surfaceOp: 'append' })
-  sink('step/end', { turn, step: 1 })
-  sink('turn/end', { turn, reason: { kind: 'completed' } })
-}
-
-/** A closed turn with streamed text (a packable run of 3 chunks) and one tool call: 11 events. */
-function toolTurn(sink: Sink, turn: number, callId = `call-${turn}`) {
-  sink('turn/start', { turn })
-  sink('step/start', { turn, step: 1 })
-  sink('user/message', userText(`question ${turn}`), { surfaceOp: 'append' })
-  for (const text of ['Let ', 'me ', 'look.']) sink('assistant/chunk', { turn, step: 1, chunk: { type: 'text-delta', index: 0, text } })
-  sink('assistant/message', assistant(turn, 1, [{ type: 'text', text: 'Let me look.' }, toolCallBlock(callId)]), { surfaceOp: 'append' })
-  const call = sink('tool/call', { turn, step: 1, callId, name: 'read_file', arguments: '{"path":"a.txt"}' })
-  sink(
-    'tool/result',
-    { turn, step: 1, message: createToolResultMessage({ callId, content: [{ type: 'text', text: `contents for ${callId}` }] }) },
-    { surfaceOp: 'append', sourceEventSeqs: [call.seq] },
-  )
-  sink('step/end', { turn, step: 1 })
-  sink('turn/end', { turn, reason: { kind: 'completed' } })
-}
 
 const seqs = (events: readonly SessionEvent[]) => events.map(event => event.seq)
 const types = (events: readonly SessionEvent[]) => events.map(event => event.type)
@@ -123,8 +63,6 @@ async function lifecycle(maxDelayMs = 20) {
   const ctx = owner.ctx
   return { root, backend, owner, ctx, sessions: ctx.sessions, persistence: ctx.sessionPersistence, errors }
 }
-
-const meta = (id: string, extra: Partial<SessionHeader> = {}): SessionHeader => ({ version: 0, id, createdAt: 1_700_000_000_000, cwd: CWD, ...extra })
 
 /** A log stored through the seam in its own lifecycle; returns its path. */
 async function stored(id: string, events: SessionEvent[], header = meta(id)): Promise<string> {

@@ -4,14 +4,14 @@
 // session store and the backend), ending the previous ones first as an exiting
 // process would, unless it needs two at once (the lease tests).
 import { Context, type Fiber } from '@deepseek-ai/cordis'
-import { createAssistantMessage, createToolResultMessage, userText, type ContentBlock } from '@loom/llm'
+import { userText } from '@loom/llm'
 import { hostname } from 'node:os'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { TOOL_NOT_STARTED_TEXT } from '../closers.ts'
 import { SessionFormatUnsupportedError } from '../errors.ts'
-import type { SessionEvent, SessionEventType, SessionHeader, SurfaceIntent } from '../events.ts'
-import type { Session } from '../session.ts'
+import type { SessionEvent, SessionHeader } from '../events.ts'
 import { SessionLeaseError, SessionStore, type SessionPersistence } from '../store.ts'
+import { CWD, live, meta, openStart, openToolTurn, raw, shortTurn, toolTurn } from './logs.ts'
 
 /** The settings a test gives the backend of one "process". */
 export interface ContractHostOptions {
@@ -61,86 +61,10 @@ export interface ContractHost {
 // Logs
 // ---------------------------------------------------------------------------
 
-const MODEL = { provider: 'test', model: 'test-model' } as const
-const CWD = '/workspace'
-
-/** Receives one event to append: a raw array (seam batches) or a live Session. */
-type Sink = (type: SessionEventType | string, data: unknown, intent?: SurfaceIntent) => SessionEvent
-
-/** Raw events starting at `firstSeq`, with the envelope key order of `Session.append`. */
-function raw(firstSeq: number, fill: (sink: Sink) => void): SessionEvent[] {
-  const events: SessionEvent[] = []
-  fill((type, data, intent) => {
-    const seq = firstSeq + events.length
-    const event = {
-      type,
-      seq,
-      time: 1_700_000_000_000 + seq,
-      data,
-      ...(intent?.surfaceOp !== undefined && { surfaceOp: intent.surfaceOp }),
-      ...(intent?.sourceEventSeqs !== undefined && { sourceEventSeqs: intent.sourceEventSeqs }),
-    } as unknown as SessionEvent
-    events.push(event)
-    return event
-  })
-  return events
-}
-
-/** Appends to a live session (published through `session/event`). */
-function live(session: Session): Sink {
-  return (type, data, intent) => (intent ? session.append(type as 'user/message', data as never, intent) : session.append(type as 'turn/start', data as never))
-}
-
-const toolCallBlock = (id: string): ContentBlock => ({ type: 'tool-call', id, name: 'read_file', arguments: '{"path":"a.txt"}' })
-const assistant = (turn: number, step: number, content: ContentBlock[]) => ({ turn, step, message: createAssistantMessage({ content, source: MODEL }) })
-
-/** A closed turn without tools: 6 events. */
-function shortTurn(sink: Sink, turn: number) {
-  sink('turn/start', { turn })
-  sink('step/start', { turn, step: 1 })
-  sink('user/message', userText(`question ${turn}`), { surfaceOp: 'append' })
-  sink('assistant/message', assistant(turn, 1, [{ type: 'text', text: `answer ${turn}` }]), { surfaceOp: 'append' })
-  sink('step/end', { turn, step: 1 })
-  sink('turn/end', { turn, reason: { kind: 'completed' } })
-}
-
-/** A closed turn with streamed text and one tool call: 11 events. */
-function toolTurn(sink: Sink, turn: number, callId = `call-${turn}`) {
-  sink('turn/start', { turn })
-  sink('step/start', { turn, step: 1 })
-  sink('user/message', userText(`question ${turn}`), { surfaceOp: 'append' })
-  for (const text of ['Let ', 'me ', 'look.']) sink('assistant/chunk', { turn, step: 1, chunk: { type: 'text-delta', index: 0, text } })
-  sink('assistant/message', assistant(turn, 1, [{ type: 'text', text: 'Let me look.' }, toolCallBlock(callId)]), { surfaceOp: 'append' })
-  const call = sink('tool/call', { turn, step: 1, callId, name: 'read_file', arguments: '{"path":"a.txt"}' })
-  sink(
-    'tool/result',
-    { turn, step: 1, message: createToolResultMessage({ callId, content: [{ type: 'text', text: `contents for ${callId} — ünïcödé "quoted" \\ \u2028` }] }) },
-    { surfaceOp: 'append', sourceEventSeqs: [call.seq] },
-  )
-  sink('step/end', { turn, step: 1 })
-  sink('turn/end', { turn, reason: { kind: 'completed' } })
-}
-
-/** An open turn whose assistant message asks for `callId`; with `recorded`, the tool/call is logged too. */
-function openToolTurn(sink: Sink, turn: number, callId: string, recorded: boolean) {
-  sink('turn/start', { turn })
-  sink('step/start', { turn, step: 1 })
-  sink('user/message', userText(`question ${turn}`), { surfaceOp: 'append' })
-  sink('assistant/message', assistant(turn, 1, [toolCallBlock(callId)]), { surfaceOp: 'append' })
-  if (recorded) sink('tool/call', { turn, step: 1, callId, name: 'read_file', arguments: '{"path":"a.txt"}' })
-}
-
-/** A turn left open after its first step started: 2 events. */
-function openStart(sink: Sink, turn: number) {
-  sink('turn/start', { turn })
-  sink('step/start', { turn, step: 1 })
-}
-
 const seqs = (events: readonly SessionEvent[]) => events.map(event => event.seq)
 const types = (events: readonly SessionEvent[]) => events.map(event => event.type)
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)
 const json = (value: unknown) => JSON.stringify(value)
-const meta = (id: string, extra: Partial<SessionHeader> = {}): SessionHeader => ({ version: 0, id, createdAt: 1_700_000_000_000, cwd: CWD, ...extra })
 
 async function rejection(promise: Promise<unknown>): Promise<Error> {
   try {
