@@ -427,10 +427,10 @@ export class SystemPrompt extends Service {
     const final = completeCopy || suppressed ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) } : result
     assertStableSections(final)
     if (checking.mode !== 'off') {
-      for (const { message, severe } of stability.check(scope, final)) {
+      for (const { subject, message, severe } of stability.check(scope, final)) {
         if (severe && checking.mode === 'error') throw new Error(message)
         // Once per contribution: a clock would otherwise warn at every step.
-        warn(message, message.slice(0, message.indexOf(' changed between')))
+        warn(message, subject)
       }
     }
     return final

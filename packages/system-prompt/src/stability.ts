@@ -25,6 +25,8 @@ interface Baseline {
 }
 
 export interface Instability {
+  /** `prompt section "x" (plugin "p", static)`: the contribution, the same at every change. */
+  subject: string
   /** The message naming the contribution, its plugin and the first difference. */
   message: string
   /** Whether the mode's `error` applies (a `session` section only ever warns). */
@@ -58,10 +60,12 @@ export class StabilityCheck {
       const before = previous.sections.get(section.name)
       if (before === undefined || before === section.text) continue
       const declared = section.stability === 'session' ? 'session-stable' : 'static'
+      const subject = `prompt section "${section.name}" (plugin "${section.owner}", ${declared})`
       found.push({
+        subject,
         severe: section.stability !== 'session',
         message:
-          `prompt section "${section.name}" (plugin "${section.owner}", ${declared}) changed between two assemblies with no registration change: ${difference(before, section.text)}. ` +
+          `${subject} changed between two assemblies with no registration change: ${difference(before, section.text)}. ` +
           (section.stability === 'session'
             ? 'Each change moves the cached system prefix; re-register the section when its source changes, or move what changes into a runtime context (ctx.systemPrompt.context).'
             : 'A static section must render the same text every time: move what changes into a runtime context (ctx.systemPrompt.context), or declare stability "session" if it follows outside content.'),
@@ -72,10 +76,12 @@ export class StabilityCheck {
       const before = previous.variables.get(name)
       const after = assembly.variables[name]
       if (before === after) continue
+      const subject = `prompt variable "{{${name}}}" (plugin "${info.owner}", ${info.stability}-stable)`
       found.push({
+        subject,
         severe: true,
         message:
-          `prompt variable "{{${name}}}" (plugin "${info.owner}", ${info.stability}-stable) changed between two assemblies with no registration change: ${difference(before ?? '', after ?? '')}. ` +
+          `${subject} changed between two assemblies with no registration change: ${difference(before ?? '', after ?? '')}. ` +
           `A value that changes between steps must be registered with { stability: 'step' } and used in runtime contexts only.`,
       })
     }

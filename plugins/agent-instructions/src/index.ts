@@ -71,7 +71,15 @@ export function apply(ctx: Context, config: Config) {
   // The rendered text and source of the last few file sets, keyed by every path and version.
   const rendered = new Map<string, { text: string; source: PromptSource | undefined }>()
 
+  // Text and source are asked for separately in one assembly: the files are looked at once.
+  const assemblies = new WeakMap<AssembleContext, { text: string; source: PromptSource | undefined }>()
   const current = (context: AssembleContext) => {
+    let seen = assemblies.get(context)
+    if (!seen) assemblies.set(context, (seen = look(context)))
+    return seen
+  }
+
+  const look = (context: AssembleContext) => {
     const cwd = resolve(cwdOf(context))
     const root = config.root !== undefined ? resolve(cwd, config.root) : (findGitRoot(cwd) ?? cwd)
     const found: FoundFile[] = []
