@@ -150,6 +150,8 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     await terminal.waitFor(/\? bash wants to run: sleep 30 .*\[n\] deny: $/m)
     terminal.line('y')
     let screen = await terminal.waitFor(/→ bash: sleep 30/)
+    // While the tool runs, the spinner says so, with the seconds it has waited.
+    await terminal.waitFor(/running bash \d+s/)
     terminal.send('C-c')
     screen = await terminal.waitFor(/the turn ended: .*\n.*session \S+ ·/)
     await terminal.prompt(screen.indexOf('the turn ended'))
@@ -245,6 +247,9 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     screen = await terminal.waitFor(/── system ─+\n[\s\S]*── tools, in request order/)
     expect(screen).toMatch(/── route: scripted\/scripted-1/)
     await terminal.prompt(screen.indexOf('── manifest'))
+    terminal.line('/manifest')
+    screen = await terminal.waitFor(/^> \/manifest\n\n── manifest .*\n.*TRUST +CATEGORY +AGE/m)
+    await terminal.prompt(screen.lastIndexOf('── manifest'))
     terminal.line('more')
     screen = await terminal.waitFor(/^> more\n.*answer\.\n.*session \S+ ·/m)
     expect(screen).toContain(`session ${id} · scripted/scripted-1`)
