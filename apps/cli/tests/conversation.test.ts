@@ -246,7 +246,8 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     terminal.line('/prompt')
     screen = await terminal.waitFor(/── system ─+\n[\s\S]*── tools, in request order/)
     expect(screen).toMatch(/── route: scripted\/scripted-1/)
-    await terminal.prompt(screen.indexOf('── manifest'))
+    // From the echoed command on: the rest of /prompt's output may still be arriving.
+    await terminal.prompt(screen.lastIndexOf('> /prompt'))
     terminal.line('/manifest')
     screen = await terminal.waitFor(/^> \/manifest\n\n── manifest .*\n.*TRUST +CATEGORY +AGE/m)
     await terminal.prompt(screen.lastIndexOf('── manifest'))
