@@ -1,21 +1,45 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
+import { BaseSequencer, type TestSpecification } from 'vitest/node'
 import { defineConfig } from 'vitest/config'
 
-/** Every package, plugin and app with a tests/ folder is a project, named as its package. */
-const projects = ['packages', 'plugins', 'apps']
-  .flatMap(dir => readdirSync(dir).map(name => join(dir, name)))
-  .filter(root => existsSync(join(root, 'tests')))
-  .map(root => ({
-    extends: true as const,
-    test: {
-      name: JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).name as string,
-      root,
-      include: ['tests/**/*.test.ts'],
-      // The CLI's tests run real commands, some in subprocesses.
-      ...(root === join('apps', 'cli') && { testTimeout: 60_000 }),
-    },
-  }))
+/**
+ * Two projects: the CLI's tests (they run real commands, some in subprocesses,
+ * and get a longer timeout) and every other package's tests/ folder. One module
+ * graph each: a project per package transformed the shared packages once per
+ * package.
+ */
+const CLI = 'apps/cli'
+const others = ['packages', 'plugins', 'apps']
+  .flatMap(dir => readdirSync(dir).map(name => `${dir}/${name}`))
+  .filter(root => root !== CLI && existsSync(`${root}/tests`))
+const projects = [
+  { extends: true as const, test: { name: 'packages', include: others.map(root => `${root}/tests/**/*.test.ts`) } },
+  { extends: true as const, test: { name: 'cli', include: [`${CLI}/tests/**/*.test.ts`], testTimeout: 60_000 } },
+]
+
+/**
+ * The files that take longest (npm installs, many killed processes, terminals)
+ * start first, whichever project they are in: one of them starting last would
+ * run alone at the end. The rest keep vitest's order.
+ */
+const LONGEST_FIRST = [
+  'apps/cli/tests/outside.test.ts',
+  'plugins/session-jsonl/tests/crash.test.ts',
+  'apps/cli/tests/durable.test.ts',
+  'apps/cli/tests/conversation.test.ts',
+  'plugins/mcp/tests/mcp.test.ts',
+  'apps/cli/tests/dev.test.ts',
+]
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (file: TestSpecification) => {
+      const index = LONGEST_FIRST.findIndex(path => file.moduleId.endsWith(path))
+      return index === -1 ? LONGEST_FIRST.length : index
+    }
+    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b))
+  }
+}
 
 // The workspace runs from source: `@loom/*` packages export their TypeScript
 // under the `loom-source` condition (their compiled dist/ is for installs).
@@ -23,19 +47,25 @@ const projects = ['packages', 'plugins', 'apps']
 // NODE_OPTIONS.
 const SOURCE_CONDITION = '--conditions=loom-source'
 if (!process.env.NODE_OPTIONS?.includes(SOURCE_CONDITION)) process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} ${SOURCE_CONDITION}`.trim()
+// Those subprocesses keep their compiled, type-stripped modules here from the
+// start (the CLI enables Node's cache only once its entry file is loaded): a
+// warm one loads no TypeScript stripper at all.
+process.env.NODE_COMPILE_CACHE ??= join(import.meta.dirname, 'node_modules', '.cache', 'node-compile')
 
 export default defineConfig({
   ssr: { resolve: { conditions: ['loom-source'] } },
   test: {
     projects,
-    // Every core: vitest's default leaves one idle, a single worker on a 2-core
-    // machine. The slowest files mostly wait on subprocesses, so they overlap well.
-    maxWorkers: '100%',
+    // More workers than cores: vitest's default leaves one core idle, and the
+    // slowest files mostly wait on subprocesses, terminals and npm, so a third
+    // worker keeps the cores busy meanwhile.
+    maxWorkers: '150%',
     // Worker threads that keep their modules from one test file to the next: a
     // file starts without booting a process or importing the same packages
     // again. Every test builds its own Cordis context, folders and environment
     // (each thread has its own process.env), so nothing leaks between files.
     pool: 'threads',
     isolate: false,
+    sequence: { sequencer: LongestFirst },
   },
 })
