@@ -16,6 +16,7 @@ export interface GitState {
 export class GitRunner {
   private readonly gitBinary: string
   private readonly live = new Set<{ timer: NodeJS.Timeout; stop(): void }>()
+  private disposed = false
 
   constructor(gitBinary = 'git') {
     this.gitBinary = gitBinary
@@ -23,11 +24,11 @@ export class GitRunner {
 
   /**
    * Runs `git <args>` in `cwd`; resolves with stdout on exit code 0, `undefined` on
-   * anything else (missing git, not a repository, timeout, abort). Never rejects.
+   * anything else (missing git, not a repository, timeout, abort, disposed). Never rejects.
    */
   run(args: string[], cwd: string, timeoutMs: number, signal?: AbortSignal): Promise<string | undefined> {
     return new Promise(resolve => {
-      if (timeoutMs <= 0 || signal?.aborted) return resolve(undefined)
+      if (timeoutMs <= 0 || signal?.aborted || this.disposed) return resolve(undefined)
       let child: ChildProcess
       try {
         // Its own process group, so a stop also ends anything git started (hooks, helpers).
@@ -74,8 +75,9 @@ export class GitRunner {
     })
   }
 
-  /** Kills every git process still running (its call resolves `undefined`) and clears its timer. */
+  /** Kills every git process still running (its call resolves `undefined`) and clears its timer; starts none after. */
   dispose(): void {
+    this.disposed = true
     for (const entry of [...this.live]) entry.stop()
     this.live.clear()
   }
@@ -99,27 +101,29 @@ function gitEnv(): NodeJS.ProcessEnv {
 
 /**
  * The git facts of `cwd`, or `undefined` when it is not a work tree or git fails.
- * `rev-parse --abbrev-ref HEAD` and `status --porcelain` run in parallel; a third
- * call runs only for a detached HEAD (short sha) or a branch without commits.
- * Every call shares one deadline of `timeoutMs`.
+ * One `git status --porcelain=v2 --branch` gives the branch (or a detached
+ * HEAD, or a branch with no commits yet) and the changed files: one process
+ * per model step. A detached HEAD takes a second call for its short sha; a
+ * status that fails (its output over the cap, say) leaves the branch to
+ * `rev-parse`. Every call shares one deadline of `timeoutMs`.
  */
 export async function readGitState(runner: GitRunner, cwd: string, timeoutMs: number, signal?: AbortSignal): Promise<GitState | undefined> {
   const deadline = Date.now() + timeoutMs
   const left = () => deadline - Date.now()
-  const [head, status] = await Promise.all([
-    runner.run(['rev-parse', '--abbrev-ref', 'HEAD'], cwd, left(), signal),
-    runner.run(['status', '--porcelain'], cwd, left(), signal),
-  ])
-  const changed = status === undefined ? undefined : status.split('\n').filter(line => line.length > 0).length
-  const state: GitState = changed === undefined ? {} : { changed }
-  const ref = head?.trim()
-  if (ref && ref !== 'HEAD') return { branch: ref, ...state }
-  if (ref === 'HEAD') {
-    const sha = (await runner.run(['rev-parse', '--short', 'HEAD'], cwd, left(), signal))?.trim()
-    return sha ? { detached: sha, ...state } : changed === undefined ? undefined : state
+  const status = await runner.run(['status', '--porcelain=v2', '--branch'], cwd, left(), signal)
+  if (status === undefined) {
+    const ref = (await runner.run(['rev-parse', '--abbrev-ref', 'HEAD'], cwd, left(), signal))?.trim()
+    return ref && ref !== 'HEAD' ? { branch: ref } : undefined
   }
-  // rev-parse failed: not a repository, or a branch with no commits yet.
-  if (status === undefined) return undefined
-  const branch = (await runner.run(['symbolic-ref', '--short', '-q', 'HEAD'], cwd, left(), signal))?.trim()
-  return branch ? { branch, unborn: true, ...state } : state
+  let head: string | undefined
+  let oid: string | undefined
+  let changed = 0
+  for (const line of status.split('\n')) {
+    if (line.startsWith('# branch.head ')) head = line.slice('# branch.head '.length)
+    else if (line.startsWith('# branch.oid ')) oid = line.slice('# branch.oid '.length)
+    else if (line.length > 0 && !line.startsWith('# ')) changed++
+  }
+  if (head !== undefined && head !== '(detached)') return { branch: head, ...(oid === '(initial)' && { unborn: true }), changed }
+  const sha = (await runner.run(['rev-parse', '--short', 'HEAD'], cwd, left(), signal))?.trim()
+  return sha ? { detached: sha, changed } : { changed }
 }

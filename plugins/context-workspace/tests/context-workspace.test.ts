@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
@@ -196,6 +196,20 @@ describe('the plugin', () => {
     const assembly = await host.ctx.systemPrompt.assemble({ agent, scope: agent })
     expect(assembly.contexts.find(c => c.name === 'runtime:workspace')?.text).toBe('mine')
     await mounted.dispose()
+  })
+
+  it('starts one git process per assembly on a branch, two for a detached HEAD', async () => {
+    const calls = join(base, 'git-calls.log')
+    const countingGit = join(base, 'counting-git')
+    writeFileSync(countingGit, `#!/bin/sh\necho "$*" >> '${calls}'\nexec git "$@"\n`, { mode: 0o755 })
+    const cwd = repo()
+    const runner = new GitRunner(countingGit)
+    expect(await readGitState(runner, cwd, 2_000)).toEqual({ branch: 'main', changed: 0 })
+    expect(readFileSync(calls, 'utf8')).toBe('status --porcelain=v2 --branch\n')
+    git(cwd, 'checkout', '-q', '--detach')
+    writeFileSync(calls, '')
+    expect(await readGitState(runner, cwd, 2_000)).toEqual({ detached: git(cwd, 'rev-parse', '--short', 'HEAD'), changed: 0 })
+    expect(readFileSync(calls, 'utf8')).toBe('status --porcelain=v2 --branch\nrev-parse --short HEAD\n')
   })
 
   it('runs git once per assembly, in a few milliseconds (the per-step cost)', async () => {
