@@ -4,15 +4,16 @@
 // session (`sessions compact`). It prints nothing: present/ shows what it returns.
 import { Context, Service } from '@deepseek-ai/cordis'
 import type { Agent, AgentOptions } from '@loom/agent-loop'
-import { buildManifest, type Manifest, type PluginDrift, pluginDrift, promptSources } from '@loom/agent-loop'
+import { buildManifest, type Manifest } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
-import { type CachePrices, lastEventOfType, type Session, type SessionEvent, type TurnEndReason } from '@loom/session'
+import type { CachePrices, Session, SessionEvent, TurnEndReason } from '@loom/session'
 import { joinContextSections, type Omission, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
 import { UsageError } from './errors.ts'
 import type {} from '@loom/session-jsonl'
 import type { Compaction, CompactionStatus } from '@loom/compaction'
 
+import { describeDrift } from './present/describe.ts'
 import { resolveSessionRef } from './session-ref.ts'
 import { Config, lastRoute, modelPrices, name, NO_STORE, type RunnerConfig } from './runner-config.ts'
 
@@ -173,19 +174,16 @@ export class Runner extends Service {
       const route = await this.route(flags)
       return this.home.agents.create(newSessionId(), { ...route, cwd: flags.cwd ?? process.cwd(), ...this.agentOptions(route.model, flags) })
     }
-    const options = await this.resumeRoute(id, flags)
-    const model = options.model ?? lastRoute((await this.persistence().inspect(id)).events)?.model ?? ''
-    const agent = await this.home.agents.resume(id, { ...options, ...this.agentOptions(model, flags) })
-    const drift = await this.drift(agent)
-    if (drift) this.ctx.logger('runner').warn(`session ${id} last ran on other plugins: ${describeDrift(drift)}`)
+    const { route, last } = await this.resumeRoute(id, flags)
+    const model = route.model ?? last?.model ?? ''
+    const agent = await this.home.agents.resume(id, { ...route, ...this.agentOptions(model, flags) })
+    // The loop records on its first request how the plugins differ from the last one's: said from the log, before the model answers.
+    const stop = agent.ctx.on('session/event', (session, event) => {
+      if (session !== agent.session || event.type !== 'request/header') return
+      stop()
+      if (event.data.drift) this.ctx.logger('runner').warn(`session ${id} last ran on other plugins: ${describeDrift(event.data.drift)}`)
+    })
     return agent
-  }
-
-  /** How the plugins behind `agent`'s next request differ from those of its session's last request (a resume on another deployment). */
-  async drift(agent: Agent): Promise<PluginDrift | undefined> {
-    const last = lastEventOfType(agent.session.events, 'request/header')?.data.sources
-    if (!last) return undefined
-    return pluginDrift(last.plugins, promptSources(await this.home.systemPrompt.assemble({ agent, scope: agent })).plugins)
   }
 
   /** Whether `agent` is one of this runner's live agents (a reloaded runner's agents were disposed with it). */
@@ -203,12 +201,15 @@ export class Runner extends Service {
     return modelPrices(model, this.config.prices)
   }
 
-  /** The route of a resumed session: the flags', else the one it used if this deployment still serves it, else the default. */
-  private async resumeRoute(id: string, flags: RouteFlags): Promise<RouteFlags> {
-    if (flags.provider !== undefined || flags.model !== undefined) return this.route(flags)
+  /**
+   * The route of a resumed session: the flags', else the one it used if this
+   * deployment still serves it, else the default; with the one it used last.
+   */
+  private async resumeRoute(id: string, flags: RouteFlags): Promise<{ route: RouteFlags; last?: { provider: string; model: string } }> {
     const last = lastRoute((await this.persistence().inspect(id)).events)
+    if (flags.provider !== undefined || flags.model !== undefined) return { route: await this.route(flags), last }
     const served = this.home.llm.listProviders().some(provider => provider.id === last?.provider)
-    return served ? {} : this.route()
+    return { route: served ? {} : await this.route(), last }
   }
 
   /** What every agent of the runner gets from its config, whatever the command: its name and `pinPrompt`. */
@@ -322,7 +323,7 @@ export class Runner extends Service {
   async compactSession(id: string, flags: RouteFlags = {}): Promise<CompactReport> {
     this.compaction()
     this.persistence()
-    const agent = await this.home.agents.resume(id, { ...(await this.resumeRoute(id, flags)), ...this.baseOptions() })
+    const agent = await this.home.agents.resume(id, { ...(await this.resumeRoute(id, flags)).route, ...this.baseOptions() })
     try {
       return await this.compact(agent)
     } finally {
@@ -370,16 +371,6 @@ export class Runner extends Service {
 }
 
 export default Runner
-
-/** `added @loom/web-fetch 0.1.0; removed @loom/mcp 0.1.0; upgraded @loom/tool-fs 0.1.0 → 0.2.0` */
-export function describeDrift({ added, removed, upgraded }: PluginDrift): string {
-  const at = (version: string | undefined) => version ?? '(version unknown)'
-  return [
-    ...added.map(plugin => `added ${plugin.name} ${at(plugin.version)}`),
-    ...removed.map(plugin => `removed ${plugin.name} ${at(plugin.version)}`),
-    ...upgraded.map(plugin => `upgraded ${plugin.name} ${at(plugin.from)} → ${at(plugin.to)}`),
-  ].join('; ')
-}
 
 /** Session ids sort by creation time: `20261129-134221-k3f9`. */
 export function newSessionId(now = new Date()): string {

@@ -89,6 +89,9 @@ describe('loom sessions', () => {
       expect(resumed.stderr).toMatch(
         new RegExp(`loom: warning: \\[runner\\] session ${ran} last ran on other plugins: removed @loom/tool-search \\d+\\.\\d+\\.\\d+\n`),
       )
+      // Said from the log: the loop recorded it on the resumed request's header.
+      const shown = await loom(['sessions', 'show', ran], at)
+      expect(shown.stdout).toMatch(/\[request header, resume\] .* · other plugins than before: removed @loom\/tool-search \d+\.\d+\.\d+\n/)
     } finally {
       rmSync(join(cwd, 'loom.yml'))
     }

@@ -32,7 +32,7 @@ import {
 import { joinContextSections, renderContextSections, renderPrompt, type PromptAssembly } from '@loom/system-prompt'
 import { runToolCalls } from '@loom/tools'
 import { Inbox, type InboxTarget } from './inbox.ts'
-import { headerChanges, promptSources } from './provenance.ts'
+import { headerChanges, pluginDrift, promptSources } from './provenance.ts'
 import { RuntimeContextProjection } from './runtime-context.ts'
 import type { AgentLoop } from './service.ts'
 
@@ -521,10 +521,15 @@ export class Agent implements AgentRef {
     if (!this.#headerLogged) {
       // Every new loop instance anchors its first request, even when nothing changed.
       const provenance = sources()
+      const resumed = this.session.requestHeader() !== undefined
+      // A resume on other plugins says which: compared with the session's last request, once, here.
+      const before = resumed && provenance ? lastEventOfType(this.session.events, 'request/header')?.data.sources : undefined
+      const drift = before && provenance ? pluginDrift(before.plugins, provenance.plugins) : undefined
       this.session.append('request/header', {
         header,
-        reason: this.session.requestHeader() === undefined ? 'initial' : 'resume',
+        reason: resumed ? 'resume' : 'initial',
         ...(provenance && { sources: provenance }),
+        ...(drift && { drift }),
       })
       this.#headerLogged = true
     } else {

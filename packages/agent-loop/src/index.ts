@@ -30,4 +30,4 @@ export {
   type ManifestRow,
   type ManifestTotal,
 } from './manifest.ts'
-export { packageVersion, pluginDrift, promptSources, type PluginDrift } from './provenance.ts'
+export { packageVersion, pluginDrift, promptSources } from './provenance.ts'

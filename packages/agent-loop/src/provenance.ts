@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path'
 import type { ToolSchema } from '@loom/llm'
 import {
   serializeRequest,
+  type PluginDrift,
   type RequestHeader,
   type RequestHeaderChanges,
   type RequestSourceChange,
@@ -80,14 +81,6 @@ export function pluginSources(sections: readonly RequestSourceEntry[], tools: re
     const version = packageVersion(name)
     return { name, ...(version !== undefined && { version }), digest: sha256(JSON.stringify(owners.get(name))) }
   })
-}
-
-/** How the plugins behind a session's prompt differ from those of its last request. */
-export interface PluginDrift {
-  added: RequestSourcePlugin[]
-  removed: RequestSourcePlugin[]
-  /** Same plugin, another version (either side may be unknown). */
-  upgraded: { name: string; from?: string; to?: string }[]
 }
 
 /** The drift from `before` (a logged header's plugins) to `after` (the deployment's now); `undefined` when there is none. */

@@ -274,13 +274,15 @@ describe('pinned prompts', () => {
     const logged = headers(pinned.session.events)
     expect(logged.map(e => e.reason)).toEqual(['initial', 'resume'])
     expect(logged[1].sources).toEqual(logged[0].sources)
+    expect(logged[1].drift).toBeUndefined()
     await pinned.dispose()
 
-    // Without pinning, the same resume picks up the new code and its provenance shows the drift.
+    // Without pinning, the same resume picks up the new code, and its header records the drift.
     const unpinned = await gen2.ctx.agents.resume('p1')
     await turn(unpinned, 'third')
     const last = headers(unpinned.session.events).at(-1)!
     expect(last.reason).toBe('resume')
+    expect(last.drift).toEqual({ added: [last.sources!.plugins.find(p => p.name === 'late')], removed: [], upgraded: [] })
     expect(gen2.adapters.mock.requests[1].system).toContain('A rule loaded later.')
     const greeterBefore = logged[0].sources!.plugins.find(p => p.name === 'greeter')!
     const greeterAfter = last.sources!.plugins.find(p => p.name === 'greeter')!

@@ -81,6 +81,14 @@ export interface RequestSources {
   plugins: RequestSourcePlugin[]
 }
 
+/** How the plugins behind a resumed session's request differ from those of its last request before the resume. */
+export interface PluginDrift {
+  added: RequestSourcePlugin[]
+  removed: RequestSourcePlugin[]
+  /** Same plugin, another version (either side may be unknown). */
+  upgraded: { name: string; from?: string; to?: string }[]
+}
+
 export interface RequestSourceChange {
   name: string
   owner: string
@@ -117,7 +125,8 @@ export interface SessionEventMap {
   'assistant/message': { turn: number; step: number; message: AssistantMessage; usage?: TokenUsage; interrupted?: true }
   'tool/call': { turn: number; step: number; callId: CallId; name: string; arguments: string }
   'tool/result': { turn: number; step: number; message: ToolResultMessage; error?: { name: string; code: string }; meta?: JsonValue }
-  'request/header': { header: RequestHeader; reason: RequestHeaderReason; sources?: RequestSources; changes?: RequestHeaderChanges }
+  /** `changes` on a `change` header; `drift` on a `resume` header whose plugins differ from the last request's. */
+  'request/header': { header: RequestHeader; reason: RequestHeaderReason; sources?: RequestSources; changes?: RequestHeaderChanges; drift?: PluginDrift }
   'request/context': RequestContext
   /** A failed request is retried after `delayMs` (the failed attempt's chunks stay uncited); `retry` counts from 1. */
   'request/retry': { turn: number; step: number; retry: number; maxRetries?: number; delayMs: number; failure: LlmFailure }

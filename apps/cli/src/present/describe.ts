@@ -1,7 +1,7 @@
 // Readable summaries of what happened in a session: one-line tool calls and
 // results for the live stream, and the whole transcript for `loom sessions show`.
 import type { AssistantMessage, ContentBlock, LlmCallConfig, ToolResultMessage, ToolSchema, UserMessage } from '@loom/llm'
-import type { RequestHeader, RequestHeaderChanges, SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
+import type { PluginDrift, RequestHeader, RequestHeaderChanges, SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
 import { clip } from './term.ts'
 
 /** The text of content blocks (tool results nest theirs). */
@@ -119,6 +119,16 @@ export function headerSummary(header: RequestHeader): string {
   return `${route(header.config)} · system ${(header.system ?? '').length} chars · ${(header.tools ?? []).length} tools: ${toolNames(header.tools)}`
 }
 
+/** `added @loom/web-fetch 0.1.0; removed @loom/mcp 0.1.0; upgraded @loom/tool-fs 0.1.0 → 0.2.0` */
+export function describeDrift({ added, removed, upgraded }: PluginDrift): string {
+  const at = (version: string | undefined) => version ?? '(version unknown)'
+  return [
+    ...added.map(plugin => `added ${plugin.name} ${at(plugin.version)}`),
+    ...removed.map(plugin => `removed ${plugin.name} ${at(plugin.version)}`),
+    ...upgraded.map(plugin => `upgraded ${plugin.name} ${at(plugin.from)} → ${at(plugin.to)}`),
+  ].join('; ')
+}
+
 /**
  * The attribution of a `change` header in words: `request header changed (section
  * "greeter:one" of plugin "greeter" changed; first difference at byte 1234)`.
@@ -172,12 +182,12 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
         break
       }
       case 'request/header': {
-        const { header, reason, changes } = event.data
+        const { header, reason, changes, drift } = event.data
         // A change is printed from what the loop recorded when it logged the header: one diff, in the log.
         out.push(
           reason === 'change'
             ? `[request header, change] ${changes ? describeHeaderChanges(changes) : 'request header changed'}`
-            : `[request header, ${reason}] ${headerSummary(header)}`,
+            : `[request header, ${reason}] ${headerSummary(header)}${drift ? ` · other plugins than before: ${describeDrift(drift)}` : ''}`,
         )
         break
       }
