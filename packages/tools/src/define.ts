@@ -108,27 +108,43 @@ function compile(def: ToolDefinition): CompiledTool {
   if (!snapshot.ok) fail(`parameters must be plain JSON (found ${snapshot.problem})`)
   const schema = (snapshot as { value: Record<string, unknown> }).value
 
+  // Checked against the meta-schema now; compiled (code generated: several ms a
+  // schema) at the first call, which many tools of a deployment never get.
   const ajv = validatorFor(schema)
-  let validate: ValidateFunction
-  try {
-    validate = ajv.compile(schema)
-  } catch (error) {
-    return fail(`parameters are not a valid JSON schema: ${error instanceof Error ? error.message : String(error)}`)
-  } finally {
-    // The compiled function stays usable; dropping the cache entry lets a reloaded
-    // tool reuse the same `$id`.
-    ajv.removeSchema(schema)
-  }
+  if (!ajv.validateSchema(schema)) fail(`parameters are not a valid JSON schema: ${ajv.errorsText(ajv.errors, { dataVar: 'parameters' })}`)
+  let validate: ValidateFunction | undefined
   return Object.freeze({
     name,
     description,
     parameters: schema,
-    validate,
+    get validate() {
+      return (validate ??= compileValidator(ajv, schema))
+    },
     timeoutMs,
     isConcurrencySafe,
     execute: (args: unknown, exec: ToolRunContext) => execute.call(def, args, exec),
     classify: (args: unknown) => (typeof isConcurrencySafe === 'function' ? isConcurrencySafe.call(def, args) : isConcurrencySafe),
   })
+}
+
+/**
+ * The argument validator of a schema the meta-schema accepted. One it still cannot
+ * compile (a `$ref` to nowhere, a `pattern` that is no regular expression) refuses
+ * every call, saying why.
+ */
+function compileValidator(ajv: Ajv | Ajv2020, schema: Record<string, unknown>): ValidateFunction {
+  try {
+    return ajv.compile(schema)
+  } catch (error) {
+    const refuse = (() => false) as unknown as ValidateFunction
+    const message = `the tool's parameters are not a valid JSON schema: ${error instanceof Error ? error.message : String(error)}`
+    refuse.errors = [{ keyword: 'schema', instancePath: '', schemaPath: '#', params: {}, message }]
+    return refuse
+  } finally {
+    // The compiled function stays usable; dropping the cache entry lets a reloaded
+    // tool reuse the same `$id`.
+    ajv.removeSchema(schema)
+  }
 }
 
 /** `"/path must be string; must have required property 'command'"`. */

@@ -43,10 +43,23 @@ describe('defineTool', () => {
     expect(def.parameters).toEqual({ type: 'object', properties: { a: { type: 'string' } } })
   })
 
-  it('the same $id can be defined again (a hot-reloaded tool)', () => {
-    const parameters = { $id: 'https://example.com/args', type: 'object' }
-    defineTool({ ...base, name: 'first', parameters })
-    expect(() => defineTool({ ...base, name: 'second', parameters })).not.toThrow()
+  it('the same $id can be defined again (a hot-reloaded tool), and both validate', async () => {
+    const parameters = { $id: 'https://example.com/args', type: 'object', properties: { a: { type: 'string' } } }
+    const h = await host()
+    h.ctx.tools.register(defineTool({ ...base, name: 'first', parameters }))
+    h.ctx.tools.register(defineTool({ ...base, name: 'second', parameters }))
+    for (const name of ['first', 'second']) {
+      expect(text(await h.run(name, { a: 'x' }))).toBe('ok')
+      expect(text(await h.run(name, { a: 1 }))).toBe(`Error: invalid arguments for tool "${name}": /a must be string`)
+    }
+  })
+
+  it('a schema the meta-schema accepts but that cannot compile defines; each call is refused saying why', async () => {
+    const h = await host()
+    h.ctx.tools.register(defineTool({ ...base, name: 'unresolved', parameters: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } } }))
+    expect(text(await h.run('unresolved', { a: 1 }))).toMatch(
+      /^Error: invalid arguments for tool "unresolved": the tool's parameters are not a valid JSON schema: can't resolve reference #\/\$defs\/missing/,
+    )
   })
 
   it('accepts draft 2020-12 schemas', async () => {
