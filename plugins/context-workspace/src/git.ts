@@ -24,9 +24,10 @@ export class GitRunner {
 
   /**
    * Runs `git <args>` in `cwd`; resolves with stdout on exit code 0, `undefined` on
-   * anything else (missing git, not a repository, timeout, abort, disposed). Never rejects.
+   * anything else (missing git, not a repository, timeout, abort, disposed). Never
+   * rejects. Output over the cap stops git; `truncated` then holds its beginning.
    */
-  run(args: string[], cwd: string, timeoutMs: number, signal?: AbortSignal): Promise<string | undefined> {
+  run(args: string[], cwd: string, timeoutMs: number, signal?: AbortSignal): Promise<string | { truncated: string } | undefined> {
     return new Promise(resolve => {
       if (timeoutMs <= 0 || signal?.aborted || this.disposed) return resolve(undefined)
       let child: ChildProcess
@@ -38,7 +39,6 @@ export class GitRunner {
       }
       const chunks: Buffer[] = []
       let size = 0
-      let overflow = false
       const entry = {
         timer: setTimeout(() => stop(), timeoutMs),
         stop: () => stop(),
@@ -47,7 +47,7 @@ export class GitRunner {
       const onAbort = () => stop()
       signal?.addEventListener('abort', onAbort, { once: true })
       let done = false
-      const settle = (value: string | undefined) => {
+      const settle = (value: string | { truncated: string } | undefined) => {
         if (done) return
         done = true
         clearTimeout(entry.timer)
@@ -55,23 +55,20 @@ export class GitRunner {
         signal?.removeEventListener('abort', onAbort)
         resolve(value)
       }
-      const stop = () => {
+      const stop = (value?: { truncated: string }) => {
         try {
           if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL')
         } catch {} // already gone
         child.stdout?.destroy()
-        settle(undefined)
+        settle(value)
       }
       child.stdout!.on('data', (chunk: Buffer) => {
         size += chunk.length
-        if (size > MAX_OUTPUT_BYTES) {
-          overflow = true
-          return stop()
-        }
+        if (size > MAX_OUTPUT_BYTES) return stop({ truncated: Buffer.concat(chunks).toString('utf8') })
         chunks.push(chunk)
       })
       child.on('error', () => settle(undefined))
-      child.on('close', code => settle(code === 0 && !overflow ? Buffer.concat(chunks).toString('utf8') : undefined))
+      child.on('close', code => settle(code === 0 ? Buffer.concat(chunks).toString('utf8') : undefined))
     })
   }
 
@@ -103,27 +100,28 @@ function gitEnv(): NodeJS.ProcessEnv {
  * The git facts of `cwd`, or `undefined` when it is not a work tree or git fails.
  * One `git status --porcelain=v2 --branch` gives the branch (or a detached
  * HEAD, or a branch with no commits yet) and the changed files: one process
- * per model step. A detached HEAD takes a second call for its short sha; a
- * status that fails (its output over the cap, say) leaves the branch to
- * `rev-parse`. Every call shares one deadline of `timeoutMs`.
+ * per model step. A detached HEAD takes a second call for its short sha. A
+ * status whose output is over the cap (a tree with huge untracked folders)
+ * still names the branch, from its first lines, but counts nothing. Every call
+ * shares one deadline of `timeoutMs`.
  */
 export async function readGitState(runner: GitRunner, cwd: string, timeoutMs: number, signal?: AbortSignal): Promise<GitState | undefined> {
   const deadline = Date.now() + timeoutMs
   const left = () => deadline - Date.now()
   const status = await runner.run(['status', '--porcelain=v2', '--branch'], cwd, left(), signal)
-  if (status === undefined) {
-    const ref = (await runner.run(['rev-parse', '--abbrev-ref', 'HEAD'], cwd, left(), signal))?.trim()
-    return ref && ref !== 'HEAD' ? { branch: ref } : undefined
-  }
+  if (status === undefined) return undefined
+  const complete = typeof status === 'string'
   let head: string | undefined
   let oid: string | undefined
   let changed = 0
-  for (const line of status.split('\n')) {
+  for (const line of (complete ? status : status.truncated).split('\n')) {
     if (line.startsWith('# branch.head ')) head = line.slice('# branch.head '.length)
     else if (line.startsWith('# branch.oid ')) oid = line.slice('# branch.oid '.length)
     else if (line.length > 0 && !line.startsWith('# ')) changed++
   }
-  if (head !== undefined && head !== '(detached)') return { branch: head, ...(oid === '(initial)' && { unborn: true }), changed }
-  const sha = (await runner.run(['rev-parse', '--short', 'HEAD'], cwd, left(), signal))?.trim()
-  return sha ? { detached: sha, changed } : { changed }
+  const counted = complete ? { changed } : {}
+  if (head === undefined) return complete ? counted : undefined
+  if (head !== '(detached)') return { branch: head, ...(oid === '(initial)' && { unborn: true }), ...counted }
+  const sha = await runner.run(['rev-parse', '--short', 'HEAD'], cwd, left(), signal)
+  return typeof sha === 'string' ? { detached: sha.trim(), ...counted } : counted
 }

@@ -212,6 +212,12 @@ describe('the plugin', () => {
     expect(readFileSync(calls, 'utf8')).toBe('status --porcelain=v2 --branch\nrev-parse --short HEAD\n')
   })
 
+  it('a status over the output cap still names the branch, from its first lines, and counts nothing', async () => {
+    const floodingGit = join(base, 'flooding-git')
+    writeFileSync(floodingGit, "#!/bin/sh\nprintf '# branch.oid 0123abc\\n# branch.head main\\n'\nyes '? untracked' | head -c 17000000\n", { mode: 0o755 })
+    expect(await readGitState(new GitRunner(floodingGit), dir(), 5_000)).toEqual({ branch: 'main' })
+  })
+
   it('runs git once per assembly, in a few milliseconds (the per-step cost)', async () => {
     const cwd = repo()
     const runner = new GitRunner()
