@@ -656,12 +656,13 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
           'stale',
           raw(0, s => shortTurn(s, 1)),
         )
-        // The first writer's next heartbeat is far away: to the second, it looks hung once 200 ms pass.
+        // The first writer's next heartbeat is far away: to the second, it looks hung once a second passes
+        // (long enough that a busy machine does not get there between the two loads).
         const first = await start({ leaseHeartbeatMs: 60_000, leaseStaleMs: 120_000, leaseCommand: 'loom hung' })
         await first.persistence.load('stale')
-        const second = await start({ leaseHeartbeatMs: 50, leaseStaleMs: 200 })
+        const second = await start({ leaseHeartbeatMs: 50, leaseStaleMs: 1000 })
         await expect(second.persistence.load('stale')).rejects.toMatchObject({ code: 'SESSION_LEASE_HELD', holder: { command: 'loom hung' } })
-        await sleep(400)
+        await sleep(1200)
         expect(seqs((await second.persistence.load('stale')).events)).toEqual(range(0, 5))
       })
 
