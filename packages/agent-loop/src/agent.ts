@@ -523,7 +523,7 @@ export class Agent implements AgentRef {
       const provenance = sources()
       const resumed = this.session.requestHeader() !== undefined
       // A resume on other plugins says which: compared with the session's last request, once, here.
-      const before = resumed && provenance ? lastEventOfType(this.session.events, 'request/header')?.data.sources : undefined
+      const before = resumed ? lastEventOfType(this.session.events, 'request/header')?.data.sources : undefined
       const drift = before && provenance ? pluginDrift(before.plugins, provenance.plugins) : undefined
       this.session.append('request/header', {
         header,
