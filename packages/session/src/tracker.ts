@@ -4,8 +4,11 @@
 // waiters and the `session/durable` announcement. A backend brings the storage
 // (how a batch is written, how a lease is held); this is the rest.
 import type { Context } from '@deepseek-ai/cordis'
+import { jsonSnapshot } from '@loom/llm'
+import { interruptedTurnClosers } from './closers.ts'
 import type { SessionEvent, SessionHeader } from './events.ts'
 import type { Session } from './session.ts'
+import type { StoredSession } from './store.ts'
 import './store.ts'
 import { SessionWriteBehind } from './write-behind.ts'
 
@@ -55,6 +58,47 @@ export class SessionTracker<T extends TrackedLog> {
   live(id: string): Session | undefined {
     const owner = this.tracked.get(id)?.owner
     return owner && this.home.sessions.get(id) === owner ? owner : undefined
+  }
+
+  /** `SessionPersistence.append`: a JSON snapshot of `events`, stored by `store` in the id's chain. */
+  append(id: string, events: readonly SessionEvent[], store: (tracked: T, batch: SessionEvent[]) => Promise<void>): Promise<void> {
+    let batch: SessionEvent[]
+    try {
+      batch = jsonSnapshot(events as SessionEvent[])
+    } catch (error) {
+      return Promise.reject(new TypeError(`session event batch is not losslessly JSON-serializable: ${(error as Error).message}`))
+    }
+    const tracked = this.tracked.get(id)
+    if (!tracked) return Promise.reject(new Error(`session "${id}" is not tracked by this backend; create or load it first`))
+    return this.serial(id, () => store(tracked, batch))
+  }
+
+  /** `SessionPersistence.load`: a live session flushed (refused while its turn is open), else the backend's `repaired` log in the id's chain. */
+  async load(id: string, repaired: () => Promise<StoredSession>): Promise<StoredSession> {
+    const live = this.live(id)
+    if (!live) return this.serial(id, repaired)
+    await this.flush(live)
+    if (interruptedTurnClosers(live.events).length) {
+      throw new Error(`cannot load session "${id}" while its live turn is open; use the live Session or wait for the turn to close`)
+    }
+    return { meta: live.header, events: live.events }
+  }
+
+  /** `SessionPersistence.prepare`: the backend's `repaired` session in the id's chain, reserved for its publication. */
+  prepare(id: string, repaired: () => Promise<Session>): Promise<Session> {
+    if (this.live(id)) return Promise.reject(new Error(`cannot prepare session "${id}" while it is live`))
+    return this.serial(id, async () => {
+      const session = await repaired()
+      this.tracked.get(id)!.reserved = session
+      return session
+    })
+  }
+
+  /** `SessionPersistence.close`: a session that is not live, once its operations settled, is forgotten. */
+  async close(id: string, forget: () => unknown): Promise<void> {
+    if (this.live(id)) throw new Error(`session "${id}" is live; dispose its owner to close it`)
+    await this.serial(id, async () => {})
+    await forget()
   }
 
   /** Resolves once event `seq` of session `id` is durably stored (at once if it already is). */

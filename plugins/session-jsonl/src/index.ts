@@ -2,8 +2,6 @@ import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import {
   deepFreezeJson,
-  interruptedTurnClosers,
-  jsonSnapshot,
   Session,
   SessionTracker,
   type SessionEvent,
@@ -142,31 +140,15 @@ export class JsonlPersistence extends Service implements SessionPersistence {
 
   /** Stores events durably; they must continue the stored log exactly. */
   append(id: string, events: readonly SessionEvent[]): Promise<void> {
-    let batch: SessionEvent[]
-    try {
-      batch = jsonSnapshot(events as SessionEvent[])
-    } catch (error) {
-      return Promise.reject(new TypeError(`session event batch is not losslessly JSON-serializable: ${(error as Error).message}`))
-    }
-    const tracked = this.tracked.get(id)
-    if (!tracked) return Promise.reject(new Error(`session "${id}" is not tracked by this backend; create or load it first`))
-    return this.log.serial(id, () => this.store(tracked, batch, false))
+    return this.log.append(id, events, (tracked, batch) => this.store(tracked, batch, false))
   }
 
   /**
    * The stored session, balanced: a torn tail is cut and an open turn closed on
    * disk first. A live session is flushed and returned if no turn is open.
    */
-  async load(id: string): Promise<StoredSession> {
-    const live = this.log.live(id)
-    if (live) {
-      await this.log.flush(live)
-      if (interruptedTurnClosers(live.events).length) {
-        throw new Error(`cannot load session "${id}" while its live turn is open; use the live Session or wait for the turn to close`)
-      }
-      return { meta: live.header, events: live.events }
-    }
-    return this.log.serial(id, async () => {
+  load(id: string): Promise<StoredSession> {
+    return this.log.load(id, async () => {
       const { log } = await this.repaired(id)
       return { meta: log.header, events: deepFreezeJson(log.events) }
     })
@@ -183,10 +165,8 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   }
 
   /** Stops writing a session that is not live: waits for its writes, then releases its lease. */
-  async close(id: string): Promise<void> {
-    if (this.log.live(id)) throw new Error(`session "${id}" is live; dispose its owner to close it`)
-    await this.log.serial(id, async () => {})
-    this.forget(id)
+  close(id: string): Promise<void> {
+    return this.log.close(id, () => this.forget(id))
   }
 
   /** What `load` would return, computed in memory: writes nothing, even for a torn log. */
@@ -203,13 +183,8 @@ export class JsonlPersistence extends Service implements SessionPersistence {
    * `session/end-seed` marker. Publishing it (`sessions.enter` + `announce`)
    * attaches it here; only the marker and later events are written.
    */
-  async prepare(id: string): Promise<Session> {
-    if (this.log.live(id)) throw new Error(`cannot prepare session "${id}" while it is live`)
-    return this.log.serial(id, async () => {
-      const { session } = await this.repaired(id)
-      this.tracked.get(id)!.reserved = session
-      return session
-    })
+  prepare(id: string): Promise<Session> {
+    return this.log.prepare(id, async () => (await this.repaired(id)).session)
   }
 
   /** Stored events with `seq >= fromSeq`, from the committed prefix, without repair. */
