@@ -128,6 +128,13 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
     await endHosts()
   }
 
+  /** A log a crash left inside turn 2: turn 1 complete, turn 2 started. */
+  const crashedInTurn2 = () =>
+    raw(0, s => {
+      shortTurn(s, 1)
+      openStart(s, 2)
+    })
+
   /** A `describe` for a part: skipped (and so reported) when the backend does not select it. */
   const part = (label: ContractPart, body: () => void) =>
     selected.has(label) ? describe(label, body) : describe.skip(`${label} (not supported by ${name}, skipped explicitly)`, body)
@@ -193,13 +200,7 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
 
     part('repair', () => {
       it('load closes the open turn a crash left, stores the closure, and later appends continue the log', async () => {
-        await storage.writeRaw(
-          meta('crashed'),
-          raw(0, s => {
-            shortTurn(s, 1)
-            openStart(s, 2)
-          }),
-        )
+        await storage.writeRaw(meta('crashed'), crashedInTurn2())
         const { persistence } = await lifecycle()
         const { events } = await persistence.load('crashed')
         expect(seqs(events)).toEqual(range(0, 9))
@@ -219,13 +220,7 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
       })
 
       it('inspect shows the repaired view without writing; load then stores it', async () => {
-        await storage.writeRaw(
-          meta('peek'),
-          raw(0, s => {
-            shortTurn(s, 1)
-            openStart(s, 2)
-          }),
-        )
+        await storage.writeRaw(meta('peek'), crashedInTurn2())
         const before = await storage.snapshot('peek')
         const { persistence } = await lifecycle()
         const inspected = await persistence.inspect('peek')
@@ -458,13 +453,7 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
 
     part('reads', () => {
       it('readFrom returns the stored suffix without repair', async () => {
-        await storage.writeRaw(
-          meta('suffix'),
-          raw(0, s => {
-            shortTurn(s, 1)
-            openStart(s, 2)
-          }),
-        )
+        await storage.writeRaw(meta('suffix'), crashedInTurn2())
         const before = await storage.snapshot('suffix')
         const { persistence } = await lifecycle()
         const { meta: header, events } = await persistence.readFrom('suffix', 4)
@@ -597,13 +586,7 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
       const HOST = hostname()
 
       it('a second writer is refused before it writes anything, naming the holder', async () => {
-        await storage.writeRaw(
-          meta('busy'),
-          raw(0, s => {
-            shortTurn(s, 1)
-            openStart(s, 2)
-          }),
-        )
+        await storage.writeRaw(meta('busy'), crashedInTurn2())
         const first = await start({ leaseCommand: 'loom run' })
         await first.persistence.load('busy')
         const before = await storage.snapshot('busy')
