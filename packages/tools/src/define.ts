@@ -2,6 +2,7 @@ import type { Ajv, ErrorObject, ValidateFunction } from 'ajv'
 import type { Ajv2020 } from 'ajv/dist/2020.js'
 import { createRequire } from 'node:module'
 import { isPlainObject, snapshotJson } from './json.ts'
+import { draft07MetaSchema, draft2020MetaSchema, type MetaSchemaValidator } from './meta-schemas.generated.ts'
 import type { ToolDefinition, ToolOutput, ToolRunContext } from './types.ts'
 
 export const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/
@@ -39,12 +40,31 @@ const options = { allErrors: true, strict: false, logger: false } as const
 let draft7: Ajv | undefined
 let draft2020: Ajv2020 | undefined
 
-// Ajv (about 90 modules) loads with the first definition, not with this package:
-// a command that only reads sessions never compiles a tool.
+// Ajv (about 90 modules) loads with the first call of a tool, not with this
+// package or a definition: a command that only shows the prompt never compiles one.
 const require = createRequire(import.meta.url)
 
+const isDraft2020 = (schema: Record<string, unknown>) => typeof schema.$schema === 'string' && schema.$schema.includes('2020-12')
+const DRAFT_07 = /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/
+
+/**
+ * The meta-schema a tool's parameters are checked against: the one its `$schema`
+ * names, draft-07 without one. Compiled ahead of time (meta-schemas.generated.ts):
+ * compiling one at startup cost more than the rest of defining every tool.
+ */
+function metaSchemaFor(schema: Record<string, unknown>): MetaSchemaValidator | string {
+  if (schema.$schema === undefined || (typeof schema.$schema === 'string' && DRAFT_07.test(schema.$schema))) return draft07MetaSchema()
+  if (isDraft2020(schema)) return draft2020MetaSchema()
+  return `parameters.$schema must name draft-07 (the default) or 2020-12, got ${JSON.stringify(schema.$schema)}`
+}
+
+/** Ajv's own wording: `parameters/properties/a/type must be equal to one of the allowed values`. */
+function schemaErrorsText(errors: readonly ErrorObject[] | null | undefined): string {
+  return (errors ?? []).map(error => `parameters${error.instancePath} ${error.message}`).join(', ')
+}
+
 function validatorFor(schema: Record<string, unknown>): Ajv | Ajv2020 {
-  if (typeof schema.$schema === 'string' && schema.$schema.includes('2020-12')) {
+  if (isDraft2020(schema)) {
     return (draft2020 ??= new (require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js')).Ajv2020(options))
   }
   return (draft7 ??= new (require('ajv') as typeof import('ajv')).Ajv(options))
@@ -110,15 +130,16 @@ function compile(def: ToolDefinition): CompiledTool {
 
   // Checked against the meta-schema now; compiled (code generated: several ms a
   // schema) at the first call, which many tools of a deployment never get.
-  const ajv = validatorFor(schema)
-  if (!ajv.validateSchema(schema)) fail(`parameters are not a valid JSON schema: ${ajv.errorsText(ajv.errors, { dataVar: 'parameters' })}`)
+  const metaSchema = metaSchemaFor(schema)
+  if (typeof metaSchema === 'string') fail(metaSchema)
+  else if (!metaSchema(schema)) fail(`parameters are not a valid JSON schema: ${schemaErrorsText(metaSchema.errors)}`)
   let validate: ValidateFunction | undefined
   return Object.freeze({
     name,
     description,
     parameters: schema,
     get validate() {
-      return (validate ??= compileValidator(ajv, schema))
+      return (validate ??= compileValidator(validatorFor(schema), schema))
     },
     timeoutMs,
     isConcurrencySafe,

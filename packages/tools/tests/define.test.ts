@@ -20,6 +20,16 @@ describe('defineTool', () => {
     ['a non-object schema', { parameters: { type: 'string' } }, /must be an object schema .*got type "string"/],
     ['a schema without type', { parameters: { properties: {} } }, /must be an object schema/],
     ['a malformed schema', { parameters: { type: 'object', properties: { a: { type: 'strin' } } } }, /not a valid JSON schema: .*type/],
+    [
+      'a malformed 2020-12 schema',
+      { parameters: { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', required: 'a' } },
+      /not a valid JSON schema: parameters\/required must be array$/,
+    ],
+    [
+      'a $schema it does not check against',
+      { parameters: { $schema: 'http://json-schema.org/draft-04/schema#', type: 'object' } },
+      /parameters.\$schema must name draft-07 \(the default\) or 2020-12, got "http:\/\/json-schema.org\/draft-04\/schema#"$/,
+    ],
     ['a schema with a function', { parameters: { type: 'object', default: () => 1 } }, /plain JSON \(found a value of type function at \/default\)/],
     ['an empty description', { description: ' ' }, /description must be a non-empty string/],
     ['no execute', { execute: undefined }, /execute must be a function/],
@@ -59,6 +69,13 @@ describe('defineTool', () => {
     h.ctx.tools.register(defineTool({ ...base, name: 'unresolved', parameters: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } } }))
     expect(text(await h.run('unresolved', { a: 1 }))).toMatch(
       /^Error: invalid arguments for tool "unresolved": the tool's parameters are not a valid JSON schema: can't resolve reference #\/\$defs\/missing/,
+    )
+  })
+
+  it.each(['http://json-schema.org/draft-07/schema#', 'http://json-schema.org/draft-07/schema'])('accepts a schema that names draft-07 as %s', $schema => {
+    expect(defineTool({ ...base, name: 'named', parameters: { $schema, type: 'object' } }).parameters.$schema).toBe($schema)
+    expect(() => defineTool({ ...base, name: 'named', parameters: { $schema, type: 'object', required: 'a' } })).toThrow(
+      /not a valid JSON schema: parameters\/required must be array$/,
     )
   })
 
