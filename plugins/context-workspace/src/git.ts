@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
 
 /** What the context reports about a git work tree. */
 export interface GitState {
@@ -97,15 +99,32 @@ function gitEnv(): NodeJS.ProcessEnv {
 }
 
 /**
+ * Whether git could find a repository from `dir`: a `.git` (a folder, or the file
+ * of a linked work tree) in it or a parent, or a folder that is itself a git
+ * directory (a bare repository, the inside of `.git`). A few stats, where git
+ * itself is a process: outside every repository a step starts none. It errs
+ * only towards running git (a ceiling or an unreadable folder is left to git).
+ */
+export function mayBeInRepository(dir: string): boolean {
+  for (let at = resolve(dir); ; at = dirname(at)) {
+    if (existsSync(join(at, '.git')) || (existsSync(join(at, 'HEAD')) && existsSync(join(at, 'objects')) && existsSync(join(at, 'refs')))) return true
+    if (dirname(at) === at) return false
+  }
+}
+
+/**
  * The git facts of `cwd`, or `undefined` when it is not a work tree or git fails.
  * One `git status --porcelain=v2 --branch` gives the branch (or a detached
  * HEAD, or a branch with no commits yet) and the changed files: one process
  * per model step. A detached HEAD takes a second call for its short sha. A
  * status whose output is over the cap (a tree with huge untracked folders)
  * still names the branch, from its first lines, but counts nothing. Every call
- * shares one deadline of `timeoutMs`.
+ * shares one deadline of `timeoutMs`. Outside every repository (see
+ * `mayBeInRepository`) no git runs at all.
  */
 export async function readGitState(runner: GitRunner, cwd: string, timeoutMs: number, signal?: AbortSignal): Promise<GitState | undefined> {
+  // Checked at every step, like the status: a `git init` shows at the next one.
+  if (!mayBeInRepository(cwd)) return undefined
   const deadline = Date.now() + timeoutMs
   const left = () => deadline - Date.now()
   const status = await runner.run(['status', '--porcelain=v2', '--branch'], cwd, left(), signal)

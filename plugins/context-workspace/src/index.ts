@@ -4,7 +4,7 @@ import Schema from '@deepseek-ai/schemastery'
 import type { AssembleContext } from '@loom/system-prompt'
 import { GitRunner, readGitState, type GitState } from './git.ts'
 
-export { GitRunner, readGitState, type GitState } from './git.ts'
+export { GitRunner, mayBeInRepository, readGitState, type GitState } from './git.ts'
 
 export const name = '@loom/context-workspace'
 export const inject = ['systemPrompt']

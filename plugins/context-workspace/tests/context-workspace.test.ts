@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { userText } from '@loom/llm'
 import { createHost, type Host } from '@loom/testkit'
 import * as workspace from '../src/index.ts'
-import { GitRunner, readGitState, workspaceText } from '../src/index.ts'
+import { GitRunner, mayBeInRepository, readGitState, workspaceText } from '../src/index.ts'
 
 let base: string
 let host: Host
@@ -215,7 +215,38 @@ describe('the plugin', () => {
   it('a status over the output cap still names the branch, from its first lines, and counts nothing', async () => {
     const floodingGit = join(base, 'flooding-git')
     writeFileSync(floodingGit, "#!/bin/sh\nprintf '# branch.oid 0123abc\\n# branch.head main\\n'\nyes '? untracked' | head -c 17000000\n", { mode: 0o755 })
-    expect(await readGitState(new GitRunner(floodingGit), dir(), 5_000)).toEqual({ branch: 'main' })
+    const cwd = dir()
+    mkdirSync(join(cwd, '.git'))
+    expect(await readGitState(new GitRunner(floodingGit), cwd, 5_000)).toEqual({ branch: 'main' })
+  })
+
+  it('starts no git outside every repository, and does again once one appears', async () => {
+    const calls = join(base, 'git-calls-outside.log')
+    const countingGit = join(base, 'counting-git-outside')
+    writeFileSync(countingGit, `#!/bin/sh\necho "$*" >> '${calls}'\nexec git "$@"\n`, { mode: 0o755 })
+    const runner = new GitRunner(countingGit)
+    const cwd = dir()
+    mkdirSync(join(cwd, 'sub'))
+    expect(await readGitState(runner, join(cwd, 'sub'), 2_000)).toBeUndefined()
+    expect(existsSync(calls)).toBe(false)
+    git(cwd, 'init', '-q', '-b', 'main')
+    expect(await readGitState(runner, join(cwd, 'sub'), 2_000)).toEqual({ branch: 'main', unborn: true, changed: 0 })
+    expect(readFileSync(calls, 'utf8')).toBe('status --porcelain=v2 --branch\n')
+  })
+
+  it('counts as maybe a repository: a .git folder or file in the folder or a parent, a bare repository, the inside of .git', () => {
+    const plain = dir()
+    expect(mayBeInRepository(plain)).toBe(false)
+    const work = repo()
+    mkdirSync(join(work, 'a', 'b'), { recursive: true })
+    expect(mayBeInRepository(join(work, 'a', 'b'))).toBe(true)
+    expect(mayBeInRepository(join(work, '.git', 'refs'))).toBe(true)
+    const linked = dir()
+    writeFileSync(join(linked, '.git'), 'gitdir: /elsewhere\n')
+    expect(mayBeInRepository(linked)).toBe(true)
+    const bare = dir()
+    git(bare, 'init', '-q', '--bare')
+    expect(mayBeInRepository(bare)).toBe(true)
   })
 
   it('runs git once per assembly, in a few milliseconds (the per-step cost)', async () => {
