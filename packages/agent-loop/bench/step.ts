@@ -24,7 +24,8 @@ const answer: StreamChunk[] = [
   { type: 'finish', reason: { kind: 'stop' } },
 ]
 
-class InstantAdapter extends LlmAdapter {
+/** A model that answers `done` at once. */
+export class InstantAdapter extends LlmAdapter {
   async *stream() {
     yield* answer
   }

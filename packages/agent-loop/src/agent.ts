@@ -19,16 +19,7 @@ import {
   type UserMessage,
 } from '@loom/llm'
 import { createScope, type AgentRef, type Scope } from '@loom/scope'
-import {
-  canonicalHeader,
-  headerEquals,
-  lastEventOfType,
-  type AgentCancelCause,
-  type CachePrices,
-  type RequestSources,
-  type Session,
-  type TurnEndReason,
-} from '@loom/session'
+import { canonicalHeader, headerEquals, type AgentCancelCause, type CachePrices, type RequestSources, type Session, type TurnEndReason } from '@loom/session'
 import { joinContextSections, renderContextSections, renderPrompt, type PromptAssembly } from '@loom/system-prompt'
 import { runToolCalls } from '@loom/tools'
 import { Inbox, type InboxTarget } from './inbox.ts'
@@ -111,7 +102,7 @@ export class Agent implements AgentRef {
     // The agent is its own scope key: `assemble({ scope: agent })` sees its layer.
     this.#scope = createScope(home, this)
     this.ctx = this.#scope.ctx
-    this.#phase = { kind: 'idle', lastTurn: lastEventOfType(session.events, 'turn/start')?.data.turn ?? 0 }
+    this.#phase = { kind: 'idle', lastTurn: session.lastOfType('turn/start')?.data.turn ?? 0 }
     this.inbox = new Inbox(session, {
       inserted: message => loop.emit(this, 'agent/inbox/inserted', { agent: this, message }),
       discarded: message => loop.emit(this, 'agent/inbox/discarded', { agent: this, message }),
@@ -476,7 +467,7 @@ export class Agent implements AgentRef {
     if (this.options.pinPrompt) {
       const last = this.session.requestHeader()
       if (last) {
-        const sources = lastEventOfType(this.session.events, 'request/header')?.data.sources
+        const sources = this.session.lastOfType('request/header')?.data.sources
         return (this.#pinned = { system: last.system ?? '', tools: last.tools ?? [], sources: () => sources })
       }
     }
@@ -523,7 +514,7 @@ export class Agent implements AgentRef {
       const provenance = sources()
       const resumed = this.session.requestHeader() !== undefined
       // A resume on other plugins says which: compared with the session's last request, once, here.
-      const before = resumed ? lastEventOfType(this.session.events, 'request/header')?.data.sources : undefined
+      const before = resumed ? this.session.lastOfType('request/header')?.data.sources : undefined
       const drift = before && provenance ? pluginDrift(before.plugins, provenance.plugins) : undefined
       this.session.append('request/header', {
         header,
@@ -538,7 +529,7 @@ export class Agent implements AgentRef {
         // Provenance is metadata: the comparison above ignores it; `changes` attributes the break.
         const provenance = sources()
         const changes = baseline
-          ? headerChanges({ header: baseline, sources: lastEventOfType(this.session.events, 'request/header')?.data.sources }, { header, sources: provenance })
+          ? headerChanges({ header: baseline, sources: this.session.lastOfType('request/header')?.data.sources }, { header, sources: provenance })
           : undefined
         this.session.append('request/header', { header, reason: 'change', ...(provenance && { sources: provenance }), ...(changes && { changes }) })
       }

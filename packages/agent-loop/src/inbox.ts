@@ -25,8 +25,7 @@ export class Inbox {
     this.session = session
     this.notify = notify
     const from = session.header.seedLength ?? 0
-    for (const event of session.events.slice(from)) {
-      if (event.type !== 'agent/inbox/spliced') continue
+    for (const event of session.eventsOfType('agent/inbox/spliced', from)) {
       const data = event.data
       try {
         this.#check(data.target, data.start, data.removedCount ?? 0, data.inserted)

@@ -31,9 +31,8 @@ export class RuntimeContextProjection {
 
   constructor(session: Session) {
     const nodes = new Set(session.surface.nodes)
-    const events = session.events
-    for (let i = events.length - 1; i >= 0; i--) {
-      const event = events[i]
+    // Newest first, and only as far back as the latest visible snapshot.
+    for (let event = session.lastOfType('user/message'); event; event = session.lastOfType('user/message', event.seq)) {
       if (!isOwned(event)) continue
       if (this.#retained === undefined) this.#retained = null
       if (nodes.has(event.seq)) {

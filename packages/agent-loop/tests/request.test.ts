@@ -6,7 +6,7 @@ import { foldRequestHeader, Session, type SessionEvent } from '@loom/session'
 import type { MemoryLogs } from '@loom/session/testing'
 import type { PromptAssembly } from '@loom/system-prompt'
 import { defineTool } from '@loom/tools'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { harness, IDENTITY, MockAdapter, textResponse, toolCallResponse } from './harness.ts'
 import { host, ofType, pluginText, TableAdapter, textOf, turn, turnEnds } from './request-support.ts'
 
@@ -371,6 +371,28 @@ describe('5.2 prompt, header and request', () => {
     const otherHeader = headers(switched.session.events).at(-1)!
     expect(otherHeader.reason).toBe('resume')
     expect(otherHeader.header.adapterDefaults).toEqual({ reasoningEffort: true })
+  })
+
+  it('a resumed agent starts and steps without reading its whole log (it reads events by type)', async () => {
+    const logs: MemoryLogs = new Map()
+    const first = await host({ logs, providers: { mock: new MockAdapter([textResponse('one'), textResponse('two')]) } })
+    const agent = first.ctx.agents.create('long', { provider: 'mock', model: 'mock' })
+    await turn(agent, 'first')
+    agent.inbox.append('next-turn', userText('queued'))
+    await first.ctx.sessions.flush(agent.session)
+    await agent.dispose()
+
+    const second = await host({ logs, providers: { mock: new MockAdapter([textResponse('three')]) } })
+    const wholeLog = vi.spyOn(Session.prototype, 'events', 'get')
+    try {
+      const resumed = await second.ctx.agents.resume('long', { provider: 'mock', model: 'mock' })
+      expect(resumed.inbox.nextTurn.map(textOf)).toEqual(['queued'])
+      await turn(resumed, 'second')
+      expect(wholeLog).not.toHaveBeenCalled()
+      expect(second.adapters.mock.requests[0].messages.map(textOf).slice(0, 3)).toEqual(['first', 'one', 'queued'])
+    } finally {
+      wholeLog.mockRestore()
+    }
   })
 
   it('materializes the adapter maxTokens default and marks it (50)', async () => {

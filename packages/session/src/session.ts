@@ -51,6 +51,14 @@ export class Session {
   #seedReplaced = false
   /** `#log[0, #unfrozen)` was adopted from a restore and is frozen only when first handed out. */
   #unfrozen = 0
+  /** The messages of the history are frozen (those of adopted events are frozen apart from their events). */
+  #messagesFrozen = true
+  /**
+   * The seqs of each type's events, in order: readers of one type of a long log
+   * touch only those. Built at its first use, not with a restore (a load pays
+   * for nothing it may not need), then kept up with every append.
+   */
+  #seqsByType: Map<string, number[]> | undefined
 
   /** A detached session from a copy of `seed`; with a seed (even `[]`) it ends with a `session/end-seed` marker. */
   static create(id: SessionId, seed?: readonly SessionEvent[], header?: SessionHeader): Session {
@@ -60,8 +68,8 @@ export class Session {
   /**
    * Like `create`, but takes ownership of the events of `seed` (freshly parsed:
    * plain JSON trees no one else holds; the array stays the caller's) and freezes
-   * them in place the first time this session hands any of them out (`events`,
-   * `deriveMessages`, `requestContext`).
+   * each in place the first time this session hands it out (a whole long log is
+   * frozen only for `events`; the history's messages for `deriveMessages`).
    */
   static fromRestore(id: SessionId, seed: readonly SessionEvent[], header: SessionHeader): Session {
     return new Session(id, seed, header, true)
@@ -98,6 +106,7 @@ export class Session {
     this.firstLiveSeq = seed.length
     if (adopt) this.#unfrozen = seed.length
     if (this.#seedReplaced) this.#messages = this.#project()
+    if (adopt) this.#messagesFrozen = false
     if (marker) this.#commit(marker, adopt ? 'adopted' : undefined)
   }
 
@@ -105,10 +114,52 @@ export class Session {
     return this.header.id
   }
 
-  /** The whole log, frozen; the same array until the next append. */
+  /**
+   * The whole log, frozen; the same array until the next append. A copy of the
+   * log after each append: a reader that runs every step (or at the start of a
+   * resumed long session) wants `eventAt`, `eventsFrom`, `lastOfType` or
+   * `eventsOfType`, which hand out only what they return.
+   */
   get events(): readonly SessionEvent[] {
     this.#freezeAdopted()
     return (this.#snapshot ??= Object.freeze(this.#log.slice()))
+  }
+
+  /** Event `seq`, frozen; undefined past the end of the log. */
+  eventAt(seq: number): SessionEvent | undefined {
+    const event = this.#log[seq]
+    return event && deepFreezeJson(event)
+  }
+
+  /** The events from `seq` on, frozen (the tail of `events`). */
+  eventsFrom(seq: number): SessionEvent[] {
+    const tail = this.#log.slice(Math.max(0, seq))
+    if (seq < this.#unfrozen) for (const event of tail) deepFreezeJson(event)
+    return tail
+  }
+
+  /** The latest event of `type`, frozen; with `before`, the latest below that seq. */
+  lastOfType<T extends SessionEventType>(type: T, before = Infinity): SessionEvent<T> | undefined {
+    const seqs = this.#typeIndex().get(type)
+    if (!seqs) return undefined
+    const i = firstAtOrAfter(seqs, before) - 1
+    return i < 0 ? undefined : (deepFreezeJson(this.#log[seqs[i]]) as SessionEvent<T>)
+  }
+
+  /** The events of `type` from seq `from` on, in log order, frozen. */
+  eventsOfType<T extends SessionEventType>(type: T, from = 0): SessionEvent<T>[] {
+    const seqs = this.#typeIndex().get(type) ?? []
+    const found: SessionEvent<T>[] = []
+    for (let i = firstAtOrAfter(seqs, from); i < seqs.length; i++) found.push(deepFreezeJson(this.#log[seqs[i]]) as SessionEvent<T>)
+    return found
+  }
+
+  #typeIndex(): Map<string, number[]> {
+    if (!this.#seqsByType) {
+      this.#seqsByType = new Map()
+      for (const event of this.#log) indexEvent(this.#seqsByType, event)
+    }
+    return this.#seqsByType
   }
 
   /** The seq the next event gets. */
@@ -158,7 +209,10 @@ export class Session {
   #commit(event: SessionEvent, seed?: 'copied' | 'adopted') {
     const apply = this.#surface.plan(event)
     const replacement = apply()
-    if (seed !== 'adopted') this.#log.push(event)
+    if (seed !== 'adopted') {
+      this.#log.push(event)
+      if (this.#seqsByType) indexEvent(this.#seqsByType, event)
+    }
     this.#snapshot = undefined
     if (event.type === 'request/header') {
       this.#requestHeader = deepFreeze(canonicalHeader(structuredClone(event.data.header)))
@@ -167,7 +221,11 @@ export class Session {
     }
     if (replacement) {
       if (seed) this.#seedReplaced = true
-      else this.#messages = this.#project()
+      else {
+        this.#messages = this.#project()
+        // The history may hold adopted messages again.
+        if (this.#unfrozen) this.#messagesFrozen = false
+      }
     } else if (event.surfaceOp === 'append') {
       const message = this.deriveEventMessage(event)
       if (message) this.#messages.push(message)
@@ -196,13 +254,16 @@ export class Session {
   }
 
   requestContext(): RequestContext | undefined {
-    this.#freezeAdopted()
-    return this.#requestContext
+    return this.#requestContext && deepFreezeJson(this.#requestContext)
   }
 
   /** The model history: a fresh array over the shared frozen messages of the surface. */
   deriveMessages(): Message[] {
-    this.#freezeAdopted()
+    // Adopted messages are frozen when first handed out, not the whole log with them.
+    if (!this.#messagesFrozen) {
+      for (const message of this.#messages) deepFreezeJson(message)
+      this.#messagesFrozen = true
+    }
     return this.#messages.slice()
   }
 
@@ -221,6 +282,24 @@ export class Session {
         return null
     }
   }
+}
+
+function indexEvent(index: Map<string, number[]>, event: SessionEvent) {
+  const seqs = index.get(event.type)
+  if (seqs) seqs.push(event.seq)
+  else index.set(event.type, [event.seq])
+}
+
+/** The index of the first of the ascending `seqs` that is at least `seq` (their length if none is). */
+function firstAtOrAfter(seqs: readonly number[], seq: number): number {
+  let low = 0
+  let high = seqs.length
+  while (low < high) {
+    const middle = (low + high) >>> 1
+    if (seqs[middle] < seq) low = middle + 1
+    else high = middle
+  }
+  return low
 }
 
 /** An event that changes neither the surface nor the request state of a session (and may not). */

@@ -142,7 +142,7 @@ export class SessionTracker<T extends TrackedLog> {
           .error(`session "${session.id}": a background write failed; it is retried with the next event or flush: ${(error as Error).message}`),
     })
     this.tracked.set(session.id, tracked)
-    for (const event of session.events.slice(tracked.cursor)) tracked.writer.enqueue(event)
+    for (const event of session.eventsFrom(tracked.cursor)) tracked.writer.enqueue(event)
   }
 
   /** Queues an event of a live session, if this backend writes it. */

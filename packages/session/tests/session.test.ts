@@ -193,21 +193,50 @@ describe('seeds', () => {
     expect(session.deriveMessages()[0]).toBe(events[1].data)
   })
 
-  it('freezes the adopted events before handing out any part of them, whichever way is asked first', () => {
+  it('freezes each adopted event it hands out, whichever way is asked, and only those', () => {
     const restored = () => [
       raw(0, 'turn/start', { turn: 1 }),
       raw(1, 'request/context', { ...MODEL, contextWindow: 10 }),
       raw(2, 'user/message', JSON.parse(JSON.stringify(userText('hi'))), { surfaceOp: 'append' }),
+      raw(3, 'step/start', { turn: 1, step: 1 }),
     ]
     const meta = { version: 0 as const, id: 'r', createdAt: 5 }
     const byMessages = restored()
     expect(isDeepFrozen(Session.fromRestore('r', byMessages, { ...meta }).deriveMessages()[0])).toBe(true)
-    expect(byMessages.every(isDeepFrozen)).toBe(true)
+    expect(byMessages.map(event => Object.isFrozen(event))).toEqual([false, false, false, false])
     const byContext = restored()
-    expect(Object.isFrozen(Session.fromRestore('r', byContext, { ...meta }).requestContext())).toBe(true)
-    expect(byContext.every(isDeepFrozen)).toBe(true)
+    expect(isDeepFrozen(Session.fromRestore('r', byContext, { ...meta }).requestContext())).toBe(true)
+    expect(byContext.map(isDeepFrozen)).toEqual([false, false, false, false])
+    const byOne = restored()
+    const one = Session.fromRestore('r', byOne, { ...meta })
+    expect(isDeepFrozen(one.eventAt(1))).toBe(true)
+    expect(isDeepFrozen(one.lastOfType('turn/start'))).toBe(true)
+    expect(one.eventsOfType('step/start').every(isDeepFrozen)).toBe(true)
+    expect(byOne.map(isDeepFrozen)).toEqual([true, true, false, true])
+    expect(one.eventsFrom(2).every(isDeepFrozen)).toBe(true)
+    expect(byOne.every(isDeepFrozen)).toBe(true)
     const byEvents = restored()
     expect(Session.fromRestore('r', byEvents, { ...meta }).events.every(isDeepFrozen)).toBe(true)
+    expect(byEvents.every(isDeepFrozen)).toBe(true)
+  })
+
+  it('finds events by type through appends, replacements and seeds, newest first or from a seq on', () => {
+    const session = Session.create('t', [raw(0, 'turn/start', { turn: 1 }), raw(1, 'turn/end', { turn: 1, reason: { kind: 'completed' } })])
+    expect(session.lastOfType('turn/start')?.seq).toBe(0)
+    expect(session.lastOfType('user/message')).toBeUndefined()
+    session.append('turn/start', { turn: 2 })
+    session.append('user/message', userText('a'), { surfaceOp: 'append' })
+    session.append('user/message', userText('b'), { surfaceOp: 'append' })
+    expect(session.lastOfType('turn/start')?.data.turn).toBe(2)
+    expect(session.eventsOfType('user/message').map(event => event.seq)).toEqual([4, 5])
+    expect(session.eventsOfType('user/message', 5).map(event => event.seq)).toEqual([5])
+    expect(session.lastOfType('user/message', 5)?.seq).toBe(4)
+    expect(session.lastOfType('user/message', 4)).toBeUndefined()
+    expect(session.eventsOfType('turn/start').map(event => event.seq)).toEqual([0, 3])
+    expect(session.eventAt(2)?.type).toBe('session/end-seed')
+    expect(session.eventAt(99)).toBeUndefined()
+    expect(session.eventsFrom(4).map(event => event.seq)).toEqual([4, 5])
+    expect(session.eventsFrom(4)).toEqual(session.events.slice(4))
   })
 
   it('projects a restored history with replacements once, as live appends would', () => {

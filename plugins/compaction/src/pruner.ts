@@ -102,7 +102,7 @@ export function pruneContent(blocks: readonly ContentBlock[], config: PrunerConf
 export function pruneSession(session: Session, config: PrunerConfig = PRUNER_DEFAULTS): PruneReport {
   const report: PruneReport = { pruned: [], charsRemoved: 0 }
   for (const seq of toolResults(session)) {
-    const block = (session.events[seq] as SessionEvent<'tool/result'>).data.message.content[0]
+    const block = (session.eventAt(seq) as SessionEvent<'tool/result'>).data.message.content[0]
     const pruned = pruneContent(block.content, config)
     if (pruned) replaceResult(session, seq, pruned, report)
   }
@@ -127,14 +127,14 @@ export function pruneToBudget(session: Session, maxChars: number): PruneReport {
   let used = 0
   const over: number[] = []
   for (let i = seqs.length - 1; i >= 0; i--) {
-    const content = (session.events[seqs[i]] as SessionEvent<'tool/result'>).data.message.content[0].content
+    const content = (session.eventAt(seqs[i]) as SessionEvent<'tool/result'>).data.message.content[0].content
     const chars = measureContent(content)
     const stub = content.length === 1 && content[0].type === 'text' && STUB.test(content[0].text)
     if (stub || i === seqs.length - 1 || used + chars <= maxChars) used += chars
     else over.push(seqs[i])
   }
   for (const seq of over.reverse()) {
-    const content = (session.events[seq] as SessionEvent<'tool/result'>).data.message.content[0].content
+    const content = (session.eventAt(seq) as SessionEvent<'tool/result'>).data.message.content[0].content
     replaceResult(session, seq, [{ type: 'text', text: budgetStub(measureContent(content)) }], report)
   }
   return report
@@ -142,12 +142,12 @@ export function pruneToBudget(session: Session, maxChars: number): PruneReport {
 
 /** The seqs of the tool results on the session's surface, oldest first. */
 function toolResults(session: Session): number[] {
-  return session.surface.nodes.filter(seq => session.events[seq]?.type === 'tool/result')
+  return session.surface.nodes.filter(seq => session.eventAt(seq)?.type === 'tool/result')
 }
 
 /** Shadows the tool result at `seq` and appends its replacement with `content`, in the log. */
 function replaceResult(session: Session, seq: number, content: ContentBlock[], report: PruneReport) {
-  const data = (session.events[seq] as SessionEvent<'tool/result'>).data
+  const data = (session.eventAt(seq) as SessionEvent<'tool/result'>).data
   const { message } = data
   const block = message.content[0]
   session.append('compaction/prune', {

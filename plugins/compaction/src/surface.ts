@@ -12,9 +12,8 @@ export interface SurfaceNode {
 
 /** The current surface of a session, priced with the fixed heuristic. */
 export function surfaceNodes(session: Session): SurfaceNode[] {
-  const events = session.events
   return session.surface.nodes.map(seq => {
-    const message = session.deriveEventMessage(events[seq])
+    const message = session.deriveEventMessage(session.eventAt(seq)!)
     return { seq, message, tokens: message ? estimateMessage(message) : 0 }
   })
 }

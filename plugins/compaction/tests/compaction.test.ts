@@ -1,10 +1,10 @@
 import type { Agent } from '@loom/agent-loop'
 import { userText, type ContentBlock, type GenerateOptions, type Message, type UserMessage } from '@loom/llm'
 import type { ScriptResult } from '@loom/llm/testing'
-import type { SessionEvent, SessionEventMap } from '@loom/session'
+import { Session, type SessionEvent, type SessionEventMap } from '@loom/session'
 import { createHost, type Host, type Mounted } from '@loom/testkit'
 import { defineTool } from '@loom/tools'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import * as compaction from '../src/index.ts'
 import { balancedCuts, chooseCut, COMPACTION_PLUGIN, PRUNE_MARKER, SUMMARY_SECTIONS, type SurfaceNode } from '../src/index.ts'
 
@@ -235,7 +235,11 @@ describe('automatic compaction', () => {
   it('does nothing under the threshold, or with auto off', async () => {
     const { agent } = await setup({ contextWindow: 1_000_000 })
     const m = model([blobCall(1), blobCall(2), 'Done.'])
+    // Measuring the pressure every step reads the surface's events, not a copy of the whole log.
+    const wholeLog = vi.spyOn(Session.prototype, 'events', 'get')
     await turn(agent, 'read')
+    expect(wholeLog).not.toHaveBeenCalled()
+    wholeLog.mockRestore()
     expect(agent.session.events.filter(e => e.type.startsWith('compaction/'))).toHaveLength(0)
     expect(m.summary).toHaveLength(0)
     await host.dispose()

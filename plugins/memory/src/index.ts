@@ -130,18 +130,20 @@ export function apply(ctx: Context, config: Config) {
   // Each session's log is read once, then only what it appended since.
   const ignoring = new Map<string, { scanned: number; calls: Set<string>; ignored: boolean }>()
   const ignored = (agent: AgentRef | undefined): boolean => {
-    const events = agent && ctx.sessions.get(agent.sessionId)?.events
-    if (!agent || !events) return false
+    const session = agent && ctx.sessions.get(agent.sessionId)
+    if (!agent || !session) return false
     let state = ignoring.get(agent.sessionId)
     if (!state) ignoring.set(agent.sessionId, (state = { scanned: 0, calls: new Set(), ignored: false }))
-    for (; state.scanned < events.length && !state.ignored; state.scanned++) {
-      const event = events[state.scanned]
-      if (event.type === 'tool/call' && event.data.name === IGNORE_TOOL) state.calls.add(event.data.callId)
-      else if (event.type === 'tool/result') {
-        const block = event.data.message.content[0]
+    if (state.ignored) return true
+    // A result always follows its call: the calls of the new events first, then their results.
+    for (const call of session.eventsOfType('tool/call', state.scanned)) if (call.data.name === IGNORE_TOOL) state.calls.add(call.data.callId)
+    if (state.calls.size) {
+      for (const result of session.eventsOfType('tool/result', state.scanned)) {
+        const block = result.data.message.content[0]
         if (state.calls.has(block.toolCallId) && block.isError !== true) state.ignored = true
       }
     }
+    state.scanned = session.seq
     return state.ignored
   }
 

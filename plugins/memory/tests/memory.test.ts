@@ -1,9 +1,10 @@
 import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { afterEach, describe, expect, test } from 'vitest'
+import { afterEach, describe, expect, test, vi } from 'vitest'
 import { CLEARED_RUNTIME_CONTEXT } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
+import { Session } from '@loom/session'
 import { CONTEXT_SNAPSHOT_HEADER } from '@loom/system-prompt'
 import { createHost, type Host } from '@loom/testkit'
 import * as plugin from '../src/index.ts'
@@ -289,7 +290,11 @@ describe('age and ignoring memory', () => {
     const h = await host(tree(FILES))
     await h.mount(plugin)
     h.scriptedModel([{ toolCalls: [{ name: 'memory_ignore' }] }, 'Working without memory.'])
+    // Each step reads only the calls and results appended since the last one, never a copy of the whole log.
+    const wholeLog = vi.spyOn(Session.prototype, 'events', 'get')
     const run = await h.run('forget what you know about pnpm')
+    expect(wholeLog).toHaveBeenCalledTimes(1) // the test kit's own, for `run.events`
+    wholeLog.mockRestore()
     const [first, second] = run.requests
     expect(snapshotOf(first)).toContain('Memory index')
     // Memory was the only runtime context here: the second step clears the snapshot.

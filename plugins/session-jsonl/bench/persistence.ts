@@ -2,14 +2,22 @@
 // at several batch sizes, and the cost of loading a long log compared with the
 // bare JSON.parse of its lines (the ratio is what reading the file, the scanner,
 // validation and projection add): medians of alternating rounds.
+import { Context } from '@deepseek-ai/cordis'
+import AgentLoop from '@loom/agent-loop'
+import Llm, { userText } from '@loom/llm'
+import SessionStore from '@loom/session'
+import SystemPrompt from '@loom/system-prompt'
+import ToolRuntime from '@loom/tools'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
+import { InstantAdapter } from '../../../packages/agent-loop/bench/step.ts'
 import { longSession } from '../../../packages/session/bench/derive.ts'
+import JsonlPersistence from '../src/index.ts'
 import { JsonlFiles } from '../src/store.ts'
 
 export interface AppendFigure {
@@ -31,6 +39,10 @@ export interface LoadFigure {
   ratio_to_kept: number
   /** The first `session.events` after the load: the restored events are frozen then. */
   first_events_ms: number
+  /** `agents.resume` of the same log: the load, then the agent (turn count, inbox, runtime context, backend tracking). */
+  resume_ms: number
+  /** The resumed agent's first step (history handed out, prompt assembled, request built), with a model that answers at once. */
+  first_step_ms: number
 }
 
 const header = (id: string) => ({ version: 0 as const, id, createdAt: 0, cwd: '/bench' })
@@ -105,6 +117,7 @@ export async function benchLoad(size = 100_000, rounds = 7): Promise<LoadFigure>
     void session.events
     firsts.push(ms(start))
   }
+  const resumed = await benchResume(root)
   rmSync(root, { recursive: true, force: true })
   const parse = median(parses)
   const kept = median(kepts)
@@ -119,7 +132,45 @@ export async function benchLoad(size = 100_000, rounds = 7): Promise<LoadFigure>
     json_parse_kept_ms: Math.round(kept * 10) / 10,
     ratio_to_kept: Math.round((load / kept) * 100) / 100,
     first_events_ms: Math.round(median(firsts) * 10) / 10,
+    resume_ms: Math.round(median(resumed.resumes) * 10) / 10,
+    first_step_ms: Math.round(median(resumed.steps) * 10) / 10,
   }
+}
+
+/** Resumes the log of `root` (a copy each round: a resume appends) as `loom sessions resume` does, and takes one step. */
+async function benchResume(root: string, rounds = 5): Promise<{ resumes: number[]; steps: number[] }> {
+  const home = new Context()
+  await home.plugin(SystemPrompt, { persona: 'You are a benchmark.' })
+  await home.plugin(SessionStore)
+  await home.plugin(Llm)
+  await home.plugin(ToolRuntime)
+  await home.plugin(AgentLoop, {})
+  const host = await home.plugin({ name: 'bench', inject: ['llm', 'agents'], apply() {} })
+  host.ctx.llm.registerAdapter(['instant'], new InstantAdapter())
+  const resumes: number[] = []
+  const steps: number[] = []
+  for (let round = 0; round <= rounds; round++) {
+    const copy = mkdtempSync(join(tmpdir(), 'loom-bench-'))
+    cpSync(root, copy, { recursive: true })
+    const backend = await host.ctx.plugin(JsonlPersistence, { root: copy, checkpoints: false })
+    collectGarbage()
+    let start = process.hrtime.bigint()
+    const agent = await host.ctx.agents.resume('load', { provider: 'instant', model: 'm' })
+    const resume = ms(start)
+    start = process.hrtime.bigint()
+    agent.followup(userText('one more step'))
+    await agent.idle()
+    const step = ms(start)
+    await agent.dispose()
+    await backend.dispose()
+    rmSync(copy, { recursive: true, force: true })
+    // The first round warms up, and is dropped.
+    if (round > 0) {
+      resumes.push(resume)
+      steps.push(step)
+    }
+  }
+  return { resumes, steps }
 }
 
 /**

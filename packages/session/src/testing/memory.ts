@@ -29,8 +29,8 @@ export class MemoryPersistence extends Service implements SessionPersistence {
     ctx.on('session/created', session => {
       const log = this.logs.get(session.id)
       // A resumed session continues its log (it starts with it); a new one starts one.
-      if (!log) this.logs.set(session.id, { header: session.header, events: [...session.events] })
-      else log.events.push(...session.events.slice(log.events.length))
+      if (!log) this.logs.set(session.id, { header: session.header, events: session.eventsFrom(0) })
+      else log.events.push(...session.eventsFrom(log.events.length))
     })
     ctx.on('session/event', (session, event) => {
       this.logs.get(session.id)?.events.push(event)
