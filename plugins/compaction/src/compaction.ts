@@ -18,7 +18,7 @@ import {
   type TokenUsage,
   type UserMessage,
 } from '@loom/llm'
-import type { RequestHeader, Session } from '@loom/session'
+import { isReplacementSurfaceEvent, type RequestHeader, type Session } from '@loom/session'
 import { PRUNER_DEFAULTS, prunerConfig, pruneSession, pruneToBudget, ToolResultPruner, type PruneReport, type PrunerConfig } from './pruner.ts'
 import { chooseCut, surfaceNodes, type SurfaceNode } from './surface.ts'
 
@@ -144,6 +144,12 @@ export class Compaction extends Service {
   private readonly gaveUp = new WeakMap<Session, number>()
   /** Overflow recoveries attempted in a session's current step. */
   private readonly overflows = new WeakMap<Session, { turn: number; step: number; count: number }>()
+  /**
+   * The estimated tokens of a session's surface, counted at its first measure and
+   * then kept up with each append: a step costs the same at any length of history.
+   * A replacement drops it (counted again at the next measure).
+   */
+  private readonly surfaceTokens = new WeakMap<Session, number>()
 
   constructor(ctx: Context, config: CompactionConfig) {
     super(ctx, 'compaction')
@@ -152,6 +158,15 @@ export class Compaction extends Service {
     this.config = { ...config, pruner: prunerConfig({ ...config.pruner }) }
     this.logger = ctx.logger('compaction')
     ctx.plugin(ToolResultPruner, this.config.pruner)
+    ctx.on('session/event', (session, event) => {
+      const tokens = this.surfaceTokens.get(session)
+      if (tokens === undefined) return
+      if (isReplacementSurfaceEvent(event)) this.surfaceTokens.delete(session)
+      else if (event.surfaceOp === 'append') {
+        const message = session.deriveEventMessage(event)
+        this.surfaceTokens.set(session, tokens + (message ? estimateMessage(message) : 0))
+      }
+    })
     // The tool-results category budget of the prompt row (`budgets.categories.tool-results.cap`), before every step.
     ctx.on('agent/pre-step', async (payload, next) => {
       this.keepToolResultsInBudget(payload.agent)
@@ -177,8 +192,12 @@ export class Compaction extends Service {
   /** The projected prompt of the agent's next request, with `pending` input about to enter. */
   measure(agent: Agent, pending: readonly Message[] = []): Pressure {
     const headerTokens = estimateHeader(agent.session.requestHeader())
-    let surfaceTokens = 0
-    for (const node of surfaceNodes(agent.session)) surfaceTokens += node.tokens
+    let surfaceTokens = this.surfaceTokens.get(agent.session)
+    if (surfaceTokens === undefined) {
+      surfaceTokens = 0
+      for (const node of surfaceNodes(agent.session)) surfaceTokens += node.tokens
+      this.surfaceTokens.set(agent.session, surfaceTokens)
+    }
     let pendingTokens = 0
     for (const message of pending) pendingTokens += estimateMessage(message)
     const contextWindow = this.contextWindow(agent)

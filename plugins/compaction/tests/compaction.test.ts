@@ -6,7 +6,7 @@ import { createHost, type Host, type Mounted } from '@loom/testkit'
 import { defineTool } from '@loom/tools'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import * as compaction from '../src/index.ts'
-import { balancedCuts, chooseCut, COMPACTION_PLUGIN, PRUNE_MARKER, SUMMARY_SECTIONS, type SurfaceNode } from '../src/index.ts'
+import { balancedCuts, chooseCut, COMPACTION_PLUGIN, PRUNE_MARKER, SUMMARY_SECTIONS, surfaceNodes, type SurfaceNode } from '../src/index.ts'
 
 const RUNTIME_OWNER = '@loom/system-prompt'
 const SUMMARY = '## Primary Request\nRead the blobs.\n## Current Work\nReading blob 4.'
@@ -249,6 +249,26 @@ describe('automatic compaction', () => {
     await turn(off.agent, 'read')
     expect(off.agent.session.events.filter(e => e.type.startsWith('compaction/'))).toHaveLength(0)
     expect(m2.summary).toHaveLength(0)
+  })
+})
+
+describe('prompt pressure', () => {
+  it('keeps the history count up with appends and recounts after a replacement, as a full count would', async () => {
+    const { mounted, agent } = await setup({ contextWindow: 1500 })
+    const fullCount = () => surfaceNodes(agent.session).reduce((sum, node) => sum + node.tokens, 0)
+    const m = model([blobCall(1), 'One blob read.', blobCall(2), blobCall(3), blobCall(4), 'All blobs read.', 'You are welcome.'])
+    await turn(agent, 'read a blob')
+    expect(mounted.ctx.compaction.measure(agent).surfaceTokens).toBe(fullCount())
+    await turn(agent, 'read the rest')
+    expect(ofType(agent.session.events, 'compaction/end').length).toBeGreaterThanOrEqual(1)
+    expect(mounted.ctx.compaction.measure(agent).surfaceTokens).toBe(fullCount())
+    // A step after the first measure reads no event of the history to count it.
+    const read = vi.spyOn(Session.prototype, 'eventAt')
+    await turn(agent, 'thanks')
+    expect(read).not.toHaveBeenCalled()
+    read.mockRestore()
+    expect(JSON.stringify(m.loop.at(-1)?.messages)).toContain('"text":"thanks"')
+    expect(mounted.ctx.compaction.measure(agent).surfaceTokens).toBe(fullCount())
   })
 })
 
