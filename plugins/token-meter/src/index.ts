@@ -90,8 +90,13 @@ export class TokenMeter extends Service {
 
   /** Folds the events the state has not seen yet. */
   private advance(session: MeteredSession, state: ReplayState): ReplayState {
-    const events = session.events
-    while (state.consumedEvents < events.length) foldEvent(state, events[state.consumedEvents], events)
+    if ('eventsFrom' in session) {
+      // A live session: only what it appended since, not a copy of its whole log per event.
+      for (const event of session.eventsFrom(state.consumedEvents)) foldEvent(state, event, session)
+    } else {
+      const events = session.events
+      while (state.consumedEvents < events.length) foldEvent(state, events[state.consumedEvents], events)
+    }
     return state
   }
 

@@ -2,7 +2,16 @@
 // session, advanced event by event. Every event is checked before anything
 // changes, so a malformed event throws and leaves the state where it was.
 import { BlockAssembler, deepFreeze, estimateHeader, estimateMessage, type TokenUsage } from '@loom/llm'
-import { canonicalHeader, checkSurfaceMarkers, dataProblem, headerEquals, SURFACE_EVENT_TYPES, type RequestHeader, type SessionEvent } from '@loom/session'
+import {
+  canonicalHeader,
+  checkSurfaceMarkers,
+  dataProblem,
+  headerEquals,
+  SURFACE_EVENT_TYPES,
+  type RequestHeader,
+  type Session,
+  type SessionEvent,
+} from '@loom/session'
 
 /** The estimated tokens of one surface node (a message the model sees). */
 export interface TokenNode {
@@ -30,10 +39,11 @@ export interface TokenMeasurement {
   readonly nodes: readonly TokenNode[]
 }
 
-/** Anything with an event log: a `Session`, or a hand-built `{ events }`. */
-export interface MeteredSession {
-  readonly events: readonly SessionEvent[]
-}
+/** Anything with an event log: a `Session` (read from where the meter left off), or a hand-built `{ events }`. */
+export type MeteredSession = Pick<Session, 'eventAt' | 'eventsFrom'> | { readonly events: readonly SessionEvent[] }
+
+/** Where the meter finds an earlier event by seq (the chunks a message cites). */
+export type EventLookup = readonly SessionEvent[] | Pick<Session, 'eventAt'>
 
 interface StepStart {
   turn: number
@@ -89,7 +99,7 @@ function stepOf(event: SessionEvent, what: string): { turn: number; step: number
 }
 
 /** The tokens of the assistant content the provider produced, from the chunks the message cites. */
-function providerAssistantTokens(event: SessionEvent<'assistant/message'>, events: readonly SessionEvent[], open: StepStart): number {
+function providerAssistantTokens(event: SessionEvent<'assistant/message'>, events: EventLookup, open: StepStart): number {
   const { data } = event
   const cited = event.sourceEventSeqs
   if (cited === undefined) return data.message.content.length ? estimateMessage(data.message) : 0 // legacy: the durable message
@@ -97,7 +107,7 @@ function providerAssistantTokens(event: SessionEvent<'assistant/message'>, event
   const assembler = new BlockAssembler()
   const seen = new Set<number>()
   for (const seq of cited) {
-    const source = events[seq]
+    const source = 'eventAt' in events ? events.eventAt(seq) : events[seq]
     const chunk = source?.type === 'assistant/chunk' ? source.data : undefined
     if (seq >= event.seq || seen.has(seq) || !isRecord(chunk) || chunk.turn !== open.turn || chunk.step !== open.step || !isRecord(chunk.chunk)) {
       throw new Error(
@@ -120,7 +130,7 @@ function usageProblem(usage: unknown): boolean {
  * Folds one event into `state`. Everything is checked and computed first; the
  * state changes only at the end, so a throw leaves it untouched.
  */
-export function foldEvent(state: ReplayState, event: SessionEvent, events: readonly SessionEvent[]): void {
+export function foldEvent(state: ReplayState, event: SessionEvent, events: EventLookup): void {
   if (!isRecord(event) || typeof event.type !== 'string') {
     throw new Error(`token meter: event at index ${state.consumedEvents} is not an event`)
   }

@@ -1,7 +1,8 @@
 // The token meter mounted on a real host through the test kit.
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Context } from '@deepseek-ai/cordis'
 import { estimateHeader, estimateMessage, userText, type StreamChunk } from '@loom/llm'
+import { Session } from '@loom/session'
 import { createHost, type Host } from '@loom/testkit'
 import * as tokenMeter from '../src/index.ts'
 
@@ -46,11 +47,14 @@ describe('@loom/token-meter on a host', () => {
     expect(measured.totalTokens).toBe(6003 + measured.surfaceDeltaTokens)
     expect(measured.logRevision).toBe(run.agent.session.events.length)
 
-    // A follow-up turn: the meter follows the same session.
+    // A follow-up turn: the meter follows the same session, reading only what each append adds.
     host.scriptedModel([answer('again', 6100)])
+    const wholeLog = vi.spyOn(Session.prototype, 'events', 'get')
     run.agent.followup(userText('and now?'))
     await run.agent.idle()
     const next = host.root.tokenMeter.measure(run.agent.session)
+    expect(wholeLog).not.toHaveBeenCalled()
+    wholeLog.mockRestore()
     expect(next.baseline).toMatchObject({ kind: 'usage', tokens: 6103 })
     expect(next.nodes.reduce((sum, node) => sum + node.tokens, 0)).toBe(next.surfaceTokens)
     expect(next.logRevision).toBe(run.agent.session.events.length)
