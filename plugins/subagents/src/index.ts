@@ -3,7 +3,7 @@ import Schema from '@deepseek-ai/schemastery'
 import type { Agent } from '@loom/agent-loop'
 import { HarnessError, userText } from '@loom/llm'
 import { withScope } from '@loom/scope'
-import { lastEventOfType, type SessionEvent, type TurnEndReason } from '@loom/session'
+import type { Session, TurnEndReason } from '@loom/session'
 import type { AssembleContext } from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
 import { randomBytes } from 'node:crypto'
@@ -81,7 +81,7 @@ export const ROLE =
 /** The runtime context text for an agent's running children ('' when none). */
 export function activeText(children: readonly Running[]): string {
   if (!children.length) return ''
-  const lines = children.map(({ description, agent }) => `- ${description} (session ${agent.id}): ${plural(countSteps(agent.session.events), 'step')} so far`)
+  const lines = children.map(({ description, agent }) => `- ${description} (session ${agent.id}): ${plural(countSteps(agent.session), 'step')} so far`)
   return [`Subagents working for you now (each answers as the result of its \`${TOOL}\` call):`, ...lines].join('\n')
 }
 
@@ -203,14 +203,14 @@ export function apply(ctx: Context, config: Config) {
 
 /** The tool result of a finished child: its answer and a footer, or an error naming its session. */
 function outcome(child: Agent) {
-  const events = child.session.events
-  const reason = lastEventOfType(events, 'turn/end')?.data.reason
-  const steps = countSteps(events)
-  const { inputTokens, outputTokens } = countTokens(events)
+  const session = child.session
+  const reason = session.lastOfType('turn/end')?.data.reason
+  const steps = countSteps(session)
+  const { inputTokens, outputTokens } = countTokens(session)
   if (reason?.kind !== 'completed') {
     throw new SubagentError(`subagent session "${child.id}" ${failureOf(reason)} after ${plural(steps, 'step')}`, codeOf(reason))
   }
-  const text = lastAssistantText(events) || '(the subagent gave no text answer)'
+  const text = lastAssistantText(session) || '(the subagent gave no text answer)'
   const footer = `[subagent session ${child.id}: ${plural(steps, 'step')}, ${inputTokens} input tokens, ${outputTokens} output tokens]`
   const meta: TaskMeta = { childSession: child.id, steps, inputTokens, outputTokens }
   return { content: `${text}\n\n${footer}`, meta: { ...meta } }
@@ -242,16 +242,17 @@ function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? '' : 's'}`
 }
 
-function countSteps(events: readonly SessionEvent[]): number {
-  return events.filter(event => event.type === 'step/start').length
+// The child's log is read by type: a running child's step count is in the parent's context every step.
+function countSteps(session: Session): number {
+  return session.eventsOfType('step/start').length
 }
 
 /** Input (cache reads and writes included) and output tokens the provider reported. */
-function countTokens(events: readonly SessionEvent[]) {
+function countTokens(session: Session) {
   let inputTokens = 0
   let outputTokens = 0
-  for (const event of events) {
-    if (event.type !== 'assistant/message' || !event.data.usage) continue
+  for (const event of session.eventsOfType('assistant/message')) {
+    if (!event.data.usage) continue
     const usage = event.data.usage
     inputTokens += usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0)
     outputTokens += usage.outputTokens
@@ -259,7 +260,7 @@ function countTokens(events: readonly SessionEvent[]) {
   return { inputTokens, outputTokens }
 }
 
-function lastAssistantText(events: readonly SessionEvent[]): string {
-  const content = lastEventOfType(events, 'assistant/message')?.data.message.content ?? []
+function lastAssistantText(session: Session): string {
+  const content = session.lastOfType('assistant/message')?.data.message.content ?? []
   return content.map(block => (block.type === 'text' ? block.text : '')).join('')
 }
