@@ -182,7 +182,8 @@ export class HostedSessions {
       if (last <= after) return []
       try {
         await this.store.whenDurable(id, last)
-        return contiguous(live.events.slice(after + 1, last + 1), after)
+        // The tail only: a stream of a long session copies no whole log per event.
+        return contiguous(live.eventsFrom(after + 1).slice(0, last - after), after)
       } catch {
         // Its agent went away before that write (released, lease lost): the store knows.
       }
