@@ -1,6 +1,6 @@
 // `pnpm bench`: one JSON object per line, so runs can be compared by machine.
 // Figures, not thresholds: nothing here fails on a slow machine.
-import { benchBoot, benchReload } from '../apps/cli/bench/boot.ts'
+import { benchBoot, benchDefaultStep, benchReload } from '../apps/cli/bench/boot.ts'
 import { benchStartup } from '../apps/cli/bench/startup.ts'
 import { benchStep } from '../packages/agent-loop/bench/step.ts'
 import { benchCacheEconomics } from '../packages/agent-loop/bench/cache-economics.ts'
@@ -37,10 +37,17 @@ print(benchLoadFresh())
 ;(await benchPostgres()).forEach(print)
 print(await benchHost())
 
-const steps = await benchStep()
-steps.forEach(print)
-for (const figure of steps.slice(1)) {
-  print({ bench: 'agent-loop/step growth', history_ratio: figure.history / steps[0].history, median_ratio: ratio(figure.median_us, steps[0].median_us) })
+// The loop alone, then inside the default deployment (every plugin's per-step work included).
+for (const steps of [await benchStep(), await benchDefaultStep()]) {
+  steps.forEach(print)
+  for (const figure of steps.slice(1)) {
+    print({
+      bench: 'agent-loop/step growth',
+      deployment: figure.deployment,
+      history_ratio: figure.history / steps[0].history,
+      median_ratio: ratio(figure.median_us, steps[0].median_us),
+    })
+  }
 }
 
 benchStartup().forEach(print)

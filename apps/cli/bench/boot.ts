@@ -5,6 +5,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { benchStep, type StepFigure } from '../../../packages/agent-loop/bench/step.ts'
 import { boot } from '../src/boot.ts'
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
@@ -63,6 +64,26 @@ export async function benchBoot(bundles = ['default', 'minimal'], runs = 5): Pro
     figures.push({ bench: 'cli/cold-boot', bundle, median_ms: round(median(colds)), warm_median_ms: round(median(warms)), runs })
   }
   return figures
+}
+
+/**
+ * The loop's step inside the default deployment, whose plugins (runtime contexts,
+ * memory, compaction, the JSONL log and its checkpoints...) all run at every
+ * step, over histories of several lengths: what a step costs a user, and
+ * whether that grows with the session. In a folder outside any repository.
+ */
+export async function benchDefaultStep(): Promise<StepFigure[]> {
+  const cwd = mkdtempSync(join(tmpdir(), 'loom-bench-step-'))
+  const home = process.env.LOOM_HOME
+  process.env.LOOM_HOME = join(cwd, 'home')
+  const deployment = await boot({ cwd, bundles: ['default'], project: false, user: false, log: () => {} })
+  try {
+    return await benchStep([10, 1_000, 10_000], 100, 5, { name: 'default', root: deployment.root })
+  } finally {
+    await deployment.dispose()
+    if (home === undefined) delete process.env.LOOM_HOME
+    else process.env.LOOM_HOME = home
+  }
 }
 
 /** `loom dev` on the minimal bundle: save a plugin file, wait for the reloaded prompt; `edits` times. */

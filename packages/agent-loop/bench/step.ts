@@ -10,6 +10,8 @@ import AgentLoop from '@loom/agent-loop'
 
 export interface StepFigure {
   bench: 'agent-loop/step'
+  /** The plugins around the loop: the spine alone, or a deployment's (`default`: the CLI's default bundle). */
+  deployment: string
   history: number
   steps: number
   median_us: number
@@ -44,16 +46,28 @@ function writeHistory(session: Session, messages: number) {
   }
 }
 
-export async function benchStep(histories = [10, 1_000, 10_000], steps = 100, rounds = 5): Promise<StepFigure[]> {
+/** The spine alone: prompt, sessions, models, tools and the loop, with one runtime context. */
+async function spine(): Promise<Context> {
   const root = new Context()
   await root.plugin(SystemPrompt, { persona: 'You are a benchmark.' })
   await root.plugin(SessionStore)
   await root.plugin(Llm)
   await root.plugin(ToolRuntime)
   await root.plugin(AgentLoop, { maxParallelToolCalls: 10 })
-  const host = await root.plugin({ name: 'bench', inject: ['llm', 'agents', 'systemPrompt'], apply() {} })
-  host.ctx.llm.registerAdapter(['instant'], new InstantAdapter())
+  const host = await root.plugin({ name: 'bench', inject: ['systemPrompt'], apply() {} })
   host.ctx.systemPrompt.context({ name: 'clock', order: 0, text: () => 'Step clock.' })
+  return root
+}
+
+/**
+ * Steps of agents over histories of several lengths. `deployment`: the context of
+ * a booted deployment to measure in instead of the spine (its own plugins then
+ * run at every step, as they would for a user).
+ */
+export async function benchStep(histories = [10, 1_000, 10_000], steps = 100, rounds = 5, deployment?: { name: string; root: Context }): Promise<StepFigure[]> {
+  const root = deployment?.root ?? (await spine())
+  const host = await root.plugin({ name: 'bench-agents', inject: ['llm', 'agents'], apply() {} })
+  host.ctx.llm.registerAdapter(['instant'], new InstantAdapter())
 
   const agents = histories.map(history => {
     const agent = host.ctx.agents.create(`bench-${history}`, { provider: 'instant', model: 'm' })
@@ -82,6 +96,7 @@ export async function benchStep(histories = [10, 1_000, 10_000], steps = 100, ro
     const sorted = times[k].sort((a, b) => a - b)
     return {
       bench: 'agent-loop/step' as const,
+      deployment: deployment?.name ?? 'spine',
       history,
       steps: sorted.length,
       median_us: round(sorted[sorted.length >> 1]),
