@@ -82,7 +82,8 @@ describe('retries by the route policy', () => {
   })
 
   it('a stall aborts after idleTimeoutMs and is retried', async () => {
-    const { server, run, events } = await host(['stall', { type: 'success', text: 'ok', reasoning: null }], { config: { idleTimeoutMs: 100 } })
+    // Long enough that the retry's first byte always comes within it, on a busy machine too.
+    const { server, run, events } = await host(['stall', { type: 'success', text: 'ok', reasoning: null }], { config: { idleTimeoutMs: 500 } })
     await run('hello')
     expect(server.requests).toHaveLength(2)
     expect(ofType(events(), 'request/retry')[0].failure.code).toBe('TIMEOUT')
