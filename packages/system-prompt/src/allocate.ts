@@ -55,6 +55,11 @@ function keepOrder(a: Candidate, b: Candidate): number {
   )
 }
 
+/** The budget category of an entry: its declared one, else `instructions` for a section and `runtime` for a context. */
+export function categoryOf(attribution: AssemblyAttribution, kind: 'section' | 'context', name: string): Category {
+  return kind === 'section' ? (attribution.sections[name]?.category ?? 'instructions') : (attribution.contexts[name]?.category ?? 'runtime')
+}
+
 /**
  * The sections and contexts that fit the budgets, in their original order, and
  * what was left out. Empty texts take no room and are never left out.
@@ -67,8 +72,8 @@ export function allocate(
   budgets: CategoryBudgets,
 ): { sections: AssembledSection[]; contexts: AssembledContext[]; omitted: Omission[] } {
   const candidates: Candidate[] = [
-    ...sections.map(entry => candidate('section', entry, attribution.sections[entry.name]?.category ?? 'instructions')),
-    ...contexts.map(entry => candidate('context', entry, attribution.contexts[entry.name]?.category ?? 'runtime')),
+    ...sections.map(entry => candidate('section', entry, categoryOf(attribution, 'section', entry.name))),
+    ...contexts.map(entry => candidate('context', entry, categoryOf(attribution, 'context', entry.name))),
   ].filter(c => c.entry.text !== '')
   function candidate(kind: 'section' | 'context', entry: AssembledSection | AssembledContext, category: Category): Candidate {
     const source = (kind === 'section' ? attribution.sections : attribution.contexts)[entry.name]?.source

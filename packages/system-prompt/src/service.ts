@@ -1,7 +1,7 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped } from '@loom/scope'
-import { allocate, BUDGET_NOTICE, type CategoryBudgets, type Omission, omissionNotice, type Placement } from './allocate.ts'
+import { allocate, BUDGET_NOTICE, type CategoryBudgets, categoryOf, type Omission, omissionNotice, type Placement } from './allocate.ts'
 import { applyBudget, checkBudget } from './budget.ts'
 import { type Assertion, CONFLICT_NOTICE, conflictNotice, findConflicts } from './conflicts.ts'
 import { cloneParameters } from './clone.ts'
@@ -369,7 +369,7 @@ export class SystemPrompt extends Service {
       for (const entry of list) {
         const report = pool.get(entry.name)?.value.omissions
         if (!report) continue
-        const category = attribution[kind === 'section' ? 'sections' : 'contexts'][entry.name]?.category ?? (kind === 'section' ? 'instructions' : 'runtime')
+        const category = categoryOf(attribution, kind, entry.name)
         for (const own of report(context))
           omitted.push({ kind, name: own.name, owner: entry.owner, category, chars: own.chars, over: 'self', reason: own.reason })
       }
@@ -379,11 +379,11 @@ export class SystemPrompt extends Service {
       // Every omission is named to the model in one runtime context (the system prefix stays as it is).
       const counts = new Map<Category, number>()
       for (const [kind, list] of [
-        ['sections', sections],
-        ['contexts', contexts],
+        ['section', sections],
+        ['context', contexts],
       ] as const)
         for (const entry of list) {
-          const category = attribution[kind][entry.name]?.category ?? (kind === 'sections' ? 'instructions' : 'runtime')
+          const category = categoryOf(attribution, kind, entry.name)
           if (entry.text !== '') counts.set(category, (counts.get(category) ?? 0) + 1)
         }
       const notice = {
