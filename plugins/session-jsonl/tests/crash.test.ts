@@ -1,5 +1,5 @@
-// Kills a real writer process with SIGKILL at random moments, then reloads its
-// log: every event acknowledged by a flush must be there unchanged, the torn tail
+// Kills real writer processes with SIGKILL at random moments, then reloads their
+// logs: every event acknowledged by a flush must be there unchanged, the torn tail
 // must be cut, and an open turn must be closed with explicit results.
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore from '@loom/session'
@@ -13,6 +13,8 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 
 const RUNS = 50
+/** Writers per process: one kill lands at a different point of each one's cycle. */
+const WRITERS = 5
 const writer = fileURLToPath(new URL('./fixtures/crash-writer.ts', import.meta.url))
 
 interface Ack {
@@ -20,16 +22,25 @@ interface Ack {
   digest: string
 }
 
-/** Runs the writer until a random moment after its first acknowledgement, then SIGKILLs it. */
-function runAndKill(root: string, id: string, delayMs: number): Promise<Ack> {
+/**
+ * Runs a process of writers, one per id, until a random moment after each has
+ * acknowledged something, then SIGKILLs it. The last acknowledgement of each id.
+ */
+function runAndKill(root: string, ids: string[], delayMs: number): Promise<Map<string, Ack>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [writer, root, id], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
+    const child = spawn(process.execPath, [writer, root, ...ids], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const acks = new Map<string, Ack>()
+    let pending = ''
     let err = ''
     let timer: NodeJS.Timeout | undefined
-    child.stdout.on('data', chunk => {
-      out += chunk
-      timer ??= setTimeout(() => child.kill('SIGKILL'), delayMs)
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      const lines = (pending + chunk).split('\n')
+      pending = lines.pop()!
+      for (const line of lines) {
+        const [tag, id, seq, digest] = line.split(' ')
+        if (tag === 'ACK') acks.set(id, { seq: Number(seq), digest })
+      }
+      if (acks.size === ids.length) timer ??= setTimeout(() => child.kill('SIGKILL'), delayMs)
     })
     child.stderr.on('data', chunk => {
       err += chunk
@@ -37,13 +48,7 @@ function runAndKill(root: string, id: string, delayMs: number): Promise<Ack> {
     child.on('exit', (code, signal) => {
       clearTimeout(timer)
       if (signal !== 'SIGKILL') return reject(new Error(`writer exited with ${code}: ${err}`))
-      const acks = out
-        .split('\n')
-        .filter(line => line.startsWith('ACK '))
-        .map(line => line.split(' '))
-      if (!acks.length) return reject(new Error(`writer acknowledged nothing: ${err}`))
-      const [, seq, digest] = acks.at(-1)!
-      resolve({ seq: Number(seq), digest })
+      resolve(acks)
     })
   })
 }
@@ -56,12 +61,9 @@ async function backend(root: string) {
 }
 
 describe('crash safety', () => {
-  it(`keeps every acknowledged event across ${RUNS} SIGKILLs at random moments`, { timeout: 240_000 }, async () => {
+  it(`keeps every acknowledged event of ${RUNS} writers SIGKILLed at random moments`, { timeout: 240_000 }, async () => {
     const outcomes = { torn: 0, closedTurns: 0 }
-    const run = async (i: number) => {
-      const root = mkdtempSync(join(tmpdir(), 'loom-crash-'))
-      const id = `crash-${i}`
-      const ack = await runAndKill(root, id, Math.floor(Math.random() * 150))
+    const check = async (root: string, id: string, ack: Ack) => {
       const persistence = await backend(root)
 
       const before = await persistence.files.read((await persistence.files.find(id))!)
@@ -87,8 +89,14 @@ describe('crash safety', () => {
       const results = new Set(events.filter(event => event.type === 'tool/result').map(event => (event.data as any).message.source.callId))
       expect(calls.filter(call => !results.has(call))).toEqual([])
     }
-    // Two writers at a time: one per core.
-    for (let i = 0; i < RUNS; i += 2) await Promise.all([run(i), run(i + 1)])
+    const run = async (first: number) => {
+      const root = mkdtempSync(join(tmpdir(), 'loom-crash-'))
+      const ids = Array.from({ length: WRITERS }, (_, k) => `crash-${first + k}`)
+      const acks = await runAndKill(root, ids, Math.floor(Math.random() * 150))
+      for (const id of ids) await check(root, id, acks.get(id)!)
+    }
+    // Two processes at a time: one per core.
+    for (let i = 0; i < RUNS; i += 2 * WRITERS) await Promise.all([run(i), run(i + WRITERS)])
     console.log(`crash runs: ${RUNS}, torn tails repaired: ${outcomes.torn}, open turns closed: ${outcomes.closedTurns}`)
   })
 })
