@@ -2,14 +2,20 @@
 // read badly. marked parses; this file styles the tokens with the terminal's own
 // attributes (bold, italic, dim, colors), keeping every word of the text.
 // `MarkdownStream` renders an answer as it streams, one finished block at a time.
-import { Lexer, type Token, type Tokens } from 'marked'
+import type * as Marked from 'marked'
+import type { Token, Tokens } from 'marked'
+import { createRequire } from 'node:module'
 import type { styler } from './term.ts'
+
+// marked loads with the first answer rendered, not with every command (~13 ms a start).
+const require = createRequire(import.meta.url)
+let marked: typeof Marked | undefined
 
 export type Style = ReturnType<typeof styler>
 
 /** `text` rendered for a terminal, blocks separated by one blank line, without a final newline. */
 export function renderMarkdown(text: string, style: Style): string {
-  return blocks(Lexer.lex(text), style).join('\n\n')
+  return blocks((marked ??= require('marked') as typeof Marked).Lexer.lex(text), style).join('\n\n')
 }
 
 function blocks(tokens: readonly Token[], style: Style): string[] {
