@@ -1,9 +1,11 @@
+import { execFileSync } from 'node:child_process'
+import { readlinkSync } from 'node:fs'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { userText } from '@loom/llm'
 import { defineTool } from '@loom/tools'
 import { createHost, type Host } from '@loom/testkit'
 import * as time from '../src/index.ts'
-import { formatTime, hostTimeZone } from '../src/index.ts'
+import { formatTime, hostTimeZone, zoneOfLink } from '../src/index.ts'
 
 describe('formatTime', () => {
   const instant = new Date('2026-03-04T05:06:07.890Z')
@@ -40,6 +42,51 @@ describe('formatTime', () => {
 
   it('throws a RangeError for an unknown zone', () => {
     expect(() => formatTime(instant, 'Mars/Olympus_Mons')).toThrow(RangeError)
+  })
+})
+
+describe('the host zone without Intl', () => {
+  it('is the zone the /etc/localtime link names, UTC under its aliases', () => {
+    expect(zoneOfLink('/usr/share/zoneinfo/Europe/Berlin')).toBe('Europe/Berlin')
+    expect(zoneOfLink('../usr/share/zoneinfo/America/Argentina/Buenos_Aires')).toBe('America/Argentina/Buenos_Aires')
+    expect(zoneOfLink('/usr/share/zoneinfo/posix/Asia/Kolkata')).toBe('Asia/Kolkata')
+    expect(zoneOfLink('/var/db/timezone/zoneinfo/Etc/GMT+5')).toBe('Etc/GMT+5')
+    expect(zoneOfLink('/usr/share/zoneinfo/Etc/UTC')).toBe('UTC')
+    expect(zoneOfLink('/usr/share/zoneinfo/Universal')).toBe('UTC')
+    expect(zoneOfLink('/etc/my-localtime')).toBeUndefined()
+  })
+
+  // The host's local fields against Intl for the same zone, over a year of
+  // daylight saving changes (Lord Howe's are of 30 minutes): in a process whose
+  // TZ names the zone, as a host's link would.
+  it.each(['Europe/Berlin', 'America/St_Johns', 'Australia/Lord_Howe', 'Asia/Kathmandu'])('formatLocalTime agrees with formatTime in %s', zone => {
+    const script = `
+      const { formatLocalTime, formatTime } = await import(${JSON.stringify(new URL('../src/index.ts', import.meta.url).href)})
+      const wrong = []
+      for (let t = Date.UTC(2026, 0, 1); t < Date.UTC(2027, 0, 1); t += 86_400_000 / 4 + 60_123)
+        if (formatLocalTime(new Date(t)) !== formatTime(new Date(t), ${JSON.stringify(zone)})) wrong.push(new Date(t).toISOString())
+      console.log(JSON.stringify(wrong))`
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, TZ: zone }, encoding: 'utf8' })
+    expect(JSON.parse(out)).toEqual([])
+  })
+
+  it('the default context constructs no Intl formatter when the host has a zone link', async ({ skip }) => {
+    let linked = false
+    try {
+      linked = process.env.TZ === undefined && zoneOfLink(readlinkSync('/etc/localtime')) !== undefined
+    } catch {}
+    if (!linked) skip('this host has no /etc/localtime zone link, or TZ is set')
+    const host = await createHost()
+    const constructed = vi.spyOn(Intl, 'DateTimeFormat')
+    try {
+      const mounted = await host.mount(time)
+      const zone = hostTimeZone()
+      expect((await mounted.delta()).contexts[0].text).toBe(`Current time: ${time.formatLocalTime(new Date(), 'minute')} (${zone})`)
+      expect(constructed).not.toHaveBeenCalled()
+    } finally {
+      constructed.mockRestore()
+      await host.dispose()
+    }
   })
 })
 
