@@ -58,7 +58,12 @@ export function bundledNames(): string[] {
   return names
 }
 
-/** Packages marked as Loom plugins in every node_modules from `cwd` up (scoped ones too); the nearest of one name wins, as Node resolves it. */
+/**
+ * Packages marked as Loom plugins in every node_modules from `cwd` up, then from
+ * the CLI's own folder up (scoped ones too): where a row's package name resolves
+ * (`resolvePackage`), so a plugin installed next to the CLI (`npm install --prefix`
+ * of its folder) is listed too. The nearest of one name wins, as Node resolves it.
+ */
 export function installedPackages(cwd: string): { name: string; folder: string }[] {
   const found = new Map<string, string>()
   const consider = (folder: string) => {
@@ -66,14 +71,16 @@ export function installedPackages(cwd: string): { name: string; folder: string }
     if (typeof manifest?.name !== 'string' || found.has(manifest.name)) return
     if (Array.isArray(manifest.keywords) && manifest.keywords.includes(PLUGIN_KEYWORD)) found.set(manifest.name, folder)
   }
-  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    const modules = join(dir, 'node_modules')
-    for (const entry of list(modules)) {
-      if (entry.startsWith('.')) continue
-      if (entry.startsWith('@')) for (const scoped of list(join(modules, entry))) consider(join(modules, entry, scoped))
-      else consider(join(modules, entry))
+  for (const start of [cwd, CLI_ROOT]) {
+    for (let dir = resolve(start); ; dir = dirname(dir)) {
+      const modules = join(dir, 'node_modules')
+      for (const entry of list(modules)) {
+        if (entry.startsWith('.')) continue
+        if (entry.startsWith('@')) for (const scoped of list(join(modules, entry))) consider(join(modules, entry, scoped))
+        else consider(join(modules, entry))
+      }
+      if (dirname(dir) === dir) break
     }
-    if (dirname(dir) === dir) break
   }
   return [...found].map(([name, folder]) => ({ name, folder })).sort((a, b) => a.name.localeCompare(b.name))
 }

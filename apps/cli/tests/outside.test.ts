@@ -3,7 +3,7 @@
 // README's global install), `loom new plugin` makes a plugin project in a temp
 // folder, npm installs it, tsc typechecks it, vitest runs its test kit test,
 // and deployments load it by path (its own loom.yml) and, packed and installed
-// in another project, by package name. Nothing here resolves into the workspace.
+// next to the CLI, by package name. Nothing here resolves into the workspace.
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -85,12 +85,12 @@ describe('a plugin in its own project', { timeout: STEP_MS }, () => {
     expect(request.manifest.rows).toContainEqual(expect.objectContaining({ kind: 'section', name: 'hello-loom:guidance', owner: 'hello-loom' }))
   })
 
-  it('packed and installed in another project, a deployment loads it by package name and `loom run` calls its tool', () => {
+  it('packed and installed next to the CLI, a deployment anywhere loads it by package name and `loom run` calls its tool', () => {
     const packed = sh('npm', ['pack', '--pack-destination', base], plugin).trim().split('\n').pop()!
+    // Into the CLI's own folder, as the README's global install adds plugins: one tree, one copy of Cordis.
+    sh('npm', ['install', '--prefer-offline', '--prefix', cli, join(base, packed)], base)
     const deployment = join(base, 'deployment')
     mkdirSync(deployment)
-    writeFileSync(join(deployment, 'package.json'), '{ "name": "deployment", "private": true }\n')
-    sh('npm', ['install', '--prefer-offline', join(base, packed), ...tarballs], deployment)
     writeFileSync(
       join(deployment, 'loom.yml'),
       `${scriptedModel(`
@@ -100,9 +100,9 @@ describe('a plugin in its own project', { timeout: STEP_MS }, () => {
 - Done counting.
 `)}- insert:\n    - id: hello\n      name: hello-loom\n`,
     )
-    expect(sh('npx', ['loom', 'plugins'], deployment)).toContain('hello-loom')
-    expect(sh('npx', ['loom', 'prompt'], deployment)).toContain('hello-loom')
-    const run = sh('npx', ['loom', 'run', 'count the words'], deployment)
+    expect(sh(loomBin, ['plugins'], deployment)).toMatch(/^hello-loom {2}installed, \S+cli\/node_modules\/hello-loom$/m)
+    expect(sh(loomBin, ['prompt'], deployment)).toContain('hello-loom')
+    const run = sh(loomBin, ['run', 'count the words'], deployment)
     expect(run).toContain('→ hello-loom')
     expect(run).toContain('✓')
     expect(run).toContain('Done counting.')

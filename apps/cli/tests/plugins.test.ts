@@ -1,6 +1,6 @@
 // `loom plugins`: the bundled plugins (every row of the CLI's bundles) and the
 // installed ones (packages marked "loom-plugin" in node_modules from the
-// working folder up), each with its config keys; `loom schema` types their
+// working folder up, then from the CLI's folder up), each with its config keys; `loom schema` types their
 // rows from the same catalogue.
 import { entryListSchema } from '@deepseek-ai/cordis-plugin-include'
 import { Ajv2020 } from 'ajv/dist/2020.js'
@@ -112,6 +112,14 @@ describe('loom plugins', () => {
     const text = await loom(['plugins'], { cwd, home })
     expect(text.stdout).toMatch(/^loom-broken {2}installed, \S+loom-broken\n {2}error: cannot load: the broken plugin needs a fuse$/m)
     expect(text.stdout).toMatch(/^ {2}times +integer >= 1 +1 +How often it says it\.$/m)
+  })
+
+  it('lists the plugins installed next to the CLI too, where a row names them from any folder', async () => {
+    // @loom/session-postgres: a dependency of the CLI that none of its bundles names.
+    const run = await loom(['plugins', '--json'], project())
+    const postgres = JSON.parse(run.stdout).plugins.find((plugin: any) => plugin.name === '@loom/session-postgres')
+    expect(postgres).toMatchObject({ source: 'installed', folder: realpathSync(join(CLI, 'node_modules/@loom/session-postgres')) })
+    expect(postgres.keys.map((key: any) => key.key)).toContain('url')
   })
 
   it("the schema types an installed plugin's rows, and warns about the one that does not load", async () => {
