@@ -1,4 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import { BaseSequencer, type TestSpecification } from 'vitest/node'
 import { defineConfig } from 'vitest/config'
@@ -57,9 +58,10 @@ export default defineConfig({
   test: {
     projects,
     // More workers than cores: vitest's default leaves one core idle, and the
-    // slowest files mostly wait on subprocesses, terminals and npm, so a third
-    // worker keeps the cores busy meanwhile.
-    maxWorkers: '150%',
+    // slowest files mostly wait on subprocesses, terminals and npm, so half as
+    // many workers again keep the cores busy meanwhile. A number: vitest caps a
+    // percentage at the core count.
+    maxWorkers: Math.max(2, Math.round(availableParallelism() * 1.5)),
     // Worker threads that keep their modules from one test file to the next: a
     // file starts without booting a process or importing the same packages
     // again. Every test builds its own Cordis context, folders and environment

@@ -14,7 +14,7 @@ const bwrap = shell.probeBwrap()
 /** Starts the fixture host with a command that leaves setsid children; resolves once they run. */
 async function startHost(sandbox: string, ending: 'wait' | 'throw', t: string) {
   const command = `setsid sleep ${t} & (setsid bash -c 'sleep ${t}; true' &); sleep ${t}`
-  const child = spawn(process.execPath, [fixture, sandbox, ending, command], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [fixture, sandbox, ending, command], { stdio: ['pipe', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', chunk => {
     stderr += chunk
@@ -54,7 +54,8 @@ describe('host exit', () => {
       { timeout: 20_000 },
       async () => {
         const t = uniqueSleep()
-        const { exited, stderr } = await startHost(sandbox, 'throw', t)
+        const { child, exited, stderr } = await startHost(sandbox, 'throw', t)
+        child.stdin!.write('crash\n')
         expect((await exited).code).toBe(1)
         expect(stderr()).toContain('host crashed')
         expect(await waitGone(t)).toEqual([])
