@@ -62,11 +62,14 @@ export default defineConfig({
     // many workers again keep the cores busy meanwhile. A number: vitest caps a
     // percentage at the core count.
     maxWorkers: Math.max(2, Math.round(availableParallelism() * 1.5)),
-    // Worker threads that keep their modules from one test file to the next: a
+    // Worker processes that keep their modules from one test file to the next: a
     // file starts without booting a process or importing the same packages
-    // again. Every test builds its own Cordis context, folders and environment
-    // (each thread has its own process.env), so nothing leaks between files.
-    pool: 'threads',
+    // again. Every test builds its own Cordis context, folders and environment,
+    // so nothing leaks between files. Processes, not threads: the tests start
+    // well over a thousand subprocesses (git, bash, bwrap, tmux, node), and each
+    // start forks the process it comes from; forking one holding every worker's
+    // heap and threads cost more than a tenth of the run's CPU in page faults.
+    pool: 'forks',
     isolate: false,
     sequence: { sequencer: LongestFirst },
   },

@@ -142,7 +142,8 @@ describe('calls', () => {
       expect(names).toContain('PATH')
       expect(names).not.toContain('MCP_FIXTURE_API_KEY')
       expect(names).not.toContain('NODE_OPTIONS')
-      expect(names.every(name => ['GREETING', 'HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER'].includes(name))).toBe(true)
+      // (NODE_COMPILE_CACHE: the fixture's configured env, see stdioServer.)
+      expect(names.every(name => ['GREETING', 'HOME', 'LOGNAME', 'NODE_COMPILE_CACHE', 'PATH', 'SHELL', 'TERM', 'USER'].includes(name))).toBe(true)
     } finally {
       delete process.env.MCP_FIXTURE_API_KEY
     }
