@@ -57,7 +57,7 @@ interface Outcome {
   loggedFinal: boolean
 }
 
-const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
+const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms))
 
 /** Whether the process is stopped (or gone); where there is no /proc, after a pause. */
 async function stopped(pid: number): Promise<void> {
@@ -104,7 +104,7 @@ async function observedRun(points: number[]): Promise<{ outcomes: Outcome[]; kil
   const child = spawn(process.execPath, [MAIN, 'run', 'check the files'], { cwd, env: cleanEnv(home), stdio: ['ignore', fd, 'pipe'] })
   closeSync(fd)
   let stderr = ''
-  child.stderr.setEncoding('utf8').on('data', (data: string) => {
+  child.stderr!.setEncoding('utf8').on('data', (data: string) => {
     stderr += data
   })
   const exited = new Promise<NodeJS.Signals | null>(resolve => child.on('exit', (_code, signal) => resolve(signal)))
