@@ -136,8 +136,10 @@ export function formatLocalTime(date: Date, precision: Precision = 'second'): st
 
 /** The exact text of the context. */
 export function timeText(date: Date, timeZone: string, precision: Precision = 'second'): string {
-  return `Current time: ${formatTime(date, timeZone, precision)} (${timeZone})`
+  return contextLine(formatTime(date, timeZone, precision), timeZone)
 }
+
+const contextLine = (time: string, timeZone: string) => `Current time: ${time} (${timeZone})`
 
 export function apply(ctx: Context, config: Config) {
   const precision = config.precision ?? 'minute'
@@ -151,6 +153,6 @@ export function apply(ctx: Context, config: Config) {
       throw new RangeError(`${name}: unknown time zone "${timeZone}" (config timeZone); use an IANA name such as "Europe/Berlin"`)
     }
   }
-  const text = linked ? () => `Current time: ${formatLocalTime(new Date(), precision)} (${timeZone})` : () => timeText(new Date(), timeZone, precision)
+  const text = linked ? () => contextLine(formatLocalTime(new Date(), precision), timeZone) : () => timeText(new Date(), timeZone, precision)
   ctx.systemPrompt.context({ name: CONTEXT_NAME, order: CONTEXT_ORDER, stability: 'step', text })
 }
