@@ -87,8 +87,9 @@ describe('a plugin in its own project', { timeout: STEP_MS }, () => {
 
   it('packed and installed next to the CLI, a deployment anywhere loads it by package name and `loom run` calls its tool', () => {
     const packed = sh('npm', ['pack', '--pack-destination', base], plugin).trim().split('\n').pop()!
-    // Into the CLI's own folder, as the README's global install adds plugins: one tree, one copy of Cordis.
-    sh('npm', ['install', '--prefer-offline', '--prefix', cli, join(base, packed)], base)
+    // Into the CLI's own folder, as the README's global install adds plugins: one tree, one copy of
+    // Cordis. The packs are named again: npm re-resolves a relative tarball of the first install wrongly.
+    sh('npm', ['install', '--prefer-offline', '--prefix', cli, join(base, packed), ...tarballs], base)
     const deployment = join(base, 'deployment')
     mkdirSync(deployment)
     writeFileSync(

@@ -4,7 +4,6 @@
 // verify` finds nothing open.
 import { execFileSync, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
 import { BIN, MAIN, SLOW_MODEL, cleanEnv, events, loom, project, sessionFiles, type Run } from './helpers.ts'
 
@@ -34,8 +33,19 @@ export function apply(ctx: Context) {
 }
 `
 
-/** A launcher in front of the CLI that passes signals on, as tsx or `bin/loom.js` started by another Node put one. */
-const TSX_CLI = createRequire(import.meta.url).resolve('tsx/cli')
+/**
+ * A launcher in front of the CLI that passes the stop signals on, as tsx, npm or
+ * `bin/loom.js` started by another Node do: a signal to the group reaches the CLI
+ * twice. (tsx itself also SIGKILLs a child that has not confirmed the signal over
+ * its IPC channel at once, which a loaded machine can delay.)
+ */
+const RELAY = `
+const { spawn } = require('node:child_process')
+const { constants } = require('node:os')
+const child = spawn(process.execPath, process.argv.slice(1), { stdio: 'inherit' })
+for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(signal, () => child.kill(signal))
+child.on('exit', (code, signal) => process.exit(code ?? 128 + constants.signals[signal]))
+`
 
 interface Started {
   pid: number
@@ -144,9 +154,9 @@ describe('stopping loom run closes the turn first', () => {
     await expectClosed(home)
   })
 
-  it('SIGTERM to the process group through tsx (a launcher in front): exit 143, the turn closed', { timeout: 60_000 }, async () => {
+  it('SIGTERM to the process group through a launcher that relays it: exit 143, the turn closed', { timeout: 60_000 }, async () => {
     const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
-    const run = start(process.execPath, [TSX_CLI, MAIN, 'run', 'sleep please'], cwd, home)
+    const run = start(process.execPath, ['-e', RELAY, MAIN, 'run', 'sleep please'], cwd, home)
     await toolRunning(run)
     process.kill(-run.pid, 'SIGTERM')
     const result = await run.done
