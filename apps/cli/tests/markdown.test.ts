@@ -1,5 +1,6 @@
 // The terminal rendering of answers (markdown) and of edit calls (diffs), in
 // process, with a style that writes its attributes as visible tags.
+import { execFileSync } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
 import { editDiff } from '../src/present/diff.ts'
 import { MarkdownStream, renderMarkdown, type Style } from '../src/present/markdown.ts'
@@ -107,5 +108,28 @@ describe('editDiff', () => {
     const lines = editDiff('edit', { path: 'a', old_string: 'x', new_string: long }, style)!
     expect(lines).toHaveLength(41)
     expect(lines.at(-1)).toBe('<dim>    … 21 more lines</dim>')
+  })
+})
+
+describe('loading', () => {
+  it('the CLI loads marked and diff with the first answer rendered and the first edit shown, not with its modules', () => {
+    const script = `
+      import { createRequire } from 'node:module'
+      const loaded = () => [...new Set(Object.keys(createRequire(import.meta.url).cache).flatMap(path => path.match(/\\/node_modules\\/(marked|diff)\\//)?.[1] ?? []))].sort()
+      await import('./src/cli.ts')
+      const { renderMarkdown } = await import('./src/present/markdown.ts')
+      const { editDiff } = await import('./src/present/diff.ts')
+      const { styler } = await import('./src/present/term.ts')
+      const before = loaded()
+      renderMarkdown('# hi', styler({}))
+      const afterAnswer = loaded()
+      editDiff('edit', { old_string: 'a', new_string: 'b' }, styler({}))
+      console.log(JSON.stringify({ before, afterAnswer, afterEdit: loaded() }))
+    `
+    const out = execFileSync(process.execPath, ['--conditions=loom-source', '--input-type=module', '-e', script], {
+      cwd: new URL('..', import.meta.url),
+      encoding: 'utf8',
+    })
+    expect(JSON.parse(out)).toEqual({ before: [], afterAnswer: ['marked'], afterEdit: ['diff', 'marked'] })
   })
 })
