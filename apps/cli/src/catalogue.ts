@@ -71,15 +71,19 @@ export function installedPackages(cwd: string): { name: string; folder: string }
     if (typeof manifest?.name !== 'string' || found.has(manifest.name)) return
     if (Array.isArray(manifest.keywords) && manifest.keywords.includes(PLUGIN_KEYWORD)) found.set(manifest.name, folder)
   }
+  const scanned = new Set<string>()
+  const scan = (modules: string) => {
+    for (const entry of list(modules)) {
+      if (entry.startsWith('.')) continue
+      if (entry.startsWith('@')) for (const scoped of list(join(modules, entry))) consider(join(modules, entry, scoped))
+      else consider(join(modules, entry))
+    }
+  }
+  // The CLI's walk stops at the first folder the project's walk scanned: the rest are scanned too.
   for (const start of [cwd, CLI_ROOT]) {
-    for (let dir = resolve(start); ; dir = dirname(dir)) {
-      const modules = join(dir, 'node_modules')
-      for (const entry of list(modules)) {
-        if (entry.startsWith('.')) continue
-        if (entry.startsWith('@')) for (const scoped of list(join(modules, entry))) consider(join(modules, entry, scoped))
-        else consider(join(modules, entry))
-      }
-      if (dirname(dir) === dir) break
+    for (let dir = resolve(start); !scanned.has(dir); dir = dirname(dir)) {
+      scanned.add(dir)
+      scan(join(dir, 'node_modules'))
     }
   }
   return [...found].map(([name, folder]) => ({ name, folder })).sort((a, b) => a.name.localeCompare(b.name))
