@@ -6,6 +6,7 @@
 // next to the CLI, by package name. Nothing here resolves into the workspace.
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -17,7 +18,9 @@ const PNPM = `pnpm@${(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'
 const STEP_MS = 240_000
 
 const base = mkdtempSync(join(tmpdir(), 'loom-outside-'))
-afterAll(() => rmSync(base, { recursive: true, force: true }))
+// Two installed node_modules trees: removing them can take longer than the
+// default hook timeout on a loaded machine.
+afterAll(() => rm(base, { recursive: true, force: true }), STEP_MS)
 
 /**
  * The environment of a stranger's shell: this Node first on PATH, no workspace
