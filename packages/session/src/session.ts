@@ -11,6 +11,7 @@ import {
   type SurfaceEventType,
   type SurfaceIntent,
 } from './events.ts'
+import { EventLog } from './event-log.ts'
 import { canonicalHeader } from './header.ts'
 import { Surface, type SurfaceState } from './surface.ts'
 import { dataProblem, envelopeProblem } from './validate.ts'
@@ -40,9 +41,9 @@ export class Session {
   /** Length of the seed this session was built from (0 for a fresh session). */
   readonly firstLiveSeq: number
 
-  readonly #log: SessionEvent[]
+  readonly #log: EventLog
   #snapshot: readonly SessionEvent[] | undefined
-  readonly #surface = new Surface(seq => this.#log[seq])
+  readonly #surface = new Surface(seq => this.#log.get(seq))
   #messages: Message[] = []
   #requestHeader: RequestHeader | undefined
   #requestContext: RequestContext | undefined
@@ -66,10 +67,11 @@ export class Session {
   }
 
   /**
-   * Like `create`, but takes ownership of the events of `seed` (freshly parsed:
-   * plain JSON trees no one else holds; the array stays the caller's) and freezes
-   * each in place the first time this session hands it out (a whole long log is
-   * frozen only for `events`; the history's messages for `deriveMessages`).
+   * Like `create`, but takes ownership of `seed` (freshly parsed: plain JSON trees
+   * no one else holds) and freezes each event in place the first time this session
+   * hands it out (a whole long log is frozen only for `events`; the history's
+   * messages for `deriveMessages`). The array becomes the start of the session's
+   * log as it is: the session never changes it, and neither may the caller.
    */
   static fromRestore(id: SessionId, seed: readonly SessionEvent[], header: SessionHeader): Session {
     return new Session(id, seed, header, true)
@@ -79,17 +81,15 @@ export class Session {
     this.header = deepFreeze(adopt ? header! : structuredClone(header ?? { version: SESSION_FORMAT_VERSION, id, createdAt: Date.now() }))
     if (this.header.id !== id) throw new Error(`session header id "${this.header.id}" does not match session id "${id}"`)
     if (!seed) {
-      this.#log = []
+      this.#log = new EventLog()
       this.firstLiveSeq = 0
       return
     }
     // The marker closes the inherited prefix; it is never published (no store is attached yet).
     const marker: SessionEvent | undefined =
       seed.at(-1)?.type === 'session/end-seed' ? undefined : deepFreeze({ type: 'session/end-seed', seq: seed.length, time: Date.now(), data: {} })
-    // Adopted events become the log in place, but in a new array, the marker
-    // included: the caller may keep its own, and pushing the marker onto it would
-    // copy a long log to a larger array anyway.
-    this.#log = !adopt ? [] : marker ? seed.concat(marker) : seed.slice()
+    // Adopted events become the log's prefix as they are, array and all.
+    this.#log = new EventLog(adopt ? seed : [])
     for (let index = 0; index < seed.length; index++) {
       const raw = seed[index]
       const problem = envelopeProblem(raw)
@@ -107,7 +107,7 @@ export class Session {
     if (adopt) this.#unfrozen = seed.length
     if (this.#seedReplaced) this.#messages = this.#project()
     if (adopt) this.#messagesFrozen = false
-    if (marker) this.#commit(marker, adopt ? 'adopted' : undefined)
+    if (marker) this.#commit(marker)
   }
 
   get id(): SessionId {
@@ -127,7 +127,7 @@ export class Session {
 
   /** Event `seq`, frozen; undefined past the end of the log. */
   eventAt(seq: number): SessionEvent | undefined {
-    const event = this.#log[seq]
+    const event = this.#log.get(seq)
     return event && deepFreezeJson(event)
   }
 
@@ -143,21 +143,21 @@ export class Session {
     const seqs = this.#typeIndex().get(type)
     if (!seqs) return undefined
     const i = firstAtOrAfter(seqs, before) - 1
-    return i < 0 ? undefined : (deepFreezeJson(this.#log[seqs[i]]) as SessionEvent<T>)
+    return i < 0 ? undefined : (deepFreezeJson(this.#log.get(seqs[i])) as SessionEvent<T>)
   }
 
   /** The events of `type` from seq `from` on, in log order, frozen. */
   eventsOfType<T extends SessionEventType>(type: T, from = 0): SessionEvent<T>[] {
     const seqs = this.#typeIndex().get(type) ?? []
     const found: SessionEvent<T>[] = []
-    for (let i = firstAtOrAfter(seqs, from); i < seqs.length; i++) found.push(deepFreezeJson(this.#log[seqs[i]]) as SessionEvent<T>)
+    for (let i = firstAtOrAfter(seqs, from); i < seqs.length; i++) found.push(deepFreezeJson(this.#log.get(seqs[i])) as SessionEvent<T>)
     return found
   }
 
   #typeIndex(): Map<string, number[]> {
     if (!this.#seqsByType) {
       this.#seqsByType = new Map()
-      for (const event of this.#log) indexEvent(this.#seqsByType, event)
+      for (let seq = 0; seq < this.#log.length; seq++) indexEvent(this.#seqsByType, this.#log.get(seq)!)
     }
     return this.#seqsByType
   }
@@ -236,7 +236,7 @@ export class Session {
   #project(): Message[] {
     const messages: Message[] = []
     for (const seq of this.#surface.nodes) {
-      const message = this.deriveEventMessage(this.#log[seq])
+      const message = this.deriveEventMessage(this.#log.get(seq)!)
       if (message) messages.push(message)
     }
     return messages
@@ -244,7 +244,7 @@ export class Session {
 
   /** Freezes the adopted events before anything of them leaves this session. */
   #freezeAdopted() {
-    for (let i = 0; i < this.#unfrozen; i++) deepFreezeJson(this.#log[i])
+    for (let seq = 0; seq < this.#unfrozen; seq++) deepFreezeJson(this.#log.get(seq))
     this.#unfrozen = 0
   }
 

@@ -45,11 +45,16 @@ export function checkSurfaceMarkers(event: Pick<SessionEvent, 'type' | 'seq' | '
   if (sourceEventSeqs.length === 0 && type !== 'assistant/message') {
     throw new Error('sourceEventSeqs must not be empty except on assistant/message')
   }
+  // Ascending seqs (as the loop writes them) cannot repeat: only others need a Set.
+  let ascending = true
+  let previous = -1
   for (const source of sourceEventSeqs) {
     if (!isSafeSeq(source)) throw new Error(`session event "${type}" carries invalid sourceEventSeqs`)
     if (source >= seq) throw new Error(`sourceEventSeqs must reference earlier events: ${source} >= current seq ${seq}`)
+    if (source <= previous) ascending = false
+    previous = source
   }
-  if (new Set(sourceEventSeqs).size !== sourceEventSeqs.length) throw new Error('sourceEventSeqs must not contain duplicates')
+  if (!ascending && new Set(sourceEventSeqs).size !== sourceEventSeqs.length) throw new Error('sourceEventSeqs must not contain duplicates')
 }
 
 export class Surface implements SurfaceState {

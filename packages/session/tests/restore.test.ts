@@ -1,4 +1,4 @@
-// Session.fromRestore adopts the events of a seed but not its array, and builds the
+// Session.fromRestore adopts a seed without changing or copying its array, and builds the
 // history a live session would have, with or without replacements in the seed.
 import { userText } from '@loom/llm'
 import { describe, expect, it } from 'vitest'
@@ -25,7 +25,7 @@ describe('fromRestore', () => {
     expect(seed).toHaveLength(live.events.length)
   })
 
-  it('adds no second marker to a seed that ends with one, and still copies the array', () => {
+  it('adds no second marker to a seed that ends with one, and appends past it without changing the array', () => {
     const live = Session.create('r', [])
     appendToolTurn(live, 1)
     const once = Session.fromRestore('r', stored(live), { version: 0, id: 'r', createdAt: 1 })

@@ -90,11 +90,15 @@ describe('surface markers', () => {
     expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [9] })).toThrow(/9 >= current seq 7/)
   })
 
-  it('rejects duplicate sourceEventSeqs', () => {
+  it('rejects duplicate sourceEventSeqs, in order or not; accepts distinct ones in any order', () => {
     const session = fixture()
-    expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [1, 1] })).toThrow(
-      /^sourceEventSeqs must not contain duplicates$/,
-    )
+    for (const sourceEventSeqs of [
+      [1, 1],
+      [2, 0, 2],
+    ]) {
+      expect(() => session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs })).toThrow(/^sourceEventSeqs must not contain duplicates$/)
+    }
+    expect(session.append('user/message', summary(), { surfaceOp: 'append', sourceEventSeqs: [2, 0] }).sourceEventSeqs).toEqual([2, 0])
   })
 
   it.each([[-1], [1.5], ['1']])('rejects the source seq %j', source => {
