@@ -50,7 +50,7 @@ export class Session {
   #publishing = false
   /** A seed replaced part of the surface: the messages its appends pushed are stale. */
   #seedReplaced = false
-  /** `#log[0, #unfrozen)` was adopted from a restore and is frozen only when first handed out. */
+  /** The events of seqs [0, #unfrozen) were adopted from a restore and are frozen only when first handed out. */
   #unfrozen = 0
   /** The messages of the history are frozen (those of adopted events are frozen apart from their events). */
   #messagesFrozen = true
