@@ -156,31 +156,56 @@ export interface SessionEventMap {
 
 export type SessionEventType = keyof SessionEventMap
 
-/** The event types this build understands; a stored log with any other type is refused unless marked ignorable. */
-export const KNOWN_SESSION_EVENT_TYPES: ReadonlySet<string> = new Set<SessionEventType>([
-  'turn/start',
-  'turn/end',
-  'step/start',
-  'step/end',
-  'user/message',
-  'assistant/chunk',
-  'assistant/message',
-  'tool/call',
-  'tool/result',
-  'request/header',
-  'request/context',
-  'request/retry',
-  'compaction/start',
-  'compaction/summary',
-  'compaction/end',
-  'compaction/prune',
-  'session/end-seed',
-  'agent/inbox/spliced',
-])
+/**
+ * Whether this build understands `type`; a stored log with any other type is
+ * refused unless marked ignorable. A switch, not a Set: a load asks it of every
+ * event, and a Set hashes each freshly parsed type string first (six times the
+ * cost). The compiler checks that every type has its case.
+ */
+export function isKnownEventType(type: string): type is SessionEventType {
+  const known = type as SessionEventType
+  switch (known) {
+    case 'turn/start':
+    case 'turn/end':
+    case 'step/start':
+    case 'step/end':
+    case 'user/message':
+    case 'assistant/chunk':
+    case 'assistant/message':
+    case 'tool/call':
+    case 'tool/result':
+    case 'request/header':
+    case 'request/context':
+    case 'request/retry':
+    case 'compaction/start':
+    case 'compaction/summary':
+    case 'compaction/end':
+    case 'compaction/prune':
+    case 'session/end-seed':
+    case 'agent/inbox/spliced':
+      return true
+    default:
+      return unlisted(known)
+  }
+}
 
 /** Model-visible events: each must say how it changes the surface (the model's history). */
 export type SurfaceEventType = 'user/message' | 'assistant/message' | 'tool/result'
-export const SURFACE_EVENT_TYPES: ReadonlySet<string> = new Set<SurfaceEventType>(['user/message', 'assistant/message', 'tool/result'])
+
+/** Whether events of `type` are model-visible (a switch, as `isKnownEventType`). */
+export function isSurfaceEventType(type: string): type is SurfaceEventType {
+  switch (type) {
+    case 'user/message':
+    case 'assistant/message':
+    case 'tool/result':
+      return true
+    default:
+      return false
+  }
+}
+
+// Compiles only when a switch over the event types left none out.
+const unlisted = (_type: never): false => false
 
 export type SurfaceOp = 'append' | { op: 'replace'; start: number; end: number }
 

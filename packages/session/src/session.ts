@@ -1,7 +1,7 @@
 import { deepFreeze, jsonSnapshot, NonJsonError, type Message, type SessionId } from '@loom/llm'
 import {
   SESSION_FORMAT_VERSION,
-  SURFACE_EVENT_TYPES,
+  isSurfaceEventType,
   type RequestContext,
   type RequestHeader,
   type SessionEvent,
@@ -307,7 +307,7 @@ function quiet(event: SessionEvent): boolean {
   return (
     event.surfaceOp === undefined &&
     event.sourceEventSeqs === undefined &&
-    !SURFACE_EVENT_TYPES.has(event.type) &&
+    !isSurfaceEventType(event.type) &&
     event.type !== 'request/header' &&
     event.type !== 'request/context'
   )

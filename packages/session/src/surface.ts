@@ -1,4 +1,4 @@
-import { SURFACE_EVENT_TYPES, type SessionEvent, type SurfaceOp } from './events.ts'
+import { isSurfaceEventType, type SessionEvent, type SurfaceOp } from './events.ts'
 
 /**
  * The surface is the model-visible history: the ordered seqs of the events that
@@ -26,7 +26,7 @@ const isSafeSeq = (value: unknown): value is number => Number.isSafeInteger(valu
 /** Checks the surface markers of an event that is about to get `event.seq`. */
 export function checkSurfaceMarkers(event: Pick<SessionEvent, 'type' | 'seq' | 'surfaceOp' | 'sourceEventSeqs'>): void {
   const { type, seq, surfaceOp, sourceEventSeqs } = event
-  if (!SURFACE_EVENT_TYPES.has(type)) {
+  if (!isSurfaceEventType(type)) {
     if (surfaceOp !== undefined) throw new Error(`session event "${type}" is not surface-eligible and cannot carry surfaceOp`)
     if (sourceEventSeqs !== undefined) throw new Error(`session event "${type}" is not surface-eligible and cannot carry sourceEventSeqs`)
     return

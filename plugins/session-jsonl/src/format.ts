@@ -33,15 +33,11 @@ function hasKeysInOrder(obj: JsonObject, keys: readonly string[]): boolean {
   return actual.length === keys.length && actual.every((key, i) => key === keys[i])
 }
 
-function hasKeySet(obj: JsonObject, required: readonly string[], optional: readonly string[] = []): boolean {
-  for (const key of required) if (!Object.hasOwn(obj, key)) return false
-  let expected = required.length
-  for (const key of optional) if (Object.hasOwn(obj, key)) expected++
-  // Every required and present optional key is there: any further key is foreign.
-  // Counted without Object.keys: this runs for every packed row of a long log.
+// Counted without Object.keys: this runs for every packed row of a long log.
+function keyCount(obj: JsonObject): number {
   let count = 0
   for (const _ in obj) count++
-  return count === expected
+  return count
 }
 
 // ---------------------------------------------------------------------------
@@ -151,11 +147,6 @@ const ROW_TAG_BY_KIND = {
 } as const satisfies Record<DeltaKind, string>
 
 type RowTag = (typeof ROW_TAG_BY_KIND)[DeltaKind]
-const KIND_BY_ROW_TAG: Record<string, DeltaKind> = {
-  'text-chunks': 'text-delta',
-  'reasoning-chunks': 'reasoning-delta',
-  'tool-call-chunks': 'tool-call-delta',
-}
 
 const MIN_PACKED_RUN = 3
 
@@ -296,14 +287,8 @@ export function decodeStored(value: unknown): SessionEvent | SessionEvent[] {
   return value as unknown as SessionEvent
 }
 
-// Rows are most of a long log: what decoding one needs is built once, here.
-const ROW_KEYS = ['type', 'seq0', 'time0', 'data']
-const TEXT_ROW_DATA_KEYS = ['turn', 'step', 'index', 'dt', 'texts']
-const TOOL_ROW_DATA_KEYS = ['turn', 'step', 'index', 'id', 'dt', 'args']
-const TOOL_ROW_OPTIONAL_KEYS = ['name']
-const ROW_INTEGER_KEYS = ['turn', 'step', 'index'] as const
-
-// A switch, not a lookup in KIND_BY_ROW_TAG: this runs for every line of a log.
+// A switch, not a lookup in a table: this runs for every line of a log, and a
+// lookup hashes each freshly parsed type string first.
 function isRowTag(type: unknown): type is RowTag {
   switch (type) {
     case 'text-chunks':
@@ -319,34 +304,40 @@ function malformedRow(tag: string, why: string) {
   return new SessionPersistenceCorruptionError(`malformed ${tag} storage row: ${why}`)
 }
 
-function decodeRow(tag: string, row: JsonObject): SessionEvent[] {
-  const kind = KIND_BY_ROW_TAG[tag]
-  const isTool = kind === 'tool-call-delta'
-  if (!hasKeySet(row, ROW_KEYS)) throw malformedRow(tag, `expected keys type, seq0, time0, data, got ${Object.keys(row).join(', ')}`)
-  if (!isCount(row.seq0)) throw malformedRow(tag, `seq0 must be a safe non-negative integer, got ${describe(row.seq0)}`)
-  if (!Number.isSafeInteger(row.time0)) throw malformedRow(tag, `time0 must be a safe integer, got ${describe(row.time0)}`)
-  const data = row.data
+// Rows are most of a long log: their checks read each field once, by name.
+function decodeRow(tag: RowTag, row: JsonObject): SessionEvent[] {
+  const isTool = tag === 'tool-call-chunks'
+  const kind: DeltaKind = tag === 'text-chunks' ? 'text-delta' : tag === 'reasoning-chunks' ? 'reasoning-delta' : 'tool-call-delta'
+  // JSON has no undefined: a key that reads as undefined is absent, and with the
+  // count right no other key can be there.
+  const { seq0, time0, data } = row
+  if (keyCount(row) !== 4 || seq0 === undefined || time0 === undefined || data === undefined) {
+    throw malformedRow(tag, `expected keys type, seq0, time0, data, got ${Object.keys(row).join(', ')}`)
+  }
+  if (!isCount(seq0)) throw malformedRow(tag, `seq0 must be a safe non-negative integer, got ${describe(seq0)}`)
+  if (!Number.isSafeInteger(time0)) throw malformedRow(tag, `time0 must be a safe integer, got ${describe(time0)}`)
   const payloadKey = isTool ? 'args' : 'texts'
-  const required = isTool ? TOOL_ROW_DATA_KEYS : TEXT_ROW_DATA_KEYS
-  if (!isObject(data) || !hasKeySet(data, required, isTool ? TOOL_ROW_OPTIONAL_KEYS : [])) {
-    throw malformedRow(tag, `data must have exactly the keys ${required.join(', ')}${isTool ? ' (and optionally name)' : ''}`)
-  }
-  for (const key of ROW_INTEGER_KEYS) {
-    if (!Number.isSafeInteger(data[key])) throw malformedRow(tag, `data.${key} must be a safe integer, got ${describe(data[key])}`)
-  }
-  if (isTool && typeof data.id !== 'string') throw malformedRow(tag, `data.id must be a string, got ${describe(data.id)}`)
-  if (isTool && Object.hasOwn(data, 'name') && typeof data.name !== 'string') throw malformedRow(tag, `data.name must be a string, got ${describe(data.name)}`)
+  if (!isObject(data)) throw malformedRow(tag, `data must be an object, got ${describe(data)}`)
+  const { turn, step, index, id, name, dt } = data
   const payloads = data[payloadKey]
+  const named = isTool && name !== undefined
+  const keys = isTool ? (named ? 7 : 6) : 5
+  if (keyCount(data) !== keys || turn === undefined || step === undefined || index === undefined || dt === undefined || payloads === undefined || (isTool && id === undefined)) {
+    const required = isTool ? 'turn, step, index, id, dt, args (and optionally name)' : 'turn, step, index, dt, texts'
+    throw malformedRow(tag, `data must have exactly the keys ${required}, got ${Object.keys(data).join(', ')}`)
+  }
+  if (!Number.isSafeInteger(turn)) throw malformedRow(tag, `data.turn must be a safe integer, got ${describe(turn)}`)
+  if (!Number.isSafeInteger(step)) throw malformedRow(tag, `data.step must be a safe integer, got ${describe(step)}`)
+  if (!Number.isSafeInteger(index)) throw malformedRow(tag, `data.index must be a safe integer, got ${describe(index)}`)
+  if (isTool && typeof id !== 'string') throw malformedRow(tag, `data.id must be a string, got ${describe(id)}`)
+  if (named && typeof name !== 'string') throw malformedRow(tag, `data.name must be a string, got ${describe(name)}`)
   if (!Array.isArray(payloads) || payloads.length === 0) throw malformedRow(tag, `data.${payloadKey} must be a non-empty array of strings`)
-  const dt = data.dt
   if (!Array.isArray(dt) || dt.length !== payloads.length - 1) throw malformedRow(tag, `data.dt must be an array of ${payloads.length - 1} safe integers`)
 
   // One loop checks each member and builds its event, in the key order the
   // writer required, so the JSON is byte-identical.
-  const { turn, step, index, id } = data
-  const named = isTool && Object.hasOwn(data, 'name')
   const events: SessionEvent[] = new Array(payloads.length)
-  let time = row.time0 as number
+  let time = time0 as number
   for (let k = 0; k < payloads.length; k++) {
     const payload = payloads[k]
     if (typeof payload !== 'string') throw malformedRow(tag, `data.${payloadKey} must be a non-empty array of strings`)
@@ -359,9 +350,9 @@ function decodeRow(tag: string, row: JsonObject): SessionEvent[] {
     const chunk = !isTool
       ? { type: kind, index, text: payload }
       : named
-        ? { type: kind, index, id, name: data.name, argumentsDelta: payload }
+        ? { type: kind, index, id, name, argumentsDelta: payload }
         : { type: kind, index, id, argumentsDelta: payload }
-    events[k] = { type: 'assistant/chunk', seq: (row.seq0 as number) + k, time, data: { turn, step, chunk } } as unknown as SessionEvent
+    events[k] = { type: 'assistant/chunk', seq: (seq0 as number) + k, time, data: { turn, step, chunk } } as unknown as SessionEvent
   }
   return events
 }

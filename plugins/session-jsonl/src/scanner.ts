@@ -14,7 +14,7 @@ export interface ScanResult {
   header: SessionHeader
   /** The contiguous committed prefix, seqs 0..n-1. */
   events: SessionEvent[]
-  /** The first committed event whose type `knownTypes` lacks and that is not ignorable. */
+  /** The first committed event of a type `isKnown` refuses that is not ignorable. */
   unknown?: SessionEvent
   /** UTF-8 byte length of the committed prefix; the tail is torn iff this is less than the file size. */
   committedBytes: number
@@ -22,12 +22,12 @@ export interface ScanResult {
 
 /**
  * Scans a plaintext (compression 'none') log. `location` names it in errors.
- * `knownTypes`: report the first committed event of another type (checked here,
+ * `isKnown`: report the first committed event of a type it refuses (checked here,
  * while each event is at hand, rather than in a second pass over a long log).
  * `bytes`: the file's size, when known (spares measuring an ASCII text again).
  */
-export function scanLog(text: string, location: string, knownTypes?: ReadonlySet<string>, bytes?: number): ScanResult {
-  const scanner = new LogScanner(location, knownTypes)
+export function scanLog(text: string, location: string, isKnown?: (type: string) => boolean, bytes?: number): ScanResult {
+  const scanner = new LogScanner(location, isKnown)
   // 3. A final fragment without a newline was never committed: it is left out.
   const end = text.lastIndexOf('\n') + 1
   const lines = end === text.length ? text : text.slice(0, end)
@@ -42,7 +42,7 @@ export function scanLog(text: string, location: string, knownTypes?: ReadonlySet
  */
 export class LogScanner {
   readonly #location: string
-  readonly #knownTypes: ReadonlySet<string> | undefined
+  readonly #isKnown: ((type: string) => boolean) | undefined
   #header: SessionHeader | undefined
   // Accepted events, in blocks joined once at the end: one push at a time into a
   // single array of a long log costs more than the blocks and the join.
@@ -56,9 +56,9 @@ export class LogScanner {
   #scannedBytes = 0
   #committedBytes = 0
 
-  constructor(location: string, knownTypes?: ReadonlySet<string>) {
+  constructor(location: string, isKnown?: (type: string) => boolean) {
     this.#location = location
-    this.#knownTypes = knownTypes
+    this.#isKnown = isKnown
   }
 
   #corrupt(message: string) {
@@ -137,8 +137,8 @@ export class LogScanner {
 
   /** Keeps an accepted event. */
   #accept(event: SessionEvent) {
-    const knownTypes = this.#knownTypes
-    if (knownTypes && !this.#unknown && !knownTypes.has(event.type) && event.ignorable !== true) this.#unknown = event
+    const isKnown = this.#isKnown
+    if (isKnown && !this.#unknown && !isKnown(event.type) && event.ignorable !== true) this.#unknown = event
     if (this.#block.length === BLOCK) this.#blocks.push((this.#block = []))
     this.#block.push(event)
   }

@@ -1,4 +1,4 @@
-import { interruptedTurnClosers, KNOWN_SESSION_EVENT_TYPES, Session, type SessionEvent, type SessionHeader } from '@loom/session'
+import { interruptedTurnClosers, isKnownEventType, Session, type SessionEvent, type SessionHeader } from '@loom/session'
 import { isAscii } from 'node:buffer'
 import { readSync } from 'node:fs'
 import { type FileHandle, open, readdir } from 'node:fs/promises'
@@ -148,7 +148,7 @@ export class JsonlFiles {
     for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
       const before = revisionOf(await this.#ops.stat(path))
       try {
-        const scanner = new LogScanner(path, KNOWN_SESSION_EVENT_TYPES)
+        const scanner = new LogScanner(path, isKnownEventType)
         const handle = await this.#ops.open(path, 'r')
         let bytes: number
         try {

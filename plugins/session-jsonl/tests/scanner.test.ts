@@ -71,7 +71,8 @@ describe('scanLog', () => {
   })
 
   it('reports the first committed event of an unknown type, and none in the torn tail', () => {
-    const known = new Set(['turn/start', 'turn/end', 'step/start', 'step/end', 'assistant/chunk'])
+    const types = new Set(['turn/start', 'turn/end', 'step/start', 'step/end', 'assistant/chunk'])
+    const known = (type: string) => types.has(type)
     const future = (seq: number, extra: object = {}) => ({ ...ev('future/thing', seq, { x: seq }), ...extra }) as SessionEvent
     expect(scanLog(log(encodeEvents(TURN_1)), LOCATION, known).unknown).toBeUndefined()
     expect(scanLog(log(encodeEvents([...TURN_1, future(6, { ignorable: true })])), LOCATION, known).unknown).toBeUndefined()
@@ -82,7 +83,7 @@ describe('scanLog', () => {
     const tail = scanLog(log([...TURN_1.map(line), line(future(7))]), LOCATION, known)
     expect(tail.unknown).toBeUndefined()
     expect(tail.events).toHaveLength(6)
-    // Without the set nothing is checked.
+    // Without the predicate nothing is checked.
     expect(scanLog(log(encodeEvents([...TURN_1, future(6)])), LOCATION).unknown).toBeUndefined()
   })
 

@@ -3,7 +3,7 @@
 // numbers, and a session log must read back byte-identical to what was appended.
 import {
   interruptedTurnClosers,
-  KNOWN_SESSION_EVENT_TYPES,
+  isKnownEventType,
   SESSION_FORMAT_VERSION,
   SessionFormatUnsupportedError,
   SessionPersistenceCorruptionError,
@@ -199,7 +199,7 @@ export class Db {
       throw new SessionPersistenceCorruptionError(`stored session "${id}" has an unparsable event ${where}`, { cause: error })
     }
     if (event?.seq !== seq) throw new SessionPersistenceCorruptionError(`stored session "${id}" has an event whose seq is not its row's ${where}`)
-    if (!KNOWN_SESSION_EVENT_TYPES.has(event.type) && event.ignorable !== true) {
+    if (!isKnownEventType(event.type) && event.ignorable !== true) {
       throw new SessionPersistenceCorruptionError(
         `stored session "${id}" has event type "${event.type}" at seq ${seq}, which this build does not know (raw log: ${this.locate(id)})`,
       )

@@ -7,7 +7,7 @@ import {
   checkSurfaceMarkers,
   dataProblem,
   headerEquals,
-  SURFACE_EVENT_TYPES,
+  isSurfaceEventType,
   type RequestHeader,
   type Session,
   type SessionEvent,
@@ -148,7 +148,7 @@ export function foldEvent(state: ReplayState, event: SessionEvent, events: Event
   let surfaceTokens = state.surfaceTokens
 
   checkSurfaceMarkers(event)
-  if (SURFACE_EVENT_TYPES.has(event.type)) {
+  if (isSurfaceEventType(event.type)) {
     const op = event.surfaceOp!
     eventTokens = surfacePrice(event)
     const node = { seq: event.seq, tokens: eventTokens }
