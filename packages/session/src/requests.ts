@@ -79,7 +79,7 @@ export function reconstructRequests(events: readonly SessionEvent[]): Reconstruc
     }
     current = undefined
     previousChunk = undefined
-    const replacement = surface.plan(event)()
+    const replacement = surface.apply(event)
     if (replacement) {
       messages = surface.nodes.map(seq => projector.deriveEventMessage(surface.eventAt(seq)!)).filter(m => m !== null)
     } else if (event.surfaceOp === 'append') {

@@ -207,8 +207,7 @@ export class Session {
    * projects it once, at the end. An adopted event is in the log already.
    */
   #commit(event: SessionEvent, seed?: 'copied' | 'adopted') {
-    const apply = this.#surface.plan(event)
-    const replacement = apply()
+    const replacement = this.#surface.apply(event)
     if (seed !== 'adopted') {
       this.#log.push(event)
       if (this.#seqsByType) indexEvent(this.#seqsByType, event)

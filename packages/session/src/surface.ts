@@ -19,8 +19,6 @@ export interface Replacement {
   shadowedSeqs: number[]
 }
 
-const UNCHANGED = () => undefined
-
 const isSafeSeq = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0
 
 /** Checks the surface markers of an event that is about to get `event.seq`. */
@@ -74,20 +72,17 @@ export class Surface implements SurfaceState {
   }
 
   /**
-   * Validates `event` against the current surface and returns the function that
-   * applies it. Nothing changes until the returned commit runs, so a failed append
-   * leaves the surface as it was.
+   * Validates `event` against the current surface, then applies it: a refused
+   * event throws before anything changes, so the surface stays as it was.
    */
-  plan(event: SessionEvent): () => Replacement | undefined {
+  apply(event: SessionEvent): Replacement | undefined {
     checkSurfaceMarkers(event)
     const op: SurfaceOp | undefined = event.surfaceOp
-    if (op === undefined) return UNCHANGED
+    if (op === undefined) return undefined
     if (op === 'append') {
-      return () => {
-        this.nodes.push(event.seq)
-        if (this.#kept) this.#kept[event.seq] = event
-        return undefined
-      }
+      this.nodes.push(event.seq)
+      if (this.#kept) this.#kept[event.seq] = event
+      return undefined
     }
     const i = this.nodes.indexOf(op.start)
     const j = this.nodes.indexOf(op.end)
@@ -101,15 +96,13 @@ export class Surface implements SurfaceState {
       throw new Error(`surface replace: sourceEventSeqs must include every shadowed surface node; missing ${missing.join(', ')}`)
     }
     if (event.type === 'tool/result') this.#checkToolResultRewrite(event, shadowed)
-    return () => {
-      this.nodes.splice(i, j - i + 1, event.seq)
-      if (this.#kept) {
-        for (const seq of shadowed) this.#kept[seq] = undefined
-        this.#kept[event.seq] = event
-      }
-      this.replaceGeneration++
-      return { seq: event.seq, start: op.start, end: op.end, shadowedSeqs: shadowed }
+    this.nodes.splice(i, j - i + 1, event.seq)
+    if (this.#kept) {
+      for (const seq of shadowed) this.#kept[seq] = undefined
+      this.#kept[event.seq] = event
     }
+    this.replaceGeneration++
+    return { seq: event.seq, start: op.start, end: op.end, shadowedSeqs: shadowed }
   }
 
   /** The event of a current node. */
@@ -151,7 +144,7 @@ export function foldSurface(events: readonly SessionEvent[]): { nodes: number[];
   const surface = new Surface()
   const replacements: Replacement[] = []
   for (const event of events) {
-    const replacement = surface.plan(event)()
+    const replacement = surface.apply(event)
     if (replacement) replacements.push(replacement)
   }
   return { nodes: surface.nodes, replacements }
