@@ -1,5 +1,6 @@
 import { BlockAssembler, type CallId, type StreamChunk } from '@loom/llm'
-import { lastEventOfType, type SessionEvent } from './events.ts'
+import { type EventBlocks, joinBlocks } from './event-log.ts'
+import type { SessionEvent } from './events.ts'
 
 export const TOOL_NOT_STARTED_TEXT = 'The tool call was interrupted before Loom recorded it as started. Retry it if it is still needed.'
 export const TOOL_OUTCOME_UNKNOWN_TEXT =
@@ -70,9 +71,14 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
   let pending = new Map<CallId, { step: number; callSeq?: number }>()
   // The chunks of a stream the crash cut short: logged, but no assistant/message cites them yet.
   let streamed: SessionEvent<'assistant/chunk'>[] = []
+  // The model of the open turn's latest request: a cut stream came from it.
+  let context: { provider: string; model: string } | undefined
   for (let i = from; i < events.length; i++) {
     const event = events[i]
     switch (event.type) {
+      case 'request/context':
+        context = event.data
+        break
       case 'assistant/chunk': {
         const { chunk } = event.data
         // A failed attempt's chunks are never part of the history; the retry starts afresh.
@@ -132,7 +138,7 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
   // What the stream had shown survives as a partial, interrupted message (text and reasoning only).
   const partial = step === undefined ? [] : interruptedContent(streamed.map(event => event.data.chunk))
   if (partial.length) {
-    const { provider, model } = lastEventOfType(events, 'request/context')?.data ?? { provider: 'unknown', model: 'unknown' }
+    const { provider, model } = context ?? { provider: 'unknown', model: 'unknown' }
     closers.push({
       type: 'assistant/message',
       seq,
@@ -180,6 +186,16 @@ export function interruptedTurnClosers(events: readonly SessionEvent[]): Session
   if (step !== undefined) closers.push({ type: 'step/end', seq: seq++, time, data: { turn, step } })
   closers.push({ type: 'turn/end', seq, time, data: { turn, reason: { kind: 'interrupted' } } })
   return closers
+}
+
+/**
+ * The events of `blocks` from the block that holds the last `turn/end` on (all
+ * of them without one): all `interruptedTurnClosers` reads of a long log.
+ */
+export function openTail(blocks: EventBlocks): SessionEvent[] {
+  let first = blocks.length - 1
+  while (first > 0 && !blocks[first].some(event => event.type === 'turn/end')) first--
+  return joinBlocks(blocks.slice(Math.max(0, first)))
 }
 
 /** The index after the log's last `turn/end` (0 without one). */

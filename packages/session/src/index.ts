@@ -2,7 +2,8 @@ import { SessionStore } from './store.ts'
 
 export default SessionStore
 export * from './events.ts'
-export { interruptedTurnClosers, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT } from './closers.ts'
+export { interruptedTurnClosers, openTail, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT } from './closers.ts'
+export { appendToBlocks, EVENT_BLOCK, type EventBlocks, joinBlocks } from './event-log.ts'
 export { callConfigEquals, canonicalHeader, foldRequestHeader, headerEquals } from './header.ts'
 export { jsonSnapshot, NonJsonError } from '@loom/llm'
 export { deepFreezeJson, Session } from './session.ts'

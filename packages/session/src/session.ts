@@ -11,7 +11,7 @@ import {
   type SurfaceEventType,
   type SurfaceIntent,
 } from './events.ts'
-import { EventLog } from './event-log.ts'
+import { type EventBlocks, EventLog } from './event-log.ts'
 import { canonicalHeader } from './header.ts'
 import { Surface, type SurfaceState } from './surface.ts'
 import { dataProblem, envelopeProblem } from './validate.ts'
@@ -63,21 +63,24 @@ export class Session {
 
   /** A detached session from a copy of `seed`; with a seed (even `[]`) it ends with a `session/end-seed` marker. */
   static create(id: SessionId, seed?: readonly SessionEvent[], header?: SessionHeader): Session {
-    return new Session(id, seed, header, false)
+    return new Session(id, seed && [seed], header, false)
   }
 
   /**
    * Like `create`, but takes ownership of `seed` (freshly parsed: plain JSON trees
    * no one else holds) and freezes each event in place the first time this session
    * hands it out (a whole long log is frozen only for `events`; the history's
-   * messages for `deriveMessages`). The array becomes the start of the session's
-   * log as it is: the session never changes it, and neither may the caller.
+   * messages for `deriveMessages`). The seed, one array or the blocks a store read
+   * (see `EventBlocks`), becomes the start of the session's log as it is: the
+   * session never changes it, and neither may the caller.
    */
-  static fromRestore(id: SessionId, seed: readonly SessionEvent[], header: SessionHeader): Session {
-    return new Session(id, seed, header, true)
+  static fromRestore(id: SessionId, seed: readonly SessionEvent[] | EventBlocks, header: SessionHeader): Session {
+    // Events are objects, never arrays: a first element that is an array is a block.
+    const blocks = Array.isArray(seed[0]) ? (seed as EventBlocks) : [seed as readonly SessionEvent[]]
+    return new Session(id, blocks, header, true)
   }
 
-  private constructor(id: SessionId, seed: readonly SessionEvent[] | undefined, header: SessionHeader | undefined, adopt: boolean) {
+  private constructor(id: SessionId, seed: EventBlocks | undefined, header: SessionHeader | undefined, adopt: boolean) {
     this.header = deepFreeze(adopt ? header! : structuredClone(header ?? { version: SESSION_FORMAT_VERSION, id, createdAt: Date.now() }))
     if (this.header.id !== id) throw new Error(`session header id "${this.header.id}" does not match session id "${id}"`)
     if (!seed) {
@@ -85,29 +88,30 @@ export class Session {
       this.firstLiveSeq = 0
       return
     }
-    // The marker closes the inherited prefix; it is never published (no store is attached yet).
-    const marker: SessionEvent | undefined =
-      seed.at(-1)?.type === 'session/end-seed' ? undefined : deepFreeze({ type: 'session/end-seed', seq: seed.length, time: Date.now(), data: {} })
-    // Adopted events become the log's prefix as they are, array and all.
+    // Adopted events become the log's prefix as they are, blocks and all.
     this.#log = new EventLog(adopt ? seed : [])
-    for (let index = 0; index < seed.length; index++) {
-      const raw = seed[index]
-      const problem = envelopeProblem(raw)
-      if (problem) throw new Error(`seed event at index ${index} ${problem}`)
-      if (raw.seq !== index) throw new Error(`seed event at index ${index} has seq ${raw.seq} (expected ${index}); seed must be contiguous from 0`)
-      const event = adopt ? raw : jsonOnly(raw, raw.type, 'data')
-      const shape = dataProblem(event.type, event.data)
-      if (shape) throw new Error(`seed event at index ${index} ("${event.type}") ${shape}`)
-      // Most of a restored log (chunks, step and turn brackets) has no surface
-      // marker and nothing to fold: all the surface would do is check that.
-      if (adopt && quiet(event)) continue
-      this.#commit(adopt ? event : deepFreeze(event), adopt ? 'adopted' : 'copied')
+    let index = 0
+    for (const block of seed) {
+      for (let k = 0; k < block.length; k++, index++) {
+        const raw = block[k]
+        const problem = envelopeProblem(raw)
+        if (problem) throw new Error(`seed event at index ${index} ${problem}`)
+        if (raw.seq !== index) throw new Error(`seed event at index ${index} has seq ${raw.seq} (expected ${index}); seed must be contiguous from 0`)
+        const event = adopt ? raw : jsonOnly(raw, raw.type, 'data')
+        const shape = dataProblem(event.type, event.data)
+        if (shape) throw new Error(`seed event at index ${index} ("${event.type}") ${shape}`)
+        // Most of a restored log (chunks, step and turn brackets) has no surface
+        // marker and nothing to fold: all the surface would do is check that.
+        if (adopt && quiet(event)) continue
+        this.#commit(adopt ? event : deepFreeze(event), adopt ? 'adopted' : 'copied')
+      }
     }
-    this.firstLiveSeq = seed.length
-    if (adopt) this.#unfrozen = seed.length
+    this.firstLiveSeq = index
+    if (adopt) this.#unfrozen = index
     if (this.#seedReplaced) this.#messages = this.#project()
     if (adopt) this.#messagesFrozen = false
-    if (marker) this.#commit(marker)
+    // The marker closes the inherited prefix; it is never published (no store is attached yet).
+    if (seed.at(-1)?.at(-1)?.type !== 'session/end-seed') this.#commit(deepFreeze({ type: 'session/end-seed', seq: index, time: Date.now(), data: {} }))
   }
 
   get id(): SessionId {

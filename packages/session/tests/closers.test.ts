@@ -1,6 +1,7 @@
 // interruptedTurnClosers: closing a turn a crash left open (spec §3.6 closers; contract 132).
 import { describe, expect, it } from 'vitest'
-import { interruptedTurnClosers, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT } from '../src/closers.ts'
+import { interruptedTurnClosers, openTail, TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT } from '../src/closers.ts'
+import { EVENT_BLOCK } from '../src/event-log.ts'
 import type { SessionEvent } from '../src/events.ts'
 import { Session } from '../src/session.ts'
 import { appendOpenTurn, appendToolTurn, assistantData, toolCall, toolResultData } from './helpers.ts'
@@ -189,6 +190,18 @@ describe('a stream the crash cut short', () => {
     expect(session.deriveMessages().at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'reasoning' }, { type: 'text', text: 'The answer is ' }] })
   })
 
+  it("names the open turn's model, never one an earlier turn used", () => {
+    const session = Session.create('s')
+    session.append('request/context', { provider: 'deepseek', model: 'deepseek-pro' })
+    appendToolTurn(session, 1)
+    appendOpenTurn(session, 2)
+    chunk(session, { type: 'text-delta', index: 0, text: 'cut' })
+    expect(interruptedTurnClosers(session.events)[0]).toMatchObject({ data: { message: { source: { provider: 'unknown', model: 'unknown' } } } })
+    session.append('request/context', { provider: 'openai', model: 'gpt' })
+    chunk(session, { type: 'text-delta', index: 0, text: 'cut' })
+    expect(interruptedTurnClosers(session.events)[0]).toMatchObject({ data: { message: { source: { provider: 'openai', model: 'gpt' } } } })
+  })
+
   it('a failed attempt before it is dropped; a stream without text leaves no message', () => {
     const session = Session.create('s')
     appendToolTurn(session, 1)
@@ -197,5 +210,40 @@ describe('a stream the crash cut short', () => {
     chunk(session, { type: 'finish', reason: { kind: 'error', failure: { code: 'NETWORK', message: 'reset' } } })
     chunk(session, { type: 'block-start', index: 0, blockType: 'tool-call' })
     expect(interruptedTurnClosers(session.events).map(event => event.type)).toEqual(['step/end', 'turn/end'])
+  })
+})
+
+describe('openTail', () => {
+  /** `session`'s events in blocks of EVENT_BLOCK, as a store reads them. */
+  const blocksOf = (session: Session) => {
+    const events = session.events
+    return Array.from({ length: Math.ceil(events.length / EVENT_BLOCK) }, (_, i) => events.slice(i * EVENT_BLOCK, (i + 1) * EVENT_BLOCK))
+  }
+  const chunks = (session: Session, turn: number, count: number) => {
+    for (let i = 0; i < count; i++) session.append('assistant/chunk', { turn, step: 1, chunk: { type: 'text-delta', index: 0, text: `${i} ` } })
+  }
+
+  it('holds what the closers of the whole log need, whichever block the last turn/end is in', () => {
+    // The open turn starts in the first block and streams across two more.
+    const spanning = Session.create('s')
+    appendToolTurn(spanning, 1)
+    appendOpenTurn(spanning, 2)
+    spanning.append('request/context', { provider: 'deepseek', model: 'deepseek-flash' })
+    spanning.append('assistant/message', assistantData(2, 1, [toolCall('call-a')]), { surfaceOp: 'append' })
+    chunks(spanning, 2, 2 * EVENT_BLOCK)
+    // A long history, then a turn left open in the last block.
+    const late = Session.create('s')
+    chunks(late, 0, EVENT_BLOCK + 10)
+    appendToolTurn(late, 1)
+    appendOpenTurn(late, 2)
+    for (const session of [spanning, late]) {
+      const blocks = blocksOf(session)
+      expect(blocks.length).toBeGreaterThan(1)
+      const whole = interruptedTurnClosers(session.events)
+      expect(whole.length).toBeGreaterThan(1)
+      expect(interruptedTurnClosers(openTail(blocks))).toEqual(whole)
+    }
+    expect(openTail(blocksOf(late)).length).toBeLessThan(late.events.length)
+    expect(openTail([])).toEqual([])
   })
 })

@@ -322,7 +322,15 @@ function decodeRow(tag: RowTag, row: JsonObject): SessionEvent[] {
   const payloads = data[payloadKey]
   const named = isTool && name !== undefined
   const keys = isTool ? (named ? 7 : 6) : 5
-  if (keyCount(data) !== keys || turn === undefined || step === undefined || index === undefined || dt === undefined || payloads === undefined || (isTool && id === undefined)) {
+  if (
+    keyCount(data) !== keys ||
+    turn === undefined ||
+    step === undefined ||
+    index === undefined ||
+    dt === undefined ||
+    payloads === undefined ||
+    (isTool && id === undefined)
+  ) {
     const required = isTool ? 'turn, step, index, id, dt, args (and optionally name)' : 'turn, step, index, dt, texts'
     throw malformedRow(tag, `data must have exactly the keys ${required}, got ${Object.keys(data).join(', ')}`)
   }

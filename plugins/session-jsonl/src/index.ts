@@ -217,7 +217,7 @@ export class JsonlPersistence extends Service implements SessionPersistence {
       session = this.files.restore(log)
     }
     const waiters = this.tracked.get(id)?.waiters ?? []
-    this.tracked.set(id, { header: log.header, path: log.path, cursor: log.events.length, materialized: true, waiters })
+    this.tracked.set(id, { header: log.header, path: log.path, cursor: log.count, materialized: true, waiters })
     return { log, session }
   }
 

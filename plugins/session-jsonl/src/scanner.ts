@@ -6,14 +6,18 @@
 // log went on to record a completed turn past it, so the damage is not a torn
 // write but corruption, and must not be silently dropped.
 
-import type { SessionEvent, SessionHeader } from '@loom/session'
+import { EVENT_BLOCK, type EventBlocks, joinBlocks, type SessionEvent, type SessionHeader } from '@loom/session'
 import { SessionPersistenceCorruptionError } from './errors.ts'
 import { decodeStored, parseHeaderRecord } from './format.ts'
 
 export interface ScanResult {
   header: SessionHeader
-  /** The contiguous committed prefix, seqs 0..n-1. */
-  events: SessionEvent[]
+  /** The contiguous committed prefix, seqs 0..n-1, in blocks (what a load hands on). */
+  blocks: EventBlocks
+  /** The same events as one array, joined at first use. */
+  readonly events: SessionEvent[]
+  /** How many events the prefix holds. */
+  count: number
   /** The first committed event of a type `isKnown` refuses that is not ignorable. */
   unknown?: SessionEvent
   /** UTF-8 byte length of the committed prefix; the tail is torn iff this is less than the file size. */
@@ -44,8 +48,8 @@ export class LogScanner {
   readonly #location: string
   readonly #isKnown: ((type: string) => boolean) | undefined
   #header: SessionHeader | undefined
-  // Accepted events, in blocks joined once at the end: one push at a time into a
-  // single array of a long log costs more than the blocks and the join.
+  // Accepted events, in blocks: one push at a time into a single array of a long
+  // log costs more, and so does joining them (see `EventBlocks`).
   #block: SessionEvent[] = []
   readonly #blocks: SessionEvent[][] = [this.#block]
   #count = 0
@@ -139,7 +143,7 @@ export class LogScanner {
   #accept(event: SessionEvent) {
     const isKnown = this.#isKnown
     if (isKnown && !this.#unknown && !isKnown(event.type) && event.ignorable !== true) this.#unknown = event
-    if (this.#block.length === BLOCK) this.#blocks.push((this.#block = []))
+    if (this.#block.length === EVENT_BLOCK) this.#blocks.push((this.#block = []))
     this.#block.push(event)
   }
 
@@ -148,13 +152,21 @@ export class LogScanner {
     const header = this.#header
     if (header === undefined) throw this.#corrupt('empty or header-less session log')
     const blocks = this.#blocks
-    const events = blocks.length === 1 ? blocks[0] : ([] as SessionEvent[]).concat(...blocks)
+    let events: SessionEvent[] | undefined
     const unknown = this.#unknown
-    return { header, events, committedBytes: this.#committedBytes, ...(unknown && { unknown }) }
+    return {
+      header,
+      blocks,
+      get events() {
+        events ??= joinBlocks(blocks)
+        return events
+      },
+      count: this.#count,
+      committedBytes: this.#committedBytes,
+      ...(unknown && { unknown }),
+    }
   }
 }
-
-const BLOCK = 4096
 
 /** One stored event, or the run of a packed row. */
 type Stored = SessionEvent | readonly SessionEvent[]

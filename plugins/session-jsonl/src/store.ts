@@ -1,4 +1,13 @@
-import { interruptedTurnClosers, isKnownEventType, Session, type SessionEvent, type SessionHeader } from '@loom/session'
+import {
+  appendToBlocks,
+  type EventBlocks,
+  interruptedTurnClosers,
+  isKnownEventType,
+  openTail,
+  Session,
+  type SessionEvent,
+  type SessionHeader,
+} from '@loom/session'
 import { isAscii } from 'node:buffer'
 import { readSync } from 'node:fs'
 import { type FileHandle, open, readdir } from 'node:fs/promises'
@@ -61,8 +70,12 @@ function scanLines(handle: FileHandle, scanner: LogScanner): number {
 export interface StoredLog {
   path: string
   header: SessionHeader
-  /** The committed prefix. */
-  events: SessionEvent[]
+  /** The committed prefix, in blocks (what a load hands on). */
+  blocks: EventBlocks
+  /** The same events as one array, joined at first use. */
+  readonly events: SessionEvent[]
+  /** How many events the prefix holds. */
+  count: number
   /** Bytes of the committed prefix; less than the file size when the tail is torn. */
   committedBytes: number
   fileBytes: number
@@ -123,7 +136,8 @@ export class JsonlFiles {
 
   /** Reads and checks a log; writes nothing. */
   async read(path: string, expectedId?: string): Promise<StoredLog> {
-    const { header, events, committedBytes, unknown, bytes, revision } = await this.#scan(path)
+    const { scan, bytes, revision } = await this.#scan(path)
+    const { header, blocks, committedBytes, unknown } = scan
     if (expectedId !== undefined && header.id !== expectedId) {
       throw new SessionPersistenceCorruptionError(`session log ${path} holds session "${header.id}", not "${expectedId}"`)
     }
@@ -135,16 +149,20 @@ export class JsonlFiles {
     return {
       path,
       header,
-      events,
+      blocks,
+      get events() {
+        return scan.events
+      },
+      count: scan.count,
       committedBytes,
       fileBytes: bytes,
       revision,
-      closers: interruptedTurnClosers(events),
+      closers: interruptedTurnClosers(openTail(blocks)),
     }
   }
 
   /** Scans a log at one revision, retrying while it changes. */
-  async #scan(path: string): Promise<ScanResult & { bytes: number; revision: string }> {
+  async #scan(path: string): Promise<{ scan: ScanResult; bytes: number; revision: string }> {
     for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
       const before = revisionOf(await this.#ops.stat(path))
       try {
@@ -156,10 +174,10 @@ export class JsonlFiles {
         } finally {
           await this.#ops.close(handle)
         }
-        const result = scanner.result()
+        const scan = scanner.result()
         // Identical stats on both sides mean no write landed during the read.
         const after = revisionOf(await this.#ops.stat(path))
-        if (before === after) return { ...result, bytes, revision: after }
+        if (before === after) return { scan, bytes, revision: after }
       } catch (error) {
         // Damage seen while a write landed may be that write half done: read again.
         if (revisionOf(await this.#ops.stat(path)) === before) throw error
@@ -193,7 +211,7 @@ export class JsonlFiles {
    */
   restore(log: StoredLog): Session {
     try {
-      return Session.fromRestore(log.header.id, log.closers.length ? [...log.events, ...log.closers] : log.events, log.header)
+      return Session.fromRestore(log.header.id, appendToBlocks(log.blocks, log.closers), log.header)
     } catch (error) {
       throw new SessionPersistenceCorruptionError(`stored session "${log.header.id}" failed validation: ${(error as Error).message} (raw log: ${log.path})`, {
         cause: error,

@@ -5,7 +5,7 @@ import * as fs from 'node:fs'
 import * as os from 'node:os'
 import * as path from 'node:path'
 import { createAssistantMessage, userText } from '@loom/llm'
-import { Session, type SessionEvent, type SessionHeader } from '@loom/session'
+import { EVENT_BLOCK, interruptedTurnClosers, Session, type SessionEvent, type SessionHeader } from '@loom/session'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { SessionPersistenceCorruptionError } from '../src/errors.ts'
 import { type FileOps, nodeFileOps } from '../src/file.ts'
@@ -122,6 +122,23 @@ describe('JsonlFiles.read', () => {
     expect(log.fileBytes).toBe(utf8(text))
     expect(log.fileBytes - log.committedBytes).toBe(torn.length)
     expect(files.restore(log).deriveMessages()).toEqual(Session.create('s1', events).deriveMessages())
+  })
+
+  it('restores a log of several blocks with its open turn closed, as one array of its events would', async () => {
+    // The last turn lost its step/end and turn/end.
+    const open = conversation(1000).slice(0, -2)
+    await files.materialize(META, open)
+    const log = await files.read(file, 's1')
+    expect(log.blocks.length).toBeGreaterThan(2)
+    expect(log.count).toBe(open.length)
+    expect(log.closers).toEqual(interruptedTurnClosers(open))
+    expect(log.closers.map(event => event.type)).toEqual(['step/end', 'turn/end'])
+    const restored = files.restore(log)
+    // Then the marker a restore ends with.
+    expect(restored.seq).toBe(open.length + 3)
+    expect(restored.events.slice(0, -1)).toEqual(JSON.parse(JSON.stringify([...open, ...log.closers])))
+    for (const seq of [0, EVENT_BLOCK - 1, EVENT_BLOCK, open.length]) expect(restored.eventAt(seq)?.seq).toBe(seq)
+    expect(restored.deriveMessages()).toEqual(Session.create('s1', open).deriveMessages())
   })
 
   it('names the line of a damaged packed row far into a long log', async () => {
