@@ -34,7 +34,8 @@ export function bindPublisher(session: Session, publish: Publisher): () => void 
  * An event-sourced session log. Appends are synchronous and atomic: the event is
  * validated in full (JSON-only data, surface markers, shape) before the log
  * changes, seq is dense from 0, and every stored event is deep-frozen. The model
- * history (`deriveMessages`) is projected incrementally as events arrive.
+ * history (`deriveMessages`) is projected incrementally as events arrive (from
+ * scratch at the first read after a seed or a replacement).
  */
 export class Session {
   readonly header: SessionHeader
@@ -44,16 +45,17 @@ export class Session {
   readonly #log: EventLog
   #snapshot: readonly SessionEvent[] | undefined
   readonly #surface = new Surface(seq => this.#log.get(seq))
-  #messages: Message[] = []
+  /**
+   * The history of the current surface, kept up with appends; undefined until a
+   * reader wants it after a seed or a replacement (a load validates the log and
+   * pays for no projection it may not need).
+   */
+  #messages: Message[] | undefined = []
   #requestHeader: RequestHeader | undefined
   #requestContext: RequestContext | undefined
   #publishing = false
-  /** A seed replaced part of the surface: the messages its appends pushed are stale. */
-  #seedReplaced = false
   /** The events of seqs [0, #unfrozen) were adopted from a restore and are frozen only when first handed out. */
   #unfrozen = 0
-  /** The messages of the history are frozen (those of adopted events are frozen apart from their events). */
-  #messagesFrozen = true
   /**
    * The seqs of each type's events, in order: readers of one type of a long log
    * touch only those. Built at its first use, not with a restore (a load pays
@@ -90,6 +92,7 @@ export class Session {
     }
     // Adopted events become the log's prefix as they are, blocks and all.
     this.#log = new EventLog(adopt ? seed : [])
+    this.#messages = undefined
     let index = 0
     for (const block of seed) {
       for (let k = 0; k < block.length; k++, index++) {
@@ -108,8 +111,6 @@ export class Session {
     }
     this.firstLiveSeq = index
     if (adopt) this.#unfrozen = index
-    if (this.#seedReplaced) this.#messages = this.#project()
-    if (adopt) this.#messagesFrozen = false
     // The marker closes the inherited prefix; it is never published (no store is attached yet).
     if (seed.at(-1)?.at(-1)?.type !== 'session/end-seed') this.#commit(deepFreeze({ type: 'session/end-seed', seq: index, time: Date.now(), data: {} }))
   }
@@ -207,8 +208,7 @@ export class Session {
 
   /**
    * Validates against the surface, then stores: a rejected event leaves no trace.
-   * After a replacement in a seed, the history is left to the constructor, which
-   * projects it once, at the end. An adopted event is in the log already.
+   * An adopted event is in the log already.
    */
   #commit(event: SessionEvent, seed?: 'copied' | 'adopted') {
     const replacement = this.#surface.apply(event)
@@ -223,24 +223,22 @@ export class Session {
       this.#requestContext = event.data
     }
     if (replacement) {
-      if (seed) this.#seedReplaced = true
-      else {
-        this.#messages = this.#project()
-        // The history may hold adopted messages again.
-        if (this.#unfrozen) this.#messagesFrozen = false
-      }
-    } else if (event.surfaceOp === 'append') {
+      this.#messages = undefined
+    } else if (event.surfaceOp === 'append' && this.#messages) {
       const message = this.deriveEventMessage(event)
       if (message) this.#messages.push(message)
     }
   }
 
-  /** The history of the current surface, from scratch. */
+  /**
+   * The history of the current surface, from scratch. Adopted messages are
+   * frozen here, when first handed out, not the whole log with them.
+   */
   #project(): Message[] {
     const messages: Message[] = []
     for (const seq of this.#surface.nodes) {
       const message = this.deriveEventMessage(this.#log.get(seq)!)
-      if (message) messages.push(message)
+      if (message) messages.push(seq < this.#unfrozen ? deepFreezeJson(message) : message)
     }
     return messages
   }
@@ -262,11 +260,7 @@ export class Session {
 
   /** The model history: a fresh array over the shared frozen messages of the surface. */
   deriveMessages(): Message[] {
-    // Adopted messages are frozen when first handed out, not the whole log with them.
-    if (!this.#messagesFrozen) {
-      for (const message of this.#messages) deepFreezeJson(message)
-      this.#messagesFrozen = true
-    }
+    this.#messages ??= this.#project()
     return this.#messages.slice()
   }
 

@@ -1,7 +1,7 @@
 // Session.fromRestore adopts a seed without changing or copying its array, and builds the
 // history a live session would have, with or without replacements in the seed.
 import { userText } from '@loom/llm'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import type { SessionEvent } from '../src/events.ts'
 import { Session } from '../src/session.ts'
 import { appendToolTurn } from './helpers.ts'
@@ -57,6 +57,27 @@ describe('fromRestore', () => {
     for (const restored of [Session.fromRestore('r', stored(live), { version: 0, id: 'r', createdAt: 1 }), Session.create('c', stored(live))]) {
       expect(restored.deriveMessages()).toEqual(live.deriveMessages())
       expect(restored.deriveMessages()[0]).toMatchObject({ content: [{ type: 'text', text: 'summary of turn 1' }] })
+    }
+  })
+
+  it('projects the history at its first read, not during the load, and keeps it up with appends after', () => {
+    const live = Session.create('r')
+    for (let turn = 1; turn <= 3; turn++) appendToolTurn(live, turn)
+    const derive = vi.spyOn(Session.prototype, 'deriveEventMessage')
+    try {
+      const restored = Session.fromRestore('r', stored(live), { version: 0, id: 'r', createdAt: 1 })
+      expect(derive).not.toHaveBeenCalled()
+      const history = restored.deriveMessages()
+      expect(history).toEqual(live.deriveMessages())
+      expect(derive).toHaveBeenCalledTimes(restored.surface.nodes.length)
+      // Handed out frozen, though the log's events were not frozen by the load.
+      expect(history.every(message => Object.isFrozen(message) && Object.isFrozen(message.content))).toBe(true)
+      derive.mockClear()
+      restored.append('user/message', userText('and then?'), { surfaceOp: 'append' })
+      expect(restored.deriveMessages()).toHaveLength(history.length + 1)
+      expect(derive).toHaveBeenCalledTimes(1)
+    } finally {
+      derive.mockRestore()
     }
   })
 })
