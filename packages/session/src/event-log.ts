@@ -20,9 +20,11 @@ export function joinBlocks(blocks: EventBlocks): SessionEvent[] {
 /** `blocks` followed by `events`: new blocks that share every full block of `blocks`. */
 export function appendToBlocks(blocks: EventBlocks, events: readonly SessionEvent[]): EventBlocks {
   if (!events.length) return blocks
-  const full = blocks.length && blocks[blocks.length - 1].length === EVENT_BLOCK ? blocks : blocks.slice(0, -1)
-  const rest = [...(blocks.length > full.length ? blocks[blocks.length - 1] : []), ...events]
-  const appended: (readonly SessionEvent[])[] = [...full]
+  // A last block with room is copied and filled; the full ones are shared.
+  const last = blocks.at(-1)
+  const open = last !== undefined && last.length < EVENT_BLOCK
+  const appended = open ? blocks.slice(0, -1) : blocks.slice()
+  const rest = open ? [...last, ...events] : events
   for (let start = 0; start < rest.length; start += EVENT_BLOCK) appended.push(rest.slice(start, start + EVENT_BLOCK))
   return appended
 }

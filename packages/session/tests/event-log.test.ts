@@ -63,6 +63,7 @@ describe('blocks', () => {
     expect(appendToBlocks(blocks, [])).toBe(blocks)
     expect(seqs(joinBlocks(appendToBlocks([], events(0, 2))))).toEqual([0, 1])
     expect(appendToBlocks([events(0, EVENT_BLOCK)], [event(EVENT_BLOCK)]).map(block => block.length)).toEqual([EVENT_BLOCK, 1])
+    expect(appendToBlocks([[]], events(0, 2)).map(block => block.length)).toEqual([2])
   })
 
   it('joins blocks into a new array', () => {
