@@ -1,23 +1,8 @@
-import { existsSync, readdirSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import { BaseSequencer, type TestSpecification } from 'vitest/node'
 import { defineConfig } from 'vitest/config'
-
-/**
- * Two projects: the CLI's tests (they run real commands, some in subprocesses,
- * and get a longer timeout) and every other package's tests/ folder. One module
- * graph each: a project per package transformed the shared packages once per
- * package.
- */
-const CLI = 'apps/cli'
-const others = ['packages', 'plugins', 'apps']
-  .flatMap(dir => readdirSync(dir).map(name => `${dir}/${name}`))
-  .filter(root => root !== CLI && existsSync(`${root}/tests`))
-const projects = [
-  { extends: true as const, test: { name: 'packages', include: others.map(root => `${root}/tests/**/*.test.ts`) } },
-  { extends: true as const, test: { name: 'cli', include: [`${CLI}/tests/**/*.test.ts`], testTimeout: 60_000 } },
-]
+import projects from './vitest.workspace.ts'
 
 /**
  * The files that take longest (npm installs, many killed processes, terminals)

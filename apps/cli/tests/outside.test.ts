@@ -15,7 +15,11 @@ import { scriptedModel } from './helpers.ts'
 
 const REPO = fileURLToPath(new URL('../../..', import.meta.url))
 const PNPM = `pnpm@${(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { packageManager: string }).packageManager.split('@')[1]}`
-const STEP_MS = 240_000
+// One command's limit: npm installing every tarball's dependencies with a cold cache (a new
+// user's) on a loaded machine takes minutes. A test's or hook's limit is above the few commands it
+// runs, so a slow command is named by its own limit, not hidden in a hook timeout.
+const COMMAND_MS = 480_000
+const STEP_MS = 6 * COMMAND_MS
 
 const base = mkdtempSync(join(tmpdir(), 'loom-outside-'))
 // Two installed node_modules trees: removing them can take longer than the
@@ -37,10 +41,11 @@ const env: NodeJS.ProcessEnv = {
 
 function sh(command: string, args: string[], cwd: string): string {
   try {
-    return execFileSync(command, args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: STEP_MS })
+    return execFileSync(command, args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: COMMAND_MS })
   } catch (error) {
-    const failed = error as { stdout?: string; stderr?: string; message: string }
-    throw new Error(`${command} ${args.join(' ')} (in ${cwd}) failed: ${failed.message}\n${failed.stdout ?? ''}\n${failed.stderr ?? ''}`)
+    const failed = error as { stdout?: string; stderr?: string; message: string; code?: string }
+    const why = failed.code === 'ETIMEDOUT' ? `ran out of time after ${COMMAND_MS / 1000} s` : `failed: ${failed.message}`
+    throw new Error(`${command} ${args.join(' ')} (in ${cwd}) ${why}\n${failed.stdout ?? ''}\n${failed.stderr ?? ''}`)
   }
 }
 
@@ -104,7 +109,7 @@ describe('a plugin in its own project', { timeout: STEP_MS }, () => {
 - Done counting.
 `)}- insert:\n    - id: hello\n      name: hello-loom\n`,
     )
-    expect(sh(loomBin, ['plugins'], deployment)).toMatch(/^hello-loom {2}installed, \S+cli\/node_modules\/hello-loom$/m)
+    expect(sh(loomBin, ['plugins'], deployment)).toMatch(/^hello-loom {2}installed, .+cli\/node_modules\/hello-loom$/m)
     expect(sh(loomBin, ['prompt'], deployment)).toContain('hello-loom')
     const run = sh(loomBin, ['run', 'count the words'], deployment)
     expect(run).toContain('→ hello-loom')

