@@ -4,22 +4,23 @@
 import { type Context, type Fiber, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { redact } from '@loom/secrets'
-import type { ApprovalAnswer, ApprovalRequest, Approver } from '@loom/tools'
+import { type ApprovalAnswer, type ApprovalRequest, type Approver, PROTECTED_RULE } from '@loom/tools'
 import { createInterface } from 'node:readline'
 import { type ApproveMode, DEFAULT_APPROVE_MODE } from './commands.ts'
 import { editDiff } from './present/diff.ts'
 import { clip, hostSecrets, styler } from './present/term.ts'
 
 /** The note a denied call carries to the model: why nobody approved it. */
-export const DENIAL_NOTES: Record<Exclude<ApproveMode, 'all'>, string> = {
+export const DENIAL_NOTES: Record<Exclude<ApproveMode, 'all'> | 'protected', string> = {
   never: 'approvals are turned off for this run (--approve never)',
   policy: 'this headless run has no one to ask (--approve policy); the call needs a rule that allows it, or unattended: allow on its ask rule',
+  protected: 'a protected path changes only with the approval of a person at the terminal (or a run with --approve all); no rule allows it',
 }
 
 /** How a mode answers a request: `all` allows, `never` denies, `policy` takes the rule's `unattended` answer (absent: deny). */
-export function answerOf(mode: ApproveMode, request?: Pick<ApprovalRequest, 'unattended'>): ApprovalAnswer {
+export function answerOf(mode: ApproveMode, request?: Pick<ApprovalRequest, 'unattended' | 'rule'>): ApprovalAnswer {
   if (mode === 'all' || (mode === 'policy' && request?.unattended === 'allow')) return { kind: 'allow' }
-  return { kind: 'deny', note: DENIAL_NOTES[mode] }
+  return { kind: 'deny', note: request?.rule === PROTECTED_RULE ? DENIAL_NOTES.protected : DENIAL_NOTES[mode] }
 }
 
 export interface Config {

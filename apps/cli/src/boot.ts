@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url'
 import { objectKeys } from './catalogue.ts'
 import { closestName, compose, resolvePackage, type ComposeOptions, type Composition } from './compose.ts'
 import { BootError } from './errors.ts'
+import { protectedPaths, protectPlugin } from './protect.ts'
 
 /** The loader entry id of the include that mounts the composed rows. */
 export const DEPLOYMENT_ENTRY = 'deployment'
@@ -100,6 +101,8 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     entry.ctx.baseUrl = projectUrl
   })
   for (const { plugin, config } of options.plugins ?? []) await root.plugin(plugin, config)
+  // The deployment's own files, out of its agents' reach (they change with a recompose).
+  let protection = await root.plugin(protectPlugin(protectedPaths({ cwd, composition })))
 
   // The include needs a real root file; it stays `[]` and every row comes in
   // through `patches`, so the loader's write-back can never bake rows into a
@@ -187,6 +190,8 @@ export async function boot(options: BootOptions): Promise<Deployment> {
       }
       composition = next
       mountedRows = nextRows
+      await protection.dispose()
+      protection = await root.plugin(protectPlugin(protectedPaths({ cwd, composition })))
       return next
     },
     problems,

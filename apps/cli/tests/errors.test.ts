@@ -75,9 +75,9 @@ describe('startup errors', () => {
   })
 
   it('a config key for a built-in plugin that takes no config is refused: it would do nothing', async () => {
-    const run = await fails({ 'loom.yml': '- id: tools\n  config:\n    bogus: 1\n' })
+    const run = await fails({ 'loom.yml': '- id: session\n  config:\n    bogus: 1\n' })
     expect(run.code).toBe(1)
-    expect(run.stderr).toContain('row "tools" (@loom/tools): unknown config key "bogus"; it takes no config')
+    expect(run.stderr).toContain('row "session" (@loom/session): unknown config key "bogus"; it takes no config')
   })
 
   it('malformed YAML in loom.yml names the file and the line', async () => {

@@ -20,6 +20,7 @@ export interface ToolSpec<A = any> {
   execute(args: A, exec: ToolRunContext): ToolOutput | Promise<ToolOutput>
   isConcurrencySafe?: boolean | ((args: A) => boolean)
   timeoutMs?: number
+  writes?: (args: A, exec: ToolRunContext) => readonly string[] | Promise<readonly string[]>
 }
 
 /** A checked definition: frozen schema, compiled validator, calls bound to the author's object. */
@@ -30,6 +31,7 @@ export interface CompiledTool {
   readonly validate: ValidateFunction
   readonly timeoutMs: number | undefined
   readonly isConcurrencySafe: ToolDefinition['isConcurrencySafe']
+  readonly writes: ToolDefinition['writes']
   execute(args: unknown, exec: ToolRunContext): ToolOutput | Promise<ToolOutput>
   classify(args: unknown): unknown
 }
@@ -88,6 +90,7 @@ export function defineTool<A = any>(spec: ToolSpec<A>): ToolDefinition {
     execute: (args: any, exec: ToolRunContext) => tool.execute(args, exec),
     ...(tool.isConcurrencySafe !== undefined && { isConcurrencySafe: tool.isConcurrencySafe }),
     ...(tool.timeoutMs !== undefined && { timeoutMs: tool.timeoutMs }),
+    ...(tool.writes !== undefined && { writes: tool.writes }),
   })
   compiled.set(definition, tool)
   return definition
@@ -106,7 +109,7 @@ function compile(def: ToolDefinition): CompiledTool {
   if (typeof def !== 'object' || def === null) {
     throw new TypeError(`a tool definition must be an object, got ${def === null ? 'null' : typeof def}`)
   }
-  const { name, description, parameters, execute, isConcurrencySafe, timeoutMs } = def
+  const { name, description, parameters, execute, isConcurrencySafe, timeoutMs, writes } = def
   if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
     throw new TypeError(`invalid tool name ${JSON.stringify(name) ?? String(name)}: must match ${TOOL_NAME}`)
   }
@@ -118,6 +121,7 @@ function compile(def: ToolDefinition): CompiledTool {
   if (isConcurrencySafe !== undefined && typeof isConcurrencySafe !== 'boolean' && typeof isConcurrencySafe !== 'function') {
     fail('isConcurrencySafe must be a boolean or a function')
   }
+  if (writes !== undefined && typeof writes !== 'function') fail('writes must be a function')
   if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs > 0 && timeoutMs <= MAX_TIMEOUT_MS)) {
     fail(`timeoutMs must be a positive number of milliseconds up to ${MAX_TIMEOUT_MS}, got ${String(timeoutMs)}`)
   }
@@ -143,6 +147,7 @@ function compile(def: ToolDefinition): CompiledTool {
     },
     timeoutMs,
     isConcurrencySafe,
+    writes: writes && ((args: unknown, exec: ToolRunContext) => writes.call(def, args, exec)),
     execute: (args: unknown, exec: ToolRunContext) => execute.call(def, args, exec),
     classify: (args: unknown) => (typeof isConcurrencySafe === 'function' ? isConcurrencySafe.call(def, args) : isConcurrencySafe),
   })

@@ -3,6 +3,7 @@ import { ToolRuntime } from './service.ts'
 export default ToolRuntime
 export { ToolRuntime } from './service.ts'
 export { defineTool, describeViolations, TOOL_NAME, type ToolSpec } from './define.ts'
+export { PROTECTED_RULE, type ProtectedPath } from './protect.ts'
 export { runToolCalls, type RunToolCallsOptions, type ToolCallRequest } from './schedule.ts'
 export {
   ABORTED,

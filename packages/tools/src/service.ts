@@ -2,9 +2,13 @@ import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped, type ScopeKey } from '@loom/scope'
 import { compareCodeUnits } from '@loom/system-prompt'
+import { homedir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { Approvals } from './approval.ts'
 import { DEFAULT_DECISION, parseArguments, ToolCallRun, type CallHost } from './call.ts'
 import { compileTool, type CompiledTool } from './define.ts'
+import { protectedDecision, protectionOf, resolveProtected, type ProtectedPath } from './protect.ts'
 import type {
   Approver,
   ExecutionMode,
@@ -90,13 +94,19 @@ export class ToolRuntime extends Service {
   /** The plugin name (`fiber.name`), so what the plugin registers is owned by the package. */
   static override readonly name = PACKAGE
   static readonly inject = ['systemPrompt']
-  /** No settings: a key given to its row is refused as unknown. */
-  static readonly Config = Schema.object({})
+  static readonly Config: Schema<ToolRuntimeConfig> = Schema.object({
+    protect: Schema.array(String)
+      .default([])
+      .description(
+        'More paths no tool call may change unasked (relative to the project folder, or ~/...), besides the ones Loom protects itself: its config layers, .loom/, $LOOM_HOME, git hooks and config, plugins mounted by path.',
+      ),
+  }) as Schema<ToolRuntimeConfig>
 
   private readonly layers: ScopedLayers<ToolLayer>
   private readonly approvals: Approvals
+  private readonly guarded = new Set<ProtectedPath>()
 
-  constructor(ctx: Context) {
+  constructor(ctx: Context, config: Partial<ToolRuntimeConfig> = {}) {
     super(ctx, 'tools')
     this.layers = new ScopedLayers(
       scope => new ToolLayer(scope !== undefined),
@@ -105,6 +115,7 @@ export class ToolRuntime extends Service {
     // Looked up per ask, not injected: an approver coming or going must not restart the runtime.
     this.approvals = new Approvals(() => ctx.get('approver'))
     ctx.systemPrompt.tools(context => this.provide(context.scope))
+    for (const path of config.protect ?? []) this.protect(configuredPath(path, ctx.baseUrl), 'the deployment lists it under protect (@loom/tools)')
   }
 
   /**
@@ -149,6 +160,28 @@ export class ToolRuntime extends Service {
     return this.layers.effect(this.ctx, layer => layer.restrictions.append({ value: predicate, owner }), { label: 'tools.restrict' })
   }
 
+  /**
+   * Protects a path (a folder: everything below it) for the caller's lifetime: a tool
+   * call that declares it would write there is asked about first, ahead of every
+   * pre-execute listener, and refused where nobody can answer (see `ToolDefinition.writes`).
+   * The shell's sandbox mounts the protected paths that exist read-only.
+   */
+  protect(path: string, reason: string): () => void {
+    const entry: ProtectedPath = Object.freeze({ path: resolveProtected(path), reason, owner: this.ctx.fiber.name })
+    return this.ctx.effect(
+      () => {
+        this.guarded.add(entry)
+        return () => this.guarded.delete(entry)
+      },
+      `tools.protect(${JSON.stringify(entry.path)})`,
+    ) as () => void
+  }
+
+  /** Every protected path, in the order they were protected. */
+  protectedPaths(): ProtectedPath[] {
+    return [...this.guarded]
+  }
+
   /** The tools visible in `scope` (global only when omitted), sorted by name in code units. */
   schemas(scope?: object): ToolSchema[] {
     return this.allowedOf(this.visible(scope), scope)
@@ -190,13 +223,35 @@ export class ToolRuntime extends Service {
     const host: CallHost = {
       lookup: name => this.lookup(name, scope),
       available: () => this.schemas(scope).map(schema => schema.name),
-      preExecute: exec => this.chain(target, 'tools/pre-execute', [exec], async (): Promise<PreToolDecision> => DEFAULT_DECISION),
+      preExecute: async exec =>
+        (await this.guard(exec, scope)) ?? this.chain(target, 'tools/pre-execute', [exec], async (): Promise<PreToolDecision> => DEFAULT_DECISION),
       settleAsk: (exec, ask) => this.approvals.settle(exec, ask),
       execute: (exec, inner) => this.chain(target, 'tools/execute', [exec], inner),
       postExecute: (exec, result) => this.chain(target, 'tools/post-execute', [exec, result], async (): Promise<PostToolDecision> => ({ kind: 'accept' })),
       emitResult: (exec, result) => this.notify(target, 'tools/result', [exec, result]),
     }
     return new ToolCallRun(host, input)
+  }
+
+  /** The ask for a call that would write a protected path, else `undefined` (the listeners decide). */
+  private async guard(exec: ToolRunContext, scope: ScopeKey | undefined): Promise<PreToolDecision | undefined> {
+    if (this.guarded.size === 0) return undefined
+    const tool = this.lookup(exec.name, scope)
+    // Arguments the body would refuse write nothing.
+    if (!tool?.writes || !tool.validate(exec.arguments)) return undefined
+    let paths: readonly string[]
+    try {
+      paths = await tool.writes(exec.arguments, exec)
+    } catch {
+      // A target it cannot resolve (outside the workspace, say) is refused by the body itself.
+      return undefined
+    }
+    for (const path of paths) {
+      const real = resolveProtected(path)
+      const entry = protectionOf(this.guarded, real)
+      if (entry) return protectedDecision(exec.name, real, entry)
+    }
+    return undefined
   }
 
   /** The system-prompt provider: restricted schemas, every visible name as known. */
@@ -264,6 +319,16 @@ export class ToolRuntime extends Service {
       }
     }
   }
+}
+
+export interface ToolRuntimeConfig {
+  protect: string[]
+}
+
+/** A configured path: `~/` is the home folder, a relative one is relative to the project folder (the context's base URL). */
+function configuredPath(path: string, baseUrl: string | undefined): string {
+  if (path === '~' || path.startsWith('~/')) return join(homedir(), path.slice(1))
+  return resolve(baseUrl?.startsWith('file:') ? fileURLToPath(baseUrl) : process.cwd(), path)
 }
 
 type ToolEvents = Record<'tools/pre-execute' | 'tools/execute' | 'tools/post-execute', unknown>

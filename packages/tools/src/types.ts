@@ -41,6 +41,12 @@ export interface ToolDefinition {
   readonly isConcurrencySafe?: boolean | ((args: unknown) => boolean)
   /** A call past it is aborted and returns an error result with code `TIMEOUT`. */
   readonly timeoutMs?: number
+  /**
+   * The absolute paths a call would create or change (a file tool's target; `[]` when it
+   * cannot tell, the body then refusing the call itself). A protected one (`tools.protect`)
+   * is asked about before any pre-execute listener, and refused where nobody can answer.
+   */
+  readonly writes?: (args: unknown, exec: ToolRunContext) => readonly string[] | Promise<readonly string[]>
 }
 
 export interface ToolErrorInfo {

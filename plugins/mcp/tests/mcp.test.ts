@@ -161,7 +161,8 @@ describe('calls', () => {
   })
 })
 
-describe('lifecycle', () => {
+// Servers are started, crashed and restarted: as long as the waits inside (waitFor's 20 s), not vitest's 5 s.
+describe('lifecycle', { timeout: 30_000 }, () => {
   it('a server that crashes mid-call: the call fails, tools go, status failed, then it is restarted and tools come back', async () => {
     const mounted = await mountConnected({ servers: { docs: stdioServer() }, restart: { initialDelayMs: 300 } })
     const result = await host.callTool('mcp__docs__crash')

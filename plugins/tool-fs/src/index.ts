@@ -55,6 +55,8 @@ const pathProperty = {
 export function apply(ctx: Context, config: Config) {
   const texts = guidance(config)
   const locate = (exec: ToolRunContext, path: string) => resolveInWorkspace(workspaceRootOf(config.root, exec), path)
+  // What write and edit change, checked against the protected paths before they run.
+  const target = async (args: { path: string }, exec: ToolRunContext) => [(await locate(exec, args.path)).path]
 
   ctx.systemPrompt.section({ name: SECTIONS.read[0], order: SECTIONS.read[1], text: texts.read })
   ctx.systemPrompt.section({ name: SECTIONS.write[0], order: SECTIONS.write[1], text: texts.write })
@@ -98,6 +100,7 @@ export function apply(ctx: Context, config: Config) {
       },
       isConcurrencySafe: false,
       timeoutMs: config.timeoutMs,
+      writes: target,
       async execute(args, exec) {
         return writeText(await locate(exec, args.path), args, exec.signal)
       },
@@ -121,6 +124,7 @@ export function apply(ctx: Context, config: Config) {
       },
       isConcurrencySafe: false,
       timeoutMs: config.timeoutMs,
+      writes: target,
       async execute(args, exec) {
         return editText(await locate(exec, args.path), args, exec.signal)
       },

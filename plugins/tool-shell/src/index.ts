@@ -238,7 +238,9 @@ export function apply(ctx: Context, config: Config) {
   }
   /** The confinement of a call whose workspace root is `cwd`, or `none`. */
   const confinement = async (cwd: string): Promise<Confinement | 'none'> =>
-    resolvedSandbox() === 'none' ? 'none' : { network: config.network, writable: [...writable, await realpath(cwd)] }
+    resolvedSandbox() === 'none'
+      ? 'none'
+      : { network: config.network, writable: [...writable, await realpath(cwd)], readOnly: ctx.tools.protectedPaths().map(entry => entry.path) }
   if (!reaped) {
     reaped = true
     reapOrphans()

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { accessSync, constants } from 'node:fs'
 import { delimiter, isAbsolute, join, resolve } from 'node:path'
+import { isInside } from '@loom/tools/workspace'
 
 /** `auto`: bubblewrap when it works here, else `none`. */
 export type SandboxMode = 'auto' | 'bwrap' | 'none'
@@ -11,6 +12,8 @@ export interface Confinement {
   network: boolean
   /** Absolute, symlink-free paths the command may write (the workspace root among them); everything else is read-only. */
   writable: readonly string[]
+  /** Paths inside those that stay read-only (Loom's protected paths: its config, git hooks); missing ones are skipped. */
+  readOnly?: readonly string[]
 }
 
 /**
@@ -34,6 +37,8 @@ export function bwrapArgs(confinement: Confinement): string[] {
     '--tmpfs',
     '/tmp',
     ...confinement.writable.flatMap(path => ['--bind', path, path]),
+    // Over the writable binds: a protected file or folder in them stays as it is (elsewhere all is read-only already).
+    ...(confinement.readOnly ?? []).filter(path => confinement.writable.some(place => isInside(place, path))).flatMap(path => ['--ro-bind-try', path, path]),
     // Its own network namespace: only a loopback interface of its own.
     ...(confinement.network ? [] : ['--unshare-net']),
     // Its own PID namespace: when the shell exits, or bwrap is killed, the kernel

@@ -1,0 +1,47 @@
+// Protected paths: the files that decide what Loom runs and what it allows (its config layers,
+// $LOOM_HOME, git hooks, the sources of plugins mounted by path). A tool that declares what it
+// writes (`ToolDefinition.writes`) is asked about before it changes one of them, ahead of every
+// pre-execute listener, so no permission rule or disabled plugin lets the agent rewrite its own
+// policy unattended; the shell's sandbox mounts them read-only.
+import { realpathSync } from 'node:fs'
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path'
+import type { PreToolDecision } from './types.ts'
+import { isInside } from './workspace/paths.ts'
+
+export interface ProtectedPath {
+  /** Absolute and symlink-resolved (as far as it exists); a folder protects everything below it. */
+  readonly path: string
+  /** Why, as the user and the model read it: `the project's loom.yml decides which plugins run`. */
+  readonly reason: string
+  /** The plugin that protected it. */
+  readonly owner: string
+}
+
+/** The `rule` an ask about a protected path carries (an allow-session answer covers that tool's protected writes). */
+export const PROTECTED_RULE = 'protected path'
+
+/** The path with its existing part resolved through symlinks, so a link cannot lead around the check. */
+export function resolveProtected(path: string): string {
+  if (typeof path !== 'string' || !isAbsolute(path)) throw new TypeError(`tools.protect() takes an absolute path, got ${JSON.stringify(path)}`)
+  const missing: string[] = []
+  for (let at = resolve(path); ; at = dirname(at)) {
+    try {
+      return join(realpathSync(at), ...missing.reverse())
+    } catch {
+      if (dirname(at) === at) return resolve(path)
+      missing.push(basename(at))
+    }
+  }
+}
+
+/** The protected entry a path is, or lies inside. */
+export function protectionOf(entries: Iterable<ProtectedPath>, path: string): ProtectedPath | undefined {
+  for (const entry of entries) if (isInside(entry.path, path)) return entry
+  return undefined
+}
+
+/** The decision for a call that would write `path`, protected by `entry`: ask, and refuse where nobody can answer. */
+export function protectedDecision(tool: string, path: string, entry: ProtectedPath): PreToolDecision {
+  const what = entry.path === path ? `"${path}"` : `"${path}" (inside "${entry.path}")`
+  return { kind: 'ask', reason: `${tool} would change ${what}, which is protected: ${entry.reason}`, rule: PROTECTED_RULE, unattended: 'deny' }
+}
