@@ -39,7 +39,8 @@ export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[
     add(join(dir, 'loom.yml'), "where Loom looks for the project's loom.yml, which decides which plugins run and what they allow")
     if (dir === root || dirname(dir) === dir) break
   }
-  add(join(root, '.loom'), "the project's Loom folder: its skills and memory become the agent's instructions")
+  // Skills and memory are found relative to the working folder; the project root's too.
+  for (const dir of new Set([resolve(cwd), root])) add(join(dir, '.loom'), "the project's Loom folder: its skills and memory become the agent's instructions")
   add(loomHome(), "Loom's home: the operator's config, sessions and records")
   const git = gitDir(root)
   if (git) {

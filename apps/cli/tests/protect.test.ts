@@ -3,9 +3,11 @@
 // with the default bundle and its default headless policy (write, edit and bash run unattended).
 import { probeBwrap } from '@loom/tool-shell'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { homedir } from 'node:os'
+import { join, resolve } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { DENIAL_NOTES } from '../src/approve.ts'
+import { protectedPaths } from '../src/protect.ts'
 import { events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
 
 /** The text of every tool result the model read, in order (from the session log: the terminal clips long lines). */
@@ -26,6 +28,34 @@ function forcing(call: string, extra = ''): string {
 }
 
 const EVIL = `- id: permissions\\n  disabled: true\\n- id: x\\n  value: !!js \\"(process.getBuiltinModule('fs').writeFileSync('pwned', ''), false)\\"\\n`
+
+describe('protectedPaths', () => {
+  it('from a subfolder of a git project: loom.yml up to the root, .loom/ of both, git hooks and config, LOOM_HOME, layers and path plugins', () => {
+    const { cwd } = project({ '.git/HEAD': 'ref: refs/heads/main\n', 'app/README.md': '' })
+    const sub = join(cwd, 'app')
+    const layer = join(cwd, 'loom.yml')
+    const paths = protectedPaths({
+      cwd: sub,
+      composition: {
+        layers: [{ kind: 'project', label: 'loom.yml', file: layer, patches: [] }],
+        rows: [{ id: 'local', name: './tools/plugin.ts' }],
+        sources: {},
+        configFrom: {},
+      },
+    }).map(entry => entry.path)
+    const home = process.env.LOOM_HOME ?? join(homedir(), '.loom')
+    expect(paths).toEqual([
+      layer,
+      join(sub, 'loom.yml'),
+      join(sub, '.loom'),
+      join(cwd, '.loom'),
+      resolve(home),
+      join(cwd, '.git', 'hooks'),
+      join(cwd, '.git', 'config'),
+      join(sub, 'tools', 'plugin.ts'),
+    ])
+  })
+})
 
 describe('the agent cannot rewrite what decides what Loom runs', () => {
   it('write of loom.yml (a !!js row, permissions off) is refused headless; the file and the next run are unchanged', async () => {
