@@ -13,6 +13,7 @@ import { benchHost } from '../plugins/serve/bench/host.ts'
 import { benchSse } from '../packages/llm/bench/sse.ts'
 import { benchGrep } from '../plugins/tool-search/bench/search.ts'
 import { benchToolCatalog } from '../plugins/tool-catalog/bench/catalog.ts'
+import { benchProtect } from '../plugins/tool-fs/bench/protect.ts'
 import { benchProviderCache } from './provider-cache.ts'
 
 const iterations = Number(process.env.BENCH_ITERATIONS ?? 2000)
@@ -62,3 +63,4 @@ print(await benchReload())
 benchSse().forEach(print)
 ;(await benchGrep()).forEach(print)
 ;(await benchToolCatalog()).forEach(print)
+print(await benchProtect())

@@ -102,17 +102,26 @@ function rowSources(layers: readonly Layer[], rows: readonly EntryOptions[]): Pi
  * subfolder gets the same deployment as at the project's top.
  */
 export function findProjectLayer(cwd: string): string | undefined {
+  return projectLayerPlaces(cwd).find(file => existsSync(file))
+}
+
+/** Every place `findProjectLayer` looks, nearest first: `loom.yml` in `cwd` and each folder up to the project root (or `/`). */
+export function projectLayerPlaces(cwd: string): string[] {
+  const places: string[] = []
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    const file = join(dir, 'loom.yml')
-    if (existsSync(file)) return file
-    if (existsSync(join(dir, '.git')) || dirname(dir) === dir) return undefined
+    places.push(join(dir, 'loom.yml'))
+    if (existsSync(join(dir, '.git')) || dirname(dir) === dir) return places
   }
+}
+
+/** `$LOOM_HOME`, `~/.loom` by default (a leading `~` is the home folder). */
+export function loomHome(): string {
+  return resolve((process.env.LOOM_HOME || join(homedir(), '.loom')).replace(/^~(?=$|\/)/, homedir()))
 }
 
 /** `$LOOM_HOME/loom.yml` (`~/.loom/loom.yml` by default), when it exists. */
 export function userLayer(): string | undefined {
-  const home = process.env.LOOM_HOME || join(homedir(), '.loom')
-  const file = resolve(home.replace(/^~(?=$|\/)/, homedir()), 'loom.yml')
+  const file = join(loomHome(), 'loom.yml')
   return existsSync(file) ? file : undefined
 }
 

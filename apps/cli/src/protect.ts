@@ -6,10 +6,9 @@ import type { Context } from '@deepseek-ai/cordis'
 import type { EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import type {} from '@loom/tools'
 import { existsSync, readFileSync, statSync } from 'node:fs'
-import { homedir } from 'node:os'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { Composition } from './compose.ts'
+import { type Composition, loomHome, projectLayerPlaces } from './compose.ts'
 
 export interface Protected {
   path: string
@@ -34,15 +33,17 @@ export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[
   for (const layer of composition.layers) {
     if (layer.kind !== 'bundle') add(layer.file, `a config layer of this deployment (${layer.kind}): it decides which plugins run and what they allow`)
   }
-  const root = projectRoot(cwd)
-  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    add(join(dir, 'loom.yml'), "where Loom looks for the project's loom.yml, which decides which plugins run and what they allow")
-    if (dir === root || dirname(dir) === dir) break
-  }
+  const places = projectLayerPlaces(cwd)
+  for (const place of places) add(place, "where Loom looks for the project's loom.yml, which decides which plugins run and what they allow")
+  // The last place is the project root's when the project is a git repository.
+  const root = dirname(places.at(-1)!)
+  const repository = existsSync(join(root, '.git'))
   // Skills and memory are found relative to the working folder; the project root's too.
-  for (const dir of new Set([resolve(cwd), root])) add(join(dir, '.loom'), "the project's Loom folder: its skills and memory become the agent's instructions")
+  for (const dir of new Set([resolve(cwd), ...(repository ? [root] : [])])) {
+    add(join(dir, '.loom'), "the project's Loom folder: its skills and memory become the agent's instructions")
+  }
   add(loomHome(), "Loom's home: the operator's config, sessions and records")
-  const git = gitDir(root)
+  const git = repository ? gitDir(root) : undefined
   if (git) {
     add(join(git, 'hooks'), 'git runs its hooks as the user at the next commit, checkout or merge')
     add(join(git, 'config'), 'git config can name programs git runs as the user (hooks path, fsmonitor, filters, pager)')
@@ -65,27 +66,19 @@ export function protectPlugin(paths: readonly Protected[]) {
   }
 }
 
-/** The nearest folder up from `cwd` holding `.git` (where the project layer search stops), else `cwd`. */
-function projectRoot(cwd: string): string {
-  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    if (existsSync(join(dir, '.git'))) return dir
-    if (dirname(dir) === dir) return resolve(cwd)
-  }
-}
-
-/** The repository's git folder: `.git` itself, or where a worktree's `.git` file points. */
+/**
+ * The git folder whose hooks and config git uses for the work tree at `root`: `.git` itself, or
+ * for a linked worktree or a submodule (a `.git` file) the folder it points to, or that folder's
+ * common one (worktrees share the main repository's hooks and config).
+ */
 function gitDir(root: string): string | undefined {
   const dotGit = join(root, '.git')
-  const stat = statSync(dotGit, { throwIfNoEntry: false })
-  if (stat?.isDirectory()) return dotGit
-  if (!stat?.isFile()) return undefined
+  if (statSync(dotGit).isDirectory()) return dotGit
   const pointer = /^gitdir: (.+)$/m.exec(readFileSync(dotGit, 'utf8'))?.[1]?.trim()
-  return pointer ? resolve(root, pointer) : undefined
-}
-
-function loomHome(): string {
-  const home = process.env.LOOM_HOME || '~/.loom'
-  return resolve(home === '~' || home.startsWith('~/') ? join(homedir(), home.slice(1)) : home)
+  if (!pointer) return undefined
+  const dir = resolve(root, pointer)
+  const common = existsSync(join(dir, 'commondir')) ? readFileSync(join(dir, 'commondir'), 'utf8').trim() : ''
+  return common ? resolve(dir, common) : dir
 }
 
 /** A row's module when it is a path (`./plugin.ts`, `/abs/plugin`, `file:...`): the file or folder the next run loads. */

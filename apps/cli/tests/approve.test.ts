@@ -4,7 +4,13 @@ import { bashAskedByPolicy, events, loom, project, scriptedModel, sessionFiles }
 import { Context } from '@deepseek-ai/cordis'
 import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime, { defineTool } from '@loom/tools'
-import { answerOf, DENIAL_NOTES, HeadlessApprover, headlessApprover, provideApprover } from '../src/approve.ts'
+import * as Permissions from '@loom/permissions'
+import * as ToolFs from '@loom/tool-fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { PassThrough, Readable } from 'node:stream'
+import { answerOf, DENIAL_NOTES, HeadlessApprover, headlessApprover, provideApprover, TerminalApprover } from '../src/approve.ts'
 import { type ApproveMode, DEFAULT_APPROVE_MODE, parseApproveMode } from '../src/commands.ts'
 
 /** A root with the tool runtime, a tool `t` whose every call the policy asks about, and the headless approver in `mode`. */
@@ -144,5 +150,42 @@ describe('loom run --approve with @loom/permissions', () => {
     const bad = await loom(['run', '--approve', 'yes', 'say it'], { cwd, home })
     expect(bad.code).toBe(2)
     expect(bad.stderr).toContain('--approve must be one of never, policy, all, not "yes"')
+  })
+})
+
+describe('a protected path at the terminal', () => {
+  /** tool-fs in a workspace whose loom.yml is protected, the default bundle's permissions (write asks), and the terminal approver answering `answer`. */
+  async function terminal(answer: string) {
+    const workspace = mkdtempSync(join(tmpdir(), 'loom-terminal-protect-'))
+    writeFileSync(join(workspace, 'loom.yml'), '[]\n')
+    const root = new Context()
+    await root.plugin(SystemPrompt)
+    await root.plugin(ToolRuntime)
+    await root.plugin(Permissions, { default: 'allow', rules: [{ tool: 'write', action: 'ask', unattended: 'allow' }] })
+    // The plugin's schema fills in the other keys.
+    await root.plugin(ToolFs, { root: workspace } as ToolFs.Config)
+    await root.plugin({ name: 'deployment', inject: ['tools'], apply: ctx => void ctx.tools.protect(join(workspace, 'loom.yml'), 'it decides what runs') })
+    const output = new PassThrough()
+    let shown = ''
+    output.on('data', chunk => (shown += String(chunk)))
+    await root.plugin(TerminalApprover, { input: Readable.from([`${answer}\n`, '\n']), output })
+    const result = await root
+      .get('tools')!
+      .execute({ callId: 'c1', name: 'write', arguments: { path: 'loom.yml', content: 'x' }, signal: new AbortController().signal })
+    return { result, shown: () => shown, file: () => readFileSync(join(workspace, 'loom.yml'), 'utf8') }
+  }
+
+  it('the person is asked, shown why it is protected, and their yes lets it through', async () => {
+    const { result, shown, file } = await terminal('y')
+    expect(shown()).toContain('? write wants to write loom.yml')
+    expect(shown()).toMatch(/write would change ".*loom\.yml", which is protected: it decides what runs/)
+    expect(result.meta).toMatchObject({ decision: { policy: 'ask', answer: 'allow', rule: 'protected path' } })
+    expect(file()).toBe('x')
+  })
+
+  it('a no keeps the file as it was', async () => {
+    const { result, file } = await terminal('n')
+    expect(result.isError).toBe(true)
+    expect(file()).toBe('[]\n')
   })
 })

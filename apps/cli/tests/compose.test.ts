@@ -252,9 +252,17 @@ describe('boot', () => {
     expect(await system()).not.toContain('greet')
 
     writeFileSync(join(folder, 'loom.yml'), '- insert:\n    - id: greet\n      name: ./greet.mjs\n      config: { text: Hello. }\n')
+    const protectedPaths = () =>
+      deployment.root
+        .get('tools')!
+        .protectedPaths()
+        .map(entry => entry.path)
+    expect(protectedPaths()).not.toContain(join(folder, 'greet.mjs'))
     await deployment.recompose()
     expect(await system()).toContain('greet')
     expect(deployment.composition.rows.at(-1)).toMatchObject({ id: 'greet', config: { text: 'Hello.' } })
+    // The plugin mounted by path is out of the agent's reach from now on.
+    expect(protectedPaths()).toContain(join(folder, 'greet.mjs'))
     // A plugin's relative paths resolve against the project folder.
     const greet = (await deployment.root.get('systemPrompt')!.assemble()).sections.find((s: { name: string }) => s.name === 'greet')
     expect(greet?.text).toBe(`Hello. ${pathToFileURL(folder).href}/`)
@@ -267,6 +275,8 @@ describe('boot', () => {
     writeFileSync(join(folder, 'loom.yml'), '[]\n')
     await deployment.recompose()
     expect(await system()).not.toContain('greet')
+    expect(protectedPaths()).not.toContain(join(folder, 'greet.mjs'))
+    expect(protectedPaths()).toContain(join(folder, 'loom.yml'))
     expect(await deployment.problems()).toEqual([])
   })
 

@@ -4,9 +4,8 @@
 // pre-execute listener, so no permission rule or disabled plugin lets the agent rewrite its own
 // policy unattended; the shell's sandbox mounts them read-only.
 import { realpathSync } from 'node:fs'
-import { basename, dirname, isAbsolute, join, resolve } from 'node:path'
+import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import type { PreToolDecision } from './types.ts'
-import { isInside } from './workspace/paths.ts'
 
 export interface ProtectedPath {
   /** Absolute and symlink-resolved (as far as it exists); a folder protects everything below it. */
@@ -20,13 +19,13 @@ export interface ProtectedPath {
 /** The `rule` an ask about a protected path carries (an allow-session answer covers that tool's protected writes). */
 export const PROTECTED_RULE = 'protected path'
 
-/** The path with its existing part resolved through symlinks, so a link cannot lead around the check. */
+/** A path to protect, its existing part resolved through symlinks: it is compared with the resolved paths tools write. */
 export function resolveProtected(path: string): string {
   if (typeof path !== 'string' || !isAbsolute(path)) throw new TypeError(`tools.protect() takes an absolute path, got ${JSON.stringify(path)}`)
   const missing: string[] = []
   for (let at = resolve(path); ; at = dirname(at)) {
     try {
-      return join(realpathSync(at), ...missing.reverse())
+      return join(realpathSync.native(at), ...missing.reverse())
     } catch {
       if (dirname(at) === at) return resolve(path)
       missing.push(basename(at))
@@ -36,7 +35,8 @@ export function resolveProtected(path: string): string {
 
 /** The protected entry a path is, or lies inside. */
 export function protectionOf(entries: Iterable<ProtectedPath>, path: string): ProtectedPath | undefined {
-  for (const entry of entries) if (isInside(entry.path, path)) return entry
+  // Both sides are absolute and normalized: a prefix test, which path.relative costs many times over.
+  for (const entry of entries) if (path === entry.path || path.startsWith(entry.path.endsWith(sep) ? entry.path : entry.path + sep)) return entry
   return undefined
 }
 

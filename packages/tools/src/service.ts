@@ -105,6 +105,8 @@ export class ToolRuntime extends Service {
   private readonly layers: ScopedLayers<ToolLayer>
   private readonly approvals: Approvals
   private readonly guarded = new Set<ProtectedPath>()
+  /** Names under which a tool that declares `writes` is registered (in any scope), with how many: the guard looks up no other call's tool. */
+  private readonly writers = new Map<string, number>()
 
   constructor(ctx: Context, config: Partial<ToolRuntimeConfig> = {}) {
     super(ctx, 'tools')
@@ -136,7 +138,15 @@ export class ToolRuntime extends Service {
             `tool "${tool.name}" is already registered ${layer.where} by plugin "${existing.owner}"; plugin "${owner}" cannot register it again${hint}`,
           )
         }
-        return layer.tools.insert(tool.name, { value: tool, owner })
+        const remove = layer.tools.insert(tool.name, { value: tool, owner })
+        if (!tool.writes) return remove
+        this.writers.set(tool.name, (this.writers.get(tool.name) ?? 0) + 1)
+        return () => {
+          remove()
+          const left = this.writers.get(tool.name)! - 1
+          if (left) this.writers.set(tool.name, left)
+          else this.writers.delete(tool.name)
+        }
       },
       { label: `tools.register(${JSON.stringify(tool.name)})` },
     )
@@ -235,7 +245,7 @@ export class ToolRuntime extends Service {
 
   /** The ask for a call that would write a protected path, else `undefined` (the listeners decide). */
   private async guard(exec: ToolRunContext, scope: ScopeKey | undefined): Promise<PreToolDecision | undefined> {
-    if (this.guarded.size === 0) return undefined
+    if (this.guarded.size === 0 || !this.writers.has(exec.name)) return undefined
     const tool = this.lookup(exec.name, scope)
     // Arguments the body would refuse write nothing.
     if (!tool?.writes || !tool.validate(exec.arguments)) return undefined
@@ -247,9 +257,11 @@ export class ToolRuntime extends Service {
       return undefined
     }
     for (const path of paths) {
-      const real = resolveProtected(path)
-      const entry = protectionOf(this.guarded, real)
-      if (entry) return protectedDecision(exec.name, real, entry)
+      // Resolved by the tool (where it will write); normalized here, not resolved again: a realpath
+      // per call would cost more than the rest of the check together.
+      const target = resolve(path)
+      const entry = protectionOf(this.guarded, target)
+      if (entry) return protectedDecision(exec.name, target, entry)
     }
     return undefined
   }

@@ -42,9 +42,11 @@ export interface ToolDefinition {
   /** A call past it is aborted and returns an error result with code `TIMEOUT`. */
   readonly timeoutMs?: number
   /**
-   * The absolute paths a call would create or change (a file tool's target; `[]` when it
-   * cannot tell, the body then refusing the call itself). A protected one (`tools.protect`)
-   * is asked about before any pre-execute listener, and refused where nobody can answer.
+   * The absolute paths a call would create or change, symlinks resolved as the tool will follow
+   * them (`resolveInWorkspace` or `realpathLoose` of `@loom/tools/workspace` give such paths; a
+   * path through a link would be checked where the link is, not where the write lands). `[]` when
+   * it cannot tell, the body then refusing the call itself. A protected one (`tools.protect`) is
+   * asked about before any pre-execute listener, and refused where nobody can answer.
    */
   readonly writes?: (args: unknown, exec: ToolRunContext) => readonly string[] | Promise<readonly string[]>
 }

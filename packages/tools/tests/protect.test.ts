@@ -1,13 +1,14 @@
 // Protected paths (`tools.protect`): a call that declares it writes one is asked about before any
 // pre-execute listener, refused where nobody answers, and the protection goes with its plugin.
-import { mkdirSync, mkdtempSync, symlinkSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, realpathSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { defineTool, PROTECTED_RULE } from '@loom/tools'
+import { realpathLoose } from '@loom/tools/workspace'
 import { host } from './helpers.ts'
 
-/** A host with a tool `put` that declares it writes `args.path`, and counts its runs. */
+/** A host with a tool `put` that declares it writes `args.path` (resolved, as the contract asks), and counts its runs. */
 async function writer() {
   const h = await host()
   const runs: string[] = []
@@ -16,7 +17,7 @@ async function writer() {
       name: 'put',
       description: 'writes a path',
       parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
-      writes: args => [args.path],
+      writes: async args => [await realpathLoose(args.path)],
       execute: args => {
         runs.push(args.path)
         return 'ran'
@@ -57,6 +58,10 @@ describe('tools.protect', () => {
     symlinkSync(join(base, 'real'), join(base, 'link'))
     const owner = await h.root.plugin({ name: 'deployment', inject: ['tools'], apply: ctx => void ctx.tools.protect(join(base, 'real'), 'kept') })
     expect((await h.run('put', { path: join(base, 'link', 'file') })).isError).toBe(true)
+    // Protected through a link: where it leads is protected.
+    const byLink = await h.root.plugin({ name: 'by-link', inject: ['tools'], apply: ctx => void ctx.tools.protect(join(base, 'link', 'sub'), 'kept') })
+    expect(h.tools.protectedPaths().map(entry => entry.path)).toContain(join(realpathSync(base), 'real', 'sub'))
+    await byLink.dispose()
     await owner.dispose()
     expect(h.tools.protectedPaths()).toEqual([])
     expect((await h.run('put', { path: join(base, 'link', 'file') })).isError).toBe(false)

@@ -3,7 +3,7 @@ import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
 import { editText, type EditArgs } from './edit.ts'
-import { resolveInWorkspace, workspaceRootOf } from '@loom/tools/workspace'
+import { resolveInWorkspace, workspaceRootOf, type WorkspacePath } from '@loom/tools/workspace'
 import { readLines, type ReadArgs, type ReadLimits } from './read.ts'
 import { writeText, type WriteArgs } from './write.ts'
 
@@ -55,8 +55,16 @@ const pathProperty = {
 export function apply(ctx: Context, config: Config) {
   const texts = guidance(config)
   const locate = (exec: ToolRunContext, path: string) => resolveInWorkspace(workspaceRootOf(config.root, exec), path)
-  // What write and edit change, checked against the protected paths before they run.
-  const target = async (args: { path: string }, exec: ToolRunContext) => [(await locate(exec, args.path)).path]
+  // A write or edit resolves its path once: the protected-path check (`writes`, before the call)
+  // and the body share it, keyed by the call's frozen arguments; the body writes where was checked.
+  const located = new WeakMap<object, Promise<WorkspacePath>>()
+  const locateOnce = (exec: ToolRunContext, path: string) => {
+    const key = exec.arguments as object
+    let found = located.get(key)
+    if (!found) located.set(key, (found = locate(exec, path)))
+    return found
+  }
+  const target = async (args: { path: string }, exec: ToolRunContext) => [(await locateOnce(exec, args.path)).path]
 
   ctx.systemPrompt.section({ name: SECTIONS.read[0], order: SECTIONS.read[1], text: texts.read })
   ctx.systemPrompt.section({ name: SECTIONS.write[0], order: SECTIONS.write[1], text: texts.write })
@@ -102,7 +110,7 @@ export function apply(ctx: Context, config: Config) {
       timeoutMs: config.timeoutMs,
       writes: target,
       async execute(args, exec) {
-        return writeText(await locate(exec, args.path), args, exec.signal)
+        return writeText(await locateOnce(exec, args.path), args, exec.signal)
       },
     }),
   )
@@ -126,7 +134,7 @@ export function apply(ctx: Context, config: Config) {
       timeoutMs: config.timeoutMs,
       writes: target,
       async execute(args, exec) {
-        return editText(await locate(exec, args.path), args, exec.signal)
+        return editText(await locateOnce(exec, args.path), args, exec.signal)
       },
     }),
   )
