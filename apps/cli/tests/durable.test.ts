@@ -116,7 +116,9 @@ async function observedRun(points: number[]): Promise<{ outcomes: Outcome[]; kil
   const shown = () => readFileSync(output, 'utf8')
   const outcomes: Outcome[] = []
   for (const [index, point] of points.entries()) {
-    while (running && !shown().includes(FINAL) && shown().split('✓').length - 1 < point) await sleep(5)
+    // The answer counts as shown once whole (its line ended), as `observe` reads it: waiting only for
+    // its text let a loaded machine stop every run between the text and its newline.
+    while (running && !shown().includes(`${FINAL}\n`) && shown().split('✓').length - 1 < point) await sleep(5)
     await sleep(Math.floor(Math.random() * 40))
     if (!running) break
     if (index === points.length - 1) {
