@@ -29,7 +29,7 @@ export interface Config {
   host: string
   /** Largest request body, in bytes. */
   maxBodyBytes: number
-  /** Working directory of the agents of new sessions (default: the process's). */
+  /** Working directory of the agents of new sessions (default: the process's): the project whose sessions the server hosts. */
   cwd?: string
   /** The route of new sessions unless a request names one (default: the runner's). */
   provider?: string
@@ -60,7 +60,9 @@ export const Config: Schema<ServeOptions, Config> = Schema.object({
     .min(1)
     .default(1 << 20)
     .description('Largest request body in bytes; a larger one is refused with 413.'),
-  cwd: Schema.string().description("Working directory of new sessions' agents (default: the process's)."),
+  cwd: Schema.string().description(
+    "Working directory of new sessions' agents (default: the process's), and the project the server hosts: sessions recorded in another folder are not listed, read or continued.",
+  ),
   provider: Schema.string().description("Provider of new sessions unless a request names one (default: the runner's choice)."),
   model: Schema.string().description("Model of new sessions unless a request names one (default: the runner's choice for the provider)."),
   idleReleaseMs: Schema.natural().default(5000).description("An agent idle this long is disposed, freeing its session's lease for any host."),

@@ -5,11 +5,15 @@
 // for `idleReleaseMs` is disposed, so its lease is free for any host. What a
 // client reads (a session, its event stream) is what the store holds durably:
 // an event is never shown before it is on disk, so no host's crash can take
-// back an event a client saw.
+// back an event a client saw. A host serves one project, the folder its agents
+// work in: a session recorded in another folder is answered as an unknown one,
+// since resuming it here would run tools in that folder under this host's policy.
 import type { Context } from '@deepseek-ai/cordis'
+import { realpathSync } from 'node:fs'
+import { realpath } from 'node:fs/promises'
 import type { Agent } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
-import type { SessionEvent, SessionHeader, SessionLeaseHolder, SessionPersistence, TurnEndReason } from '@loom/session'
+import type { SessionEvent, SessionHeader, SessionLeaseHolder, SessionPersistence, StoredSession, TurnEndReason } from '@loom/session'
 import { ApiError } from './http.ts'
 
 /** Creates or resumes the agent of a session: the deployment's runner (`@loom/cli/runner`) is one. */
@@ -27,7 +31,7 @@ export type Persistence = SessionPersistence & {
 export type MessageMode = 'followup' | 'steer' | 'inject'
 
 export interface HostOptions {
-  /** Working directory of new sessions' agents. */
+  /** Working directory of new sessions' agents: the project this host serves. */
   cwd: string
   /** The route of new sessions unless the request names one. */
   route: { provider?: string; model?: string }
@@ -72,6 +76,10 @@ export class HostedSessions {
   /** Streams waiting for news of a session: woken by `session/durable` here, or by their poll timer. */
   private readonly waiting = new Map<string, Set<() => void>>()
   private readonly closing = new AbortController()
+  /** The project's folder, symlinks resolved: a session is this host's when its recorded cwd resolves to it. */
+  private readonly project: string
+  /** The cwd each session's header records (null: none), kept once read: a header never changes. */
+  private readonly cwds = new Map<string, string | null>()
   draining = false
 
   constructor(home: Context, opener: SessionOpener, store: Persistence, options: HostOptions) {
@@ -79,6 +87,7 @@ export class HostedSessions {
     this.opener = opener
     this.store = store
     this.options = options
+    this.project = projectFolder(options.cwd)
   }
 
   /** Called on `session/durable`: streams of that session read again at once. */
@@ -136,12 +145,26 @@ export class HostedSessions {
     return { id, cancelled: running }
   }
 
-  /** Stored sessions, oldest first, each marked when its agent runs here. */
+  /** This project's stored sessions, oldest first, each marked when its agent runs here. */
   async list(): Promise<{ id: string; createdAt: number; cwd: string | null; here: boolean; status: 'running' | 'idle' | null }[]> {
-    return (await this.store.list()).map(header => {
-      const entry = this.hosted.get(header.id)
-      return { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null, here: Boolean(entry), status: entry ? entry.agent.status : null }
-    })
+    const headers = await this.store.list()
+    // The headers the store lists carry the cwd: no log is read, and each folder is resolved once.
+    const verdicts = new Map<string, Promise<boolean>>()
+    const owned = await Promise.all(
+      headers.map(header => {
+        const cwd = header.cwd ?? ''
+        this.cwds.set(header.id, header.cwd ?? null)
+        const verdict = verdicts.get(cwd) ?? this.owns(cwd)
+        verdicts.set(cwd, verdict)
+        return verdict
+      }),
+    )
+    return headers
+      .filter((_, i) => owned[i])
+      .map(header => {
+        const entry = this.hosted.get(header.id)
+        return { id: header.id, createdAt: header.createdAt, cwd: header.cwd ?? null, here: Boolean(entry), status: entry ? entry.agent.status : null }
+      })
   }
 
   /** The session's summary and its durable events from `from` on. */
@@ -254,8 +277,10 @@ export class HostedSessions {
       throw new ApiError(503, 'DRAINING', 'this server is shutting down and takes no new work; send it to another host', { headers: { 'retry-after': '1' } })
   }
 
-  /** Resumes a stored session here: its lease is taken (a dead holder's turn is closed as interrupted on the way). */
+  /** Resumes a stored session of this project here: its lease is taken (a dead holder's turn is closed as interrupted on the way). */
   private async resume(id: string): Promise<Hosted> {
+    // Before the lease: another project's session is not even refused as held.
+    await this.own(id)
     let agent: Agent
     try {
       agent = await this.opener.open({}, id)
@@ -309,13 +334,38 @@ export class HostedSessions {
     }
   }
 
-  /** Stored events from `fromSeq`; 404 for a session the store does not have. */
+  /** Stored events from `fromSeq`; 404 for a session the store does not have, and for another project's. */
   private async read(id: string, fromSeq: number) {
+    let stored: StoredSession
     try {
-      return await this.store.readFrom(id, fromSeq)
+      stored = await this.store.readFrom(id, fromSeq)
     } catch (error) {
       return rethrow(error)
     }
+    this.cwds.set(id, stored.meta.cwd ?? null)
+    if (!(await this.owns(stored.meta.cwd))) throw notFound(id)
+    return stored
+  }
+
+  /** 404 unless `id` is a stored session of this project; its log is read only the first time. */
+  private async own(id: string): Promise<void> {
+    if (this.hosted.has(id)) return
+    const cwd = this.cwds.get(id)
+    if (cwd === undefined) await this.read(id, Number.MAX_SAFE_INTEGER)
+    else if (!(await this.owns(cwd))) throw notFound(id)
+  }
+
+  /**
+   * Whether a session recorded in `cwd` belongs to this project: the same
+   * folder, through any symlink. A session in a subfolder is not (its folder
+   * may hold a loom.yml layer of its own); one without a cwd is nobody's. A
+   * folder written as the host's own needs no look-up; any other is resolved
+   * at each check, so a link changed since is not trusted.
+   */
+  private async owns(cwd: string | null | undefined): Promise<boolean> {
+    if (!cwd) return false
+    if (cwd === this.options.cwd || cwd === this.project) return true
+    return (await realpath(cwd).catch(() => undefined)) === this.project
   }
 
   private async holder(id: string): Promise<SessionLeaseHolder | undefined> {
@@ -352,6 +402,15 @@ export class HostedSessions {
   }
 }
 
+/** The project folder of a host: its agents' cwd, resolved; a folder that is not there cannot be served. */
+function projectFolder(cwd: string): string {
+  try {
+    return realpathSync(cwd)
+  } catch (error) {
+    throw new Error(`@loom/serve: cannot resolve the working folder ${cwd} (the project this server hosts): ${(error as NodeJS.ErrnoException).code ?? error}`)
+  }
+}
+
 function checkId(id: string) {
   if (!SESSION_ID.test(id)) throw new ApiError(400, 'INVALID_REQUEST', `"${id.slice(0, 140)}" is not a session id`, { details: { field: 'id' } })
 }
@@ -374,11 +433,21 @@ export function leaseHeld(id: string, holder: SessionLeaseHolder): ApiError {
   })
 }
 
+/**
+ * The answer for a session this host does not serve, whether the store lacks it
+ * or it is another project's: the same body, so a client cannot tell them apart
+ * (nor learn where the store is).
+ */
+function notFound(id: string): ApiError {
+  return new ApiError(404, 'SESSION_NOT_FOUND', `session "${id}" not found in this server's project`)
+}
+
 /** Errors of the store and the runner as API errors: a missing session is 404, a bad route 400; anything else stays a 500. */
 function rethrow(error: unknown): never {
   if (error instanceof ApiError) throw error
   const message = (error as Error)?.message ?? String(error)
-  if (/^session ".*" not found\b/.test(message)) throw new ApiError(404, 'SESSION_NOT_FOUND', message)
+  const missing = /^session "(.*)" not found\b/.exec(message)
+  if (missing) throw notFound(missing[1])
   if ((error as Error)?.name === 'UsageError') throw new ApiError(400, 'INVALID_REQUEST', message)
   throw error
 }
