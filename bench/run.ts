@@ -14,6 +14,8 @@ import { benchSse } from '../packages/llm/bench/sse.ts'
 import { benchGrep } from '../plugins/tool-search/bench/search.ts'
 import { benchToolCatalog } from '../plugins/tool-catalog/bench/catalog.ts'
 import { benchProtect } from '../plugins/tool-fs/bench/protect.ts'
+import { benchReadRules } from '../plugins/tool-fs/bench/read-rules.ts'
+import { benchGate } from '../plugins/permissions/bench/gate.ts'
 import { benchProviderCache } from './provider-cache.ts'
 
 const iterations = Number(process.env.BENCH_ITERATIONS ?? 2000)
@@ -64,3 +66,5 @@ benchSse().forEach(print)
 ;(await benchGrep()).forEach(print)
 ;(await benchToolCatalog()).forEach(print)
 print(await benchProtect())
+print(await benchReadRules())
+print(await benchGate())

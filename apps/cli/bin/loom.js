@@ -40,7 +40,14 @@ if (!inWorkspace) {
 }
 
 function runChild(binary) {
-  const child = spawn(binary, [SOURCE_CONDITION, sources, ...process.argv.slice(2)], { stdio: 'inherit' })
+  // This process cannot pass a SIGKILL on, and an orphaned child would finish
+  // its turn and keep the session's lease. So the child holds one end of a pipe
+  // (fd 3, named by LOOM_LAUNCHER_FD) whose other end closes when this process
+  // dies, however it dies, and the child then stops as on SIGTERM (src/main.ts).
+  const child = spawn(binary, [SOURCE_CONDITION, sources, ...process.argv.slice(2)], {
+    stdio: ['inherit', 'inherit', 'inherit', 'pipe'],
+    env: { ...process.env, LOOM_LAUNCHER_FD: '3' },
+  })
   // Ctrl-C reaches the child through the terminal's process group: this process
   // only waits for it. Other signals sent to the launcher are passed on.
   process.on('SIGINT', () => {})

@@ -5,22 +5,31 @@ import { type Context, type Fiber, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { redact } from '@loom/secrets'
 import { type ApprovalAnswer, type ApprovalRequest, type Approver, PROTECTED_RULE } from '@loom/tools'
+import { UNCONFINED_RULE } from '@loom/tool-shell'
 import { createInterface } from 'node:readline'
 import { type ApproveMode, DEFAULT_APPROVE_MODE } from './commands.ts'
 import { editDiff } from './present/diff.ts'
 import { clip, hostSecrets, styler } from './present/term.ts'
 
 /** The note a denied call carries to the model: why nobody approved it. */
-export const DENIAL_NOTES: Record<Exclude<ApproveMode, 'all'> | 'protected', string> = {
-  never: 'approvals are turned off for this run (--approve never)',
+export const DENIAL_NOTES: Record<Exclude<ApproveMode, 'all'> | 'protected' | 'unconfined', string> = {
+  never: 'approvals are turned off for this run (--approve never): only tools that read run',
   policy: 'this headless run has no one to ask (--approve policy); the call needs a rule that allows it, or unattended: allow on its ask rule',
   protected: 'a protected path changes only with the approval of a person at the terminal (or a run with --approve all); no rule allows it',
+  unconfined:
+    'without a sandbox a command runs only with the approval of a person at the terminal (or with --approve all, or unattended: allow in the config of @loom/tool-shell); no rule allows it',
 }
 
 /** How a mode answers a request: `all` allows, `never` denies, `policy` takes the rule's `unattended` answer (absent: deny). */
 export function answerOf(mode: ApproveMode, request?: Pick<ApprovalRequest, 'unattended' | 'rule'>): ApprovalAnswer {
   if (mode === 'all' || (mode === 'policy' && request?.unattended === 'allow')) return { kind: 'allow' }
-  return { kind: 'deny', note: request?.rule === PROTECTED_RULE ? DENIAL_NOTES.protected : DENIAL_NOTES[mode] }
+  const note =
+    request?.rule === PROTECTED_RULE
+      ? DENIAL_NOTES.protected
+      : request?.rule === UNCONFINED_RULE && mode === 'policy'
+        ? DENIAL_NOTES.unconfined
+        : DENIAL_NOTES[mode]
+  return { kind: 'deny', note }
 }
 
 export interface Config {
@@ -37,10 +46,13 @@ export class HeadlessApprover extends Service implements Approver {
   }) as Schema<Config>
 
   readonly mode: ApproveMode
+  /** Under `never` the tool runtime refuses every call that is not a read, before any rule. */
+  readonly readsOnly: string | undefined
 
   constructor(ctx: Context, config: Config) {
     super(ctx, 'approver')
     this.mode = config.mode ?? DEFAULT_APPROVE_MODE
+    if (this.mode === 'never') this.readsOnly = 'approvals are turned off for this run (--approve never)'
   }
 
   async approve(request: ApprovalRequest): Promise<ApprovalAnswer> {
@@ -112,7 +124,9 @@ export class TerminalApprover extends Service implements Approver {
     // An edit shows what it would change, between the question and the choices.
     const diff = editDiff(request.tool, request.args, out)
     const shown = diff?.length ? `\n${diff.join('\n')}\n` : ''
-    const choice = await this.question(out.yellow(`? ${describeRequest(request.tool, request.args)}`) + reason + shown + choices, request.signal)
+    const who = [...this.asker(request), ...toolFacts(request)]
+    const facts = who.length ? out.dim(`  [${who.join(' · ')}]`) : ''
+    const choice = await this.question(out.yellow(`? ${describeRequest(request.tool, request.args)}`) + facts + reason + shown + choices, request.signal)
     // Aborted: the tool runtime records the call as aborted, whatever is answered here.
     if (choice === undefined) return { kind: 'deny' }
     const key = choice.trim().toLowerCase()
@@ -120,6 +134,13 @@ export class TerminalApprover extends Service implements Approver {
     if (key === 'a') return { kind: 'allow-session' }
     const note = (await this.question('note for the model (optional): ', request.signal))?.trim()
     return note ? { kind: 'deny', note } : { kind: 'deny' }
+  }
+
+  /** Who asks, when it is not the conversation's own agent: a delegated agent (a subagent), named with its session. */
+  private asker(request: ApprovalRequest): string[] {
+    const agent = request.agent && this.ctx.get('agents')?.get(request.agent.id)
+    if (agent?.session.header.parentSession === undefined) return []
+    return [`${request.agent!.name ?? 'agent'} ${request.agent!.id}`]
   }
 
   /**
@@ -148,6 +169,20 @@ export class TerminalApprover extends Service implements Approver {
       })
     })
   }
+}
+
+const EFFECT_WORDS: Record<string, string> = {
+  read: 'reads',
+  write: 'writes files',
+  execute: 'runs programs',
+  network: 'reaches the network',
+  outside: 'acts outside Loom',
+}
+
+/** What the tool says of itself: who runs it, what it may do, whether it may destroy data. */
+function toolFacts(request: ApprovalRequest): string[] {
+  const effects = request.effects ? request.effects.map(effect => EFFECT_WORDS[effect] ?? effect).join(', ') : 'effects unknown'
+  return [...(request.origin ? [request.origin] : []), effects, ...(request.destructive ? ['may destroy data'] : [])]
 }
 
 /** `bash wants to run: ls`, `edit wants to change a.ts`, else the arguments as short JSON. */

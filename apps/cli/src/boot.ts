@@ -12,8 +12,10 @@ import { isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { objectKeys } from './catalogue.ts'
 import { closestName, compose, resolvePackage, type ComposeOptions, type Composition } from './compose.ts'
+import { type Culprit, findCulprit, type RowModule } from './culprit.ts'
 import { BootError } from './errors.ts'
 import { protectedPaths, protectPlugin } from './protect.ts'
+import { requireTrust, type TrustAsk } from './trust.ts'
 
 /** The loader entry id of the include that mounts the composed rows. */
 export const DEPLOYMENT_ENTRY = 'deployment'
@@ -30,6 +32,12 @@ export interface BootOptions extends ComposeOptions {
   verbose?: boolean
   /** The rows to mount, of the composed ones (default: all); `loom sessions` mounts only its store. */
   select?: (rows: readonly EntryOptions[]) => EntryOptions[]
+  /**
+   * Who is asked to trust a project layer that carries code or changes policy
+   * (trust.ts), read at each compose: a terminal's question, or none (headless:
+   * such a layer is refused with a ConfigError naming `loom trust`).
+   */
+  trust?: { ask?: TrustAsk }
 }
 
 export interface Deployment {
@@ -41,13 +49,15 @@ export interface Deployment {
   /**
    * Re-reads every layer and applies the new rows to the running deployment as
    * one update of the include (rows that did not change keep running). A layer
-   * that does not parse throws a ConfigError, and a config value that its plugin's
+   * that does not parse, or needs trust it lacks, throws a ConfigError, and a config value that its plugin's
    * schema refuses throws a BootError naming the row and key: both change nothing.
    * A row that does not start rolls the whole update back and throws a BootError.
    */
   recompose(): Promise<Composition>
   /** What is wrong with the running rows now: one line per row (empty when all run). */
   problems(): Promise<string[]>
+  /** The row whose code threw `error` (an uncaught error), by its stack: culprit.ts. */
+  culprit(error: unknown): Culprit | undefined
   /** Unloads every row (sessions are flushed by their backends), then the loader. */
   dispose(): Promise<void>
 }
@@ -56,6 +66,25 @@ export interface Deployment {
 const PENDING = 0
 const ACTIVE = 2
 const FAILED = 3
+const UNLOADING = 5
+
+/** How long unloading a deployment may take before the rows still unloading are given up. */
+export const DISPOSE_DEADLINE_MS = 5_000
+
+/** Whether `promise` settles within `ms` (a rejection within it is thrown). */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<false>(resolve => {
+    timer = setTimeout(() => resolve(false), ms)
+  })
+  const settled = promise.then(() => true)
+  settled.catch(() => {}) // failing after the deadline: given up already
+  try {
+    return await Promise.race([settled, deadline])
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 /**
  * Boots the composed deployment. Resolves once every row settled and all are
@@ -68,6 +97,8 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   const cwd = resolve(options.cwd)
   const log = options.log ?? ((level, text) => process.stderr.write(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}\n`))
   let composition = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
+  // Parsing evaluated nothing; from here on `!!js` runs and plugins load: only what is trusted.
+  await requireTrust(composition, { cwd, ask: options.trust?.ask })
 
   const root = new Context()
   root.baseUrl = pathToFileURL(cwd).href + '/'
@@ -127,9 +158,18 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   const dispose = () =>
     (disposed ??= (async () => {
       try {
-        const entry = root.loader.store[DEPLOYMENT_ENTRY]
-        await entry?.fiber?.dispose()
-        await root.loader.await()
+        // The rows, taken now: an include that unloads takes its rows out of the loader's list.
+        const rows = [...root.loader.entries()].filter(entry => entry.options.id !== DEPLOYMENT_ENTRY && !entry.options.group)
+        const unloading = (async () => {
+          await root.loader.store[DEPLOYMENT_ENTRY]?.fiber?.dispose()
+          await root.loader.await()
+        })()
+        // A plugin whose disposer never settles would hold the command forever (and Node
+        // exits 13 on the unsettled await): past the deadline it is named and left behind.
+        if (!(await settlesWithin(unloading, DISPOSE_DEADLINE_MS))) {
+          const stuck = rows.filter(entry => entry.fiber?.state === UNLOADING).map(entry => `row "${entry.options.id}" (${shownName(entry.options.name)})`)
+          log('warn', `${stuck.join(', ') || 'the deployment'} did not finish unloading within ${DISPOSE_DEADLINE_MS} ms; given up`)
+        }
       } finally {
         removeBootDir()
         process.removeListener('exit', removeBootDir)
@@ -145,6 +185,13 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   await root.loader.await()
 
   const problems = async () => reportLines(await rowProblems(root, shownName))
+  // The running rows and where their code is, for naming the one an uncaught error came from.
+  const rowModules = (): RowModule[] =>
+    flatRows(mountedRows).flatMap(row => {
+      if (row.id === undefined || row.group || row.name.startsWith('cordis:')) return []
+      const file = row.name.startsWith('file:') ? row.name : resolve(cwd, row.name)
+      return [{ id: row.id, shown: shownName(row.name), file, package: located.has(row.name) }]
+    })
   const found: RowProblem[] = [
     ...(await rowProblems(root, shownName)),
     ...(await configProblems(root, mountedRows, shownName, composition.configFrom, false)).map(text => ({ text, message: text })),
@@ -164,6 +211,7 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     bootDir,
     async recompose() {
       const next = compose({ ...options, cwd, warn: options.warn ?? (text => log('warn', text)) })
+      await requireTrust(next, { cwd, ask: options.trust?.ask })
       // The loader would keep a running row on its old config and go on with the
       // others: refuse an invalid value before anything changes.
       const nextRows = mounted(next.rows)
@@ -195,8 +243,14 @@ export async function boot(options: BootOptions): Promise<Deployment> {
       return next
     },
     problems,
+    culprit: error => findCulprit(error, rowModules()),
     dispose,
   }
+}
+
+/** The rows and the rows of their groups. */
+function flatRows(rows: readonly EntryOptions[]): EntryOptions[] {
+  return rows.flatMap(row => [row, ...(row.group && Array.isArray(row.config) ? flatRows(row.config as EntryOptions[]) : [])])
 }
 
 /** Where boots keep their root file: one `boot-<pid>-*` folder each, in a folder of this user's. */

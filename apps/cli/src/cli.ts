@@ -13,7 +13,7 @@ import type { CachePrices } from '@loom/session'
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import type { Asking } from './approve.ts'
-import type { BootOptions } from './boot.ts'
+import type { BootOptions, Deployment } from './boot.ts'
 import {
   checkOptions,
   CONVERSATION,
@@ -64,6 +64,9 @@ export interface Parsed {
   diff?: string
   /** `loom -c`: the conversation continues the last session started here. */
   continue: boolean
+  /** `trust --list`, `trust --revoke`. */
+  list: boolean
+  revoke: boolean
   /** `serve`: where to listen, the token file, the drain deadline. */
   port?: number
   host?: string
@@ -116,6 +119,8 @@ export function parse(argv: readonly string[]): Parsed {
     step: number('step', values.step as string | undefined, { integer: true, min: 1 }),
     diff: values.diff as string | undefined,
     continue: values.continue === true,
+    list: values.list === true,
+    revoke: values.revoke === true,
     port: number('port', values.port as string | undefined, { integer: true, min: 0, max: 65535 }),
     host: values.host as string | undefined,
     tokenFile: values['token-file'] as string | undefined,
@@ -163,9 +168,12 @@ function number(flag: string, raw: string | undefined, rule: { integer: boolean;
  * `stopping`: it closes its work (the running turn is cancelled, closed and
  * written), then the process exits with the signal's code; `handled`: the
  * command took it and goes on (`loom dev` cancelled a task); `exit`: nothing
- * to close, exit now.
+ * to close, exit now. An uncaught error stops the command as SIGTERM does, and
+ * comes as `crash`: main() shows it, naming the plugin it came from, and makes
+ * it the cause of the running turn's end; the command's own interrupt sees only
+ * the signal.
  */
-export type Interrupt = (signal: NodeJS.Signals) => 'stopping' | 'handled' | 'exit'
+export type Interrupt = (signal: NodeJS.Signals, crash?: unknown) => 'stopping' | 'handled' | 'exit'
 
 export interface MainOptions {
   io?: Io
@@ -194,6 +202,8 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
   let plan: Plan
   // The session leases this process takes name it, so a refused writer reads `(loom run)`.
   let leaseCommand = 'loom'
+  // On a terminal, a project layer that needs trust is shown and asked about; a script's command refuses it.
+  let askTrust = false
   try {
     parsed = parse(argv)
     if (parsed.version) {
@@ -220,6 +230,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
       )
     }
     if (command !== CONVERSATION) leaseCommand = `loom ${command.name}`
+    askTrust = options.stdin === undefined && Boolean(process.stdin.isTTY) && Boolean(io.stderr.isTTY) && !HEADLESS.has(command.name)
     if (args.task === '-') args.task = await readTask(options.stdin ?? process.stdin, command.name)
     plan = command === CONVERSATION ? conversation(parsed.continue ? 'last' : undefined) : await PLANS[command.name as CommandName](args, parsed)
   } catch (error) {
@@ -227,10 +238,27 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     return fail(`${(error as Error).message}; see: ${seeHelp(positionalsOf(argv))}`, 2)
   }
 
-  const layers = { cwd, bundles: parsed.bundles, patches: parsed.patches }
+  const trust = { ask: askTrust ? (await import('./trust.ts')).terminalTrust(process.stdin, io.stderr) : undefined }
+  const layers = { cwd, bundles: parsed.bundles, patches: parsed.patches, trust }
   const log: BootOptions['log'] = (level, text) =>
     io.stderr.write(err.yellow(`loom: ${level === 'info' ? '' : level === 'warn' ? 'warning: ' : `${level}: `}${text}`) + '\n')
-  const context: Context = { parsed, io, cwd, layers, log, onInterrupt: options.onInterrupt }
+  // What runs once the deployment is up, for an uncaught error: the plugin it came from, and the turn it stops.
+  let running: { deployment: Deployment; runner: Runner } | undefined
+  const crashed = (error: unknown) => {
+    const culprit = running?.deployment.culprit(error)
+    fail(`${culprit ? `uncaught error in ${culprit.label}` : 'internal error'}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+    const text = (error instanceof Error ? `${error.name}: ${error.message}` : String(error)).split('\n')[0]
+    running?.runner.cancel({ kind: 'uncaught', error: redact(text, hostSecrets()), ...(culprit && { plugin: culprit.id }) })
+  }
+  const onInterrupt: MainOptions['onInterrupt'] = interrupt =>
+    options.onInterrupt?.(
+      interrupt &&
+        ((signal, crash) => {
+          if (crash !== undefined) crashed(crash)
+          return interrupt(signal)
+        }),
+    )
+  const context: Context = { parsed, io, cwd, layers, log, onInterrupt }
   let opened: { dispose(): Promise<void> } | undefined
   try {
     if (plan.on === 'nothing') return await plan.run(context)
@@ -240,7 +268,7 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
       opened = store
       store.persistence.leaseCommand = leaseCommand
       // A signal lets the command finish what it writes (a repair), then exits.
-      options.onInterrupt?.(() => 'stopping')
+      onInterrupt(() => 'stopping')
       return await plan.run(store, context)
     }
     const { boot } = await import('./boot.ts')
@@ -256,7 +284,8 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     }
     const persistence = deployment.root.get('sessionPersistence')
     if (persistence) persistence.leaseCommand = leaseCommand
-    options.onInterrupt?.(() => {
+    running = { deployment, runner }
+    onInterrupt(() => {
       runner.cancel()
       return 'stopping'
     })
@@ -267,9 +296,12 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     return fail((error as Error)?.message ?? String(error), (error as Error)?.name === 'UsageError' ? 2 : 1)
   } finally {
     await opened?.dispose().catch(error => fail(`shutting down: ${(error as Error).message}`))
-    options.onInterrupt?.(undefined)
+    onInterrupt(undefined)
   }
 }
+
+/** Commands made for scripts: they never ask whether to trust a layer, even on a terminal. */
+const HEADLESS = new Set(['run', 'serve', 'sessions resume'])
 
 /** The task `-`: all of stdin up to its end, without the trailing line breaks; an empty one is a usage error. */
 async function readTask(stdin: AsyncIterable<string | Uint8Array>, command: string): Promise<string> {
@@ -286,7 +318,7 @@ export interface Context {
   parsed: Parsed
   io: Io
   cwd: string
-  layers: { cwd: string; bundles: string[]; patches: string[] }
+  layers: { cwd: string; bundles: string[]; patches: string[]; trust: NonNullable<BootOptions['trust']> }
   log: BootOptions['log']
   onInterrupt: MainOptions['onInterrupt']
   /** The booted deployment's root context (`runner` plans; `serve` plugs its server there). */
@@ -354,10 +386,23 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
       return dev({ ...layers, flags: parsed, session: parsed.continue ? 'last' : undefined, io, onInterrupt })
     }),
   config: () =>
-    nothing(async ({ parsed, io, layers }) => {
-      const [{ compose }, { printConfig }] = await Promise.all([import('./compose.ts'), import('./present/config.ts')])
-      printConfig(io, compose({ ...layers, warn: text => io.stderr.write(`loom: warning: ${text}\n`) }), parsed.json)
+    nothing(async ({ parsed, io, layers, cwd }) => {
+      const [{ compose }, { printConfig }, { untrustedLayers, refusal }] = await Promise.all([
+        import('./compose.ts'),
+        import('./present/config.ts'),
+        import('./trust.ts'),
+      ])
+      const warn = (text: string) => io.stderr.write(`loom: warning: ${text}\n`)
+      const composition = compose({ ...layers, warn })
+      // Printing evaluates nothing, so an untrusted layer is shown (to review it), with what the commands that run it say.
+      for (const untrusted of untrustedLayers(composition, cwd)) warn(refusal(untrusted))
+      printConfig(io, composition, parsed.json)
       return 0
+    }),
+  trust: ({ path }) =>
+    nothing(async ({ parsed, io, cwd }) => {
+      const { trustCommand } = await import('./trust.ts')
+      return trustCommand({ cwd, io, path, list: parsed.list, revoke: parsed.revoke, bundles: parsed.bundles, patches: parsed.patches })
     }),
   'sessions list': () =>
     store(async (store, { parsed, io }) => {

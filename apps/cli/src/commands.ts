@@ -64,6 +64,8 @@ export const OPTIONS = {
   'token-file': { type: 'string', value: '<file>', help: 'read the bearer token from this file instead of $LOOM_SERVE_TOKEN' },
   'drain-ms': { type: 'string', value: '<n>', help: 'on SIGTERM, how long running turns may finish before they are cancelled (default 10000)' },
   continue: { type: 'boolean', short: 'c', help: 'open the conversation on the last session started in this folder' },
+  list: { type: 'boolean', help: 'list the trusted layers: path, hash, date, and whether the file still matches' },
+  revoke: { type: 'boolean', help: 'remove the trust in the layer (default: the loom.yml of this folder)' },
   help: { type: 'boolean', short: 'h', help: "this help; after a command, that command's options and examples" },
   version: { type: 'boolean', short: 'v', help: 'versions of loom and Node' },
 } as const satisfies Record<string, OptionSpec>
@@ -237,6 +239,15 @@ export const COMMANDS = [
       'LOOM_SERVE_TOKEN=$(openssl rand -hex 32) loom serve',
       'loom serve --host 0.0.0.0 --port 8080 --token-file /run/secrets/loom-token --drain-ms 30000',
     ],
+  },
+  {
+    name: 'trust',
+    args: [{ name: '[PATH]', key: 'path', optional: true, missing: 'the layer file' }],
+    summary: 'trust a project loom.yml that carries code or changes policy, so Loom runs it (as direnv allow)',
+    details:
+      "A project's loom.yml that carries code (a !!js value, a plugin mounted by path, an MCP server command) or changes policy (the permissions, @loom/tools, the shell's sandbox, network or secrets, where an API key is sent) runs only after you trusted its exact content: its sha256 is recorded in $LOOM_HOME/trust.json. Any change since, by the agent or anyone, needs trust again: on a terminal Loom shows what is new and asks; headless (loom run, loom serve, a script) it refuses with one line naming this command. PATH defaults to the loom.yml found from this folder. Review the file, then trust it; in CI, run loom trust ./loom.yml before loom run. Bundles, $LOOM_HOME/loom.yml and --patch files are yours and need no trust.",
+    options: ['list', 'revoke', ...LAYERS],
+    examples: ['loom trust', 'loom trust ./loom.yml', 'loom trust --list', 'loom trust --revoke ./loom.yml'],
   },
   {
     name: 'schema',

@@ -7,12 +7,14 @@
 import { applyEntryPatches, entryListSchema, type PatchOptions } from '@deepseek-ai/cordis-plugin-include'
 import type { EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import yaml from 'js-yaml'
+import { createHash } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { homedir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { ConfigError } from './errors.ts'
+import { loadLayerYaml } from './yaml-limits.ts'
 
 export type { EntryOptions, PatchOptions }
 
@@ -26,6 +28,13 @@ export interface Layer {
   label: string
   file: string
   patches: PatchOptions[]
+  /** The exact text the patches were parsed from, and the sha256 of its bytes (a project layer runs only if they are trusted: trust.ts). */
+  source?: LayerSource
+}
+
+export interface LayerSource {
+  text: string
+  sha256: string
 }
 
 export interface ComposeOptions {
@@ -65,7 +74,8 @@ export function compose(options: ComposeOptions): Composition {
   if (user !== undefined) layers.push({ kind: 'user', label: user, file: user, patches: readLayer(user) })
   const project = options.project === undefined ? findProjectLayer(cwd) : options.project === false ? undefined : resolve(cwd, options.project)
   if (project !== undefined) {
-    layers.push({ kind: 'project', label: relative(cwd, project) || project, file: project, patches: readLayer(project) })
+    const source = readLayerSource(project)
+    layers.push({ kind: 'project', label: relative(cwd, project) || project, file: project, patches: readLayer(project, source.text), source })
   }
   for (const patch of options.patches ?? []) {
     const file = resolve(cwd, patch)
@@ -193,18 +203,23 @@ function formatDiagnostic(format: string, args: unknown[]): string {
   return format.replace(/%[A-Za-z]/g, () => JSON.stringify(args[i++]))
 }
 
-/** Parses one layer file: a YAML (or JSON) list of patches. */
-export function readLayer(file: string): PatchOptions[] {
-  let text: string
+/** A layer file's text and the sha256 of its bytes, read once (what is trusted is exactly what is parsed). */
+export function readLayerSource(file: string): LayerSource {
+  let bytes: Buffer
   try {
-    text = readFileSync(file, 'utf8')
+    bytes = readFileSync(file)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     throw new ConfigError(code === 'ENOENT' ? `${file}: no such file` : `${file}: cannot read: ${(error as Error).message}`)
   }
+  return { text: bytes.toString('utf8'), sha256: createHash('sha256').update(bytes).digest('hex') }
+}
+
+/** Parses one layer file (or its `text`, already read): a YAML (or JSON) list of patches. */
+export function readLayer(file: string, text = readLayerSource(file).text): PatchOptions[] {
   let data: unknown
   try {
-    data = yaml.load(text, { schema: entryListSchema, filename: file })
+    data = loadLayerYaml(text, file, { schema: entryListSchema })
   } catch (error) {
     if (error instanceof yaml.YAMLException) {
       const { mark, reason } = error

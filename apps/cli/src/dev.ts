@@ -21,6 +21,7 @@ import type { Interrupt } from './cli.ts'
 import { converse } from './conversation.ts'
 import { BootError, ConfigError } from './errors.ts'
 import { styler, type Io } from './present/term.ts'
+import { terminalTrust } from './trust.ts'
 import type { RunFlags, Runner } from './runner.ts'
 
 export interface DevOptions {
@@ -45,7 +46,11 @@ export interface DevOptions {
  */
 export function relaunchWithInternals(onInterrupt?: DevOptions['onInterrupt']): Promise<number> {
   return new Promise(resolve => {
-    const child = spawn(process.execPath, ['--expose-internals', ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' })
+    // As bin/loom.js: the child stops as on SIGTERM when this process dies, a SIGKILL included (main.ts watches fd 3).
+    const child = spawn(process.execPath, ['--expose-internals', ...process.execArgv, ...process.argv.slice(1)], {
+      stdio: ['inherit', 'inherit', 'inherit', 'pipe'],
+      env: { ...process.env, LOOM_LAUNCHER_FD: '3' },
+    })
     onInterrupt?.(signal => {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal)
       return 'handled'
@@ -70,10 +75,13 @@ export async function dev(options: DevOptions): Promise<number> {
   const asking: Asking = { asking: false }
   const input = options.input ?? process.stdin
 
+  // Until the conversation owns the terminal, a layer that needs trust is shown and asked about there.
+  const trust = { ask: options.input === undefined && process.stdin.isTTY && io.stderr.isTTY ? terminalTrust(input, io.stderr) : undefined }
   const deployment: Deployment = await boot({
     cwd,
     bundles: options.bundles,
     patches: options.patches,
+    trust,
     // awaitWriteFinish: an editor's save can arrive as a truncation and a write;
     // reloading between the two would import an empty or half-written file.
     // The folder is watched, and so are the layer files outside it (a project's
@@ -85,6 +93,8 @@ export async function dev(options: DevOptions): Promise<number> {
     ],
     log: (level, text) => warn(level === 'info' ? text : `${level === 'warn' ? 'warning' : level}: ${text}`),
   })
+  // From now on an untrusted edit of a layer is not applied: the message names `loom trust`.
+  trust.ask = undefined
   const root = deployment.root
   // In development an unstable prompt contribution fails its turn, naming the section and plugin.
   root.get('systemPrompt')?.enforceStability('error')

@@ -1,5 +1,6 @@
 // Entry point of the `loom` command (bin/loom.js and `pnpm loom` run this file).
 import { enableCompileCache } from 'node:module'
+import { Socket } from 'node:net'
 import type { Interrupt } from './cli.ts'
 
 // Node keeps the compiled (and type-stripped) modules between runs: a warm
@@ -41,6 +42,27 @@ function onSignal(signal: StopSignal) {
 }
 for (const signal of Object.keys(STOP_SIGNALS) as StopSignal[]) process.on(signal, () => onSignal(signal))
 
+// Started by a launcher (bin/loom.js, `loom dev`), this process holds one end of
+// a pipe whose other end closes when the launcher dies, a SIGKILL included: the
+// pid that was started is then gone, and this one stops as on its SIGTERM.
+// The variable goes, so a `loom` that a tool starts does not take fd 3 for a pipe.
+const launcherFd = Number(process.env.LOOM_LAUNCHER_FD)
+delete process.env.LOOM_LAUNCHER_FD
+if (Number.isInteger(launcherFd) && launcherFd > 2) watchLauncher(launcherFd)
+
+function watchLauncher(fd: number) {
+  let pipe: Socket
+  try {
+    pipe = new Socket({ fd, readable: true, writable: false })
+  } catch {
+    return // not a pipe: no launcher to watch
+  }
+  pipe.on('error', () => {}) // followed by 'close'
+  pipe.on('close', () => onSignal('SIGTERM'))
+  // Read (the launcher writes nothing) to see the end; the pipe alone keeps nothing running.
+  pipe.resume().unref()
+}
+
 // A closed pipe (`loom run ... | head`) or a terminal that went away: nothing
 // more can be shown. Not an error; the running turn is cancelled and closed as
 // for a signal, and the command ends with its own exit code.
@@ -56,14 +78,18 @@ for (const stream of [process.stdout, process.stderr]) {
 }
 
 // A bug must not leave the turn open either: cancel it, give the log a moment
-// to be written, then exit 1.
+// to be written, then exit 1. The running command shows the error, naming the
+// plugin it came from, and the turn's end records it (cli.ts).
 let crashed = false
 function onCrash(error: unknown) {
   if (crashed) return
   crashed = true
-  if (!outputClosed) process.stderr.write(`loom: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
-  if (!interrupt) process.exit(1)
-  if (stopping === undefined) interrupt('SIGTERM')
+  if (interrupt && stopping === undefined) {
+    interrupt('SIGTERM', error)
+  } else {
+    if (!outputClosed) process.stderr.write(`loom: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
+    if (!interrupt) process.exit(1)
+  }
   stopping = 1
   process.exitCode = 1
   setTimeout(() => process.exit(1), CRASH_DEADLINE_MS).unref()

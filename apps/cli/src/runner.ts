@@ -6,7 +6,7 @@ import { Context, Service } from '@deepseek-ai/cordis'
 import type { Agent, AgentOptions } from '@loom/agent-loop'
 import { buildManifest, type Manifest } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
-import type { CachePrices, Session, SessionEvent, TurnEndReason } from '@loom/session'
+import type { AgentCancelCause, CachePrices, Session, SessionEvent, TurnEndReason } from '@loom/session'
 import { joinContextSections, type Omission, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
 import { UsageError } from './errors.ts'
@@ -114,7 +114,8 @@ export class Runner extends Service {
   private readonly home: Context
   readonly config: RunnerConfig
   private active: Agent | undefined
-  private cancelled = false
+  /** Why the running turn (or the next one to start) is cancelled: the first cause given. */
+  private cancelled: AgentCancelCause | undefined
 
   constructor(ctx: Context, config: RunnerConfig) {
     super(ctx, 'runner')
@@ -148,10 +149,10 @@ export class Runner extends Service {
     return { provider, model }
   }
 
-  /** Cancels the running turn (a stop signal), and one that has yet to start. */
-  cancel(): void {
-    this.cancelled = true
-    this.active?.cancel({ kind: 'user' })
+  /** Cancels the running turn, and one that has yet to start: for a stop signal (`user`), or an uncaught error. */
+  cancel(cause: AgentCancelCause = { kind: 'user' }): void {
+    this.cancelled ??= cause
+    this.active?.cancel(cause)
   }
 
   /** `loom run`: one turn of a new agent for the working directory. */
@@ -263,7 +264,7 @@ export class Runner extends Service {
     try {
       agent.followup(userText(task))
       // A stop signal that came while the deployment booted still stops this turn.
-      if (this.cancelled) agent.cancel({ kind: 'user' })
+      if (this.cancelled) agent.cancel(this.cancelled)
       await agent.idle()
     } finally {
       this.active = undefined
@@ -274,8 +275,8 @@ export class Runner extends Service {
         stopWatching()
         stopErrors()
         // A cancel stops one turn: the next task of `loom dev` runs.
-        cancelled = this.cancelled
-        this.cancelled = false
+        cancelled = this.cancelled !== undefined
+        this.cancelled = undefined
       }
     }
     const events = session.events.slice(from)
@@ -350,7 +351,7 @@ export class Runner extends Service {
       }
     } finally {
       this.active = undefined
-      this.cancelled = false
+      this.cancelled = undefined
     }
   }
 

@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import { builtinModules } from 'node:module'
 import { dirname, join } from 'node:path'
 import type { Io } from './present/term.ts'
+import { trustWritten } from './trust.ts'
 
 // The toolchain of a new project: the versions this repository builds with
 // (tests/scaffold.test.ts checks they equal the root package.json's).
@@ -25,7 +26,7 @@ export interface CliPackage {
 }
 
 /** Creates the plugin project `./NAME` (`@scope/x` creates `./x`); resolves to the exit code. */
-export async function newPlugin(name: string, options: { cwd: string; io: Io }): Promise<number> {
+export async function newPlugin(name: string, options: { cwd: string; io: Io; home?: string }): Promise<number> {
   const { io } = options
   const problem = invalidName(name)
   if (problem) {
@@ -44,8 +45,14 @@ export async function newPlugin(name: string, options: { cwd: string; io: Io }):
     mkdirSync(dirname(join(dir, path)), { recursive: true })
     writeFileSync(join(dir, path), text)
   }
+  // Its loom.yml mounts the plugin by path: written here at the user's command, so trusted as written.
+  try {
+    trustWritten(join(dir, 'loom.yml'), options.home)
+  } catch (error) {
+    io.stderr.write(`loom: warning: ${(error as Error).message}; run loom trust in ./${folder} before loom prompt\n`)
+  }
   io.stdout.write(
-    `Created ./${folder}: the Loom plugin ${name}, with a tool, its guidance section, a test and a loom.yml.\n\n` +
+    `Created ./${folder}: the Loom plugin ${name}, with a tool, its guidance section, a test and a loom.yml (trusted as written: loom trust --list).\n\n` +
       `Next steps:\n  cd ${folder}\n  npm install\n  npm test\n  npx loom prompt      # the prompt the model gets, with your section and tool\n`,
   )
   return 0
@@ -168,6 +175,7 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: true, // it only reads its arguments
+      effects: ['read'], // what the approval gate reads: nothing changes, so no one is asked
       execute: ({ text }) => {
         const words = text.toLowerCase().match(/[\\p{L}\\p{N}']+/gu) ?? []
         const counts = new Map<string, number>()

@@ -5,8 +5,11 @@
 // their logs), and the command exits 0 once everything is written; a second
 // one exits at once.
 import type { Context as Root } from '@deepseek-ai/cordis'
+import { registerSecret } from '@loom/secrets'
 import { loadToken, Serve, TokenError } from '@loom/serve'
 import type { SessionPersistence } from '@loom/session'
+import type {} from '@loom/tools'
+import { resolve } from 'node:path'
 import type { Context } from './cli.ts'
 import { ConfigError, UsageError } from './errors.ts'
 import type { Runner } from './runner.ts'
@@ -32,6 +35,18 @@ export async function serve(runner: Runner, context: Context & { root: Root; tok
     throw new ConfigError(
       "loom serve needs a session store: the deployment has no sessionPersistence (the default bundle's session-jsonl row, or @loom/session-postgres)",
     )
+  }
+  // The token is a secret wherever it came from: redacted from tool results, the session log and the terminal.
+  root.effect(() => registerSecret(token), 'loom serve: the bearer token is a secret')
+  // Its file is kept from the agent's tools and hidden in the sandbox: a copy the command transformed
+  // (`base64 token.txt`) would escape redaction.
+  const tokenFile = parsed.tokenFile
+  if (tokenFile !== undefined) {
+    await root.plugin({
+      name: '@loom/cli/serve-token',
+      inject: ['tools'],
+      apply: ctx => void ctx.tools.denyRead(resolve(tokenFile), 'the bearer token of loom serve'),
+    })
   }
   const drainMs = parsed.drainMs ?? DEFAULT_DRAIN_MS
   // The schema fills in the defaults of what the command has no flag for.

@@ -74,11 +74,18 @@ describe('provideApprover', () => {
     expect(result.meta).toEqual({ decision: { policy: 'ask', answer: 'allow', reason: 'it pushes' } })
   })
 
-  it.each(['never', 'policy'] as const)('%s: the model reads a denial with the reason and the note', async mode => {
-    const { runs, call } = await deployment(mode)
+  it('policy: the model reads a denial with the reason and the note', async () => {
+    const { runs, call } = await deployment('policy')
     const result = await call()
     expect(runs.count).toBe(0)
-    expect(result.content).toEqual([{ type: 'text', text: `Error: tool "t" was not approved (it pushes): ${DENIAL_NOTES[mode]}` }])
+    expect(result.content).toEqual([{ type: 'text', text: `Error: tool "t" was not approved (it pushes): ${DENIAL_NOTES.policy}` }])
+  })
+
+  it('never: a tool that does more than read (or does not say) is refused before any rule, and the model reads why', async () => {
+    const { runs, call } = await deployment('never')
+    const result = await call()
+    expect(runs.count).toBe(0)
+    expect(result.content).toEqual([{ type: 'text', text: 'Error: tool "t" does more than read, and approvals are turned off for this run (--approve never)' }])
   })
 
   it(`the default mode is ${DEFAULT_APPROVE_MODE}, and disposing the approver leaves no one to approve`, async () => {
@@ -110,20 +117,20 @@ describe('the default bundle, headless', () => {
 - Done.
 `)
 
-  it('bash asks, and a headless run takes its unattended answer: it runs, recorded as asked and allowed by rule 1', async () => {
+  it('bash asks, and a headless run takes its unattended answer: it runs, recorded as asked and allowed by rule 3 (writes and commands)', async () => {
     const { cwd, home } = project({ 'loom.yml': layer })
     const run = await loom(['run', 'say it'], { cwd, home })
     expect(run.code, run.stderr).toBe(0)
     const result = events(sessionFiles(home)[0]).find(event => event.type === 'tool/result')!
     expect(JSON.stringify(result.data)).toContain('ran-unattended')
-    expect(result.data.meta).toMatchObject({ decision: { policy: 'ask', answer: 'allow', rule: 'rule 1' } })
+    expect(result.data.meta).toMatchObject({ decision: { policy: 'ask', answer: 'allow', rule: 'rule 3' } })
   })
 
   it('--approve never denies it; the model reads why', async () => {
     const { cwd, home } = project({ 'loom.yml': layer })
     const run = await loom(['run', '--approve', 'never', 'say it'], { cwd, home })
     expect(run.code, run.stderr).toBe(0)
-    expect(run.stdout).toContain(`✗ Error: tool "bash" was not approved (bash command "echo ran-unattended" needs approval under permissions rule 1)`)
+    expect(run.stdout).toContain('✗ Error: tool "bash" does more than read, and approvals are turned off for this run (--approve never)')
   })
 })
 

@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { boot, locateModule, type Deployment } from '../src/boot.ts'
 import { parse } from '../src/cli.ts'
 import { applyLayers, compose, findProjectLayer, readLayer, type Layer } from '../src/compose.ts'
@@ -236,8 +236,15 @@ describe('the demo model', () => {
 
 describe('boot', () => {
   const deployments: Deployment[] = []
+  // Trust is recorded in LOOM_HOME: a folder of these tests', not the user's.
+  const saved = process.env.LOOM_HOME
+  beforeAll(() => {
+    process.env.LOOM_HOME = dir({})
+  })
   afterAll(async () => {
     for (const deployment of deployments) await deployment.dispose()
+    if (saved === undefined) delete process.env.LOOM_HOME
+    else process.env.LOOM_HOME = saved
   })
 
   it('boots the layers and recompose() applies an edited layer to the running deployment', async () => {
@@ -246,7 +253,10 @@ describe('boot', () => {
         "export const name = 'greet'\nexport const inject = ['systemPrompt']\nexport function apply(ctx, config) { ctx.systemPrompt.section({ name: 'greet', order: 200, text: config.text + ' ' + ctx.baseUrl }) }\n",
       'loom.yml': '[]\n',
     })
-    const deployment = await boot({ cwd: folder, bundles: ['minimal'], log: () => {} })
+    // The edit below mounts a plugin by path: asked about, and trusted, as on a terminal.
+    const asked: string[] = []
+    const trust = { ask: async ({ shown }: { shown: string }) => asked.push(shown) > 0 }
+    const deployment = await boot({ cwd: folder, bundles: ['minimal'], log: () => {}, trust })
     deployments.push(deployment)
     const system = async () => (await deployment.root.get('systemPrompt')!.assemble()).sections.map((s: { name: string }) => s.name)
     expect(await system()).not.toContain('greet')
@@ -259,6 +269,7 @@ describe('boot', () => {
         .map(entry => entry.path)
     expect(protectedPaths()).not.toContain(join(folder, 'greet.mjs'))
     await deployment.recompose()
+    expect(asked).toEqual(['./loom.yml'])
     expect(await system()).toContain('greet')
     expect(deployment.composition.rows.at(-1)).toMatchObject({ id: 'greet', config: { text: 'Hello.' } })
     // The plugin mounted by path is out of the agent's reach from now on.

@@ -179,7 +179,7 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     await terminal.prompt(0)
     terminal.line('say hi')
     let screen = await terminal.waitFor(
-      /\? bash wants to run: echo hi {2}\(.*needs approval.*\) {2}\[y\] allow once {2}\[a\] allow for this session {2}\[n\] deny: $/m,
+      /\? bash wants to run: echo hi {2}\[runs programs\] {2}\(.*needs approval.*\) {2}\[y\] allow once {2}\[a\] allow for this session {2}\[n\] deny: $/m,
     )
     terminal.line('n')
     screen = await terminal.waitFor(/^note for the model \(optional\): $/m)
@@ -269,7 +269,7 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     await terminal.prompt(0)
     terminal.line('fix the notes')
     let screen = await terminal.waitFor(/\[n\] deny: $/m)
-    expect(screen).toMatch(/\? edit wants to change notes\.txt {2}\(.*\)\n {4}- second line\n {4}\+ 2nd line\n {2}\[y\] allow once/)
+    expect(screen).toMatch(/\? edit wants to change notes\.txt {2}\[writes files\] {2}\(.*\)\n {4}- second line\n {4}\+ 2nd line\n {2}\[y\] allow once/)
     terminal.line('y')
     screen = await terminal.waitFor(/Summary\n\nThe notes now say 2nd line\.\n\n• one change\n• no other\n.*session \S+ ·/)
     // Shown in the question, the diff is not repeated under the result.

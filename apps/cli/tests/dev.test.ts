@@ -5,7 +5,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { BIN, SLOW_MODEL, cleanEnv, events, project, sessionFiles } from './helpers.ts'
+import { BIN, SLOW_MODEL, cleanEnv, events, project, sessionFiles, writeTrusted } from './helpers.ts'
 
 const plugin = (section: string, text: string) => `import type { Context } from '@deepseek-ai/cordis'
 export const name = 'greeter'
@@ -128,7 +128,7 @@ describe('loom dev', () => {
     // A layer edit whose new row cannot start is not applied at all.
     mark = dev.stderr.length
     writeFileSync(join(cwd, 'farewell.ts'), plugin('farewell:one', 'Goodbye').replace("'greeter'", "'farewell'"))
-    writeFileSync(join(cwd, 'loom.yml'), rows('greeter.ts', 'farewell.ts', 'missing.ts'))
+    writeTrusted(home, join(cwd, 'loom.yml'), rows('greeter.ts', 'farewell.ts', 'missing.ts'))
     await dev.waitFor('stderr', /loom\.yml not applied: [\s\S]*missing\.ts[\s\S]*the running deployment is unchanged/, mark)
     const unchanged = await dev.systemText()
     expect(unchanged).toContain('Hello v2')
@@ -136,7 +136,7 @@ describe('loom dev', () => {
 
     // The same edit without the bad row applies whole.
     mark = dev.stdout.length
-    writeFileSync(join(cwd, 'loom.yml'), rows('greeter.ts', 'farewell.ts'))
+    writeTrusted(home, join(cwd, 'loom.yml'), rows('greeter.ts', 'farewell.ts'))
     await dev.waitFor('stdout', /applied loom\.yml\nprompt: .*farewell:one ← farewell/, mark)
     expect(await dev.systemText()).toContain('Goodbye')
 
@@ -191,7 +191,7 @@ describe('loom dev', () => {
 
     // A later edit that fails to start rolls back to the rows that ran: bash still there.
     mark = dev.stderr.length
-    writeFileSync(join(cwd, 'loom.yml'), rows('missing.ts'))
+    writeTrusted(home, join(cwd, 'loom.yml'), rows('missing.ts'))
     await dev.waitFor('stderr', /loom\.yml not applied: [\s\S]*missing\.ts[\s\S]*the running deployment is unchanged\n/, mark)
     expect(await dev.tools()).toContain('bash')
 
@@ -242,5 +242,20 @@ describe('loom dev', () => {
     expect(await dev.exited).toBe(143)
     const log = events(sessionFiles(home)[0])
     expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } })
+  })
+
+  it('SIGKILL to the pid that was started (dev runs in the child it restarted): the child closes the running turn and exits', { timeout: 90_000 }, async () => {
+    const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
+    const dev = (running = new Dev(cwd, home, 'default'))
+    await dev.waitFor('stdout', /tools: .*\n/)
+    dev.send('sleep please')
+    await dev.approve('sleep 30')
+    await dev.waitFor('stdout', /→ bash: sleep 30/)
+    await new Promise(resolve => setTimeout(resolve, 200))
+    process.kill(dev.child.pid!, 'SIGKILL')
+    // The output pipes close once the restarted dev, which holds them too, has exited.
+    await dev.exited
+    const log = events(sessionFiles(home)[0])
+    expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted', reason: { kind: 'user' } } } })
   })
 })

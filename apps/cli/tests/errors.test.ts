@@ -1,8 +1,9 @@
 // Startup and config errors fail loud before any model call: one clear message
 // naming the file, row, module or key, a non-zero exit, and no session written.
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { events, loom, project, sessionFiles, type Run } from './helpers.ts'
+import { events, loom, loomProcess, project, sessionFiles, type Run } from './helpers.ts'
 
 async function fails(files: Record<string, string>, args: string[] = ['run', 'what is in this directory?']): Promise<Run & { cwd: string }> {
   const { cwd, home } = project(files)
@@ -13,6 +14,14 @@ async function fails(files: Record<string, string>, args: string[] = ['run', 'wh
   expect(sessionFiles(home)).toEqual([])
   return { ...run, cwd }
 }
+
+/** Nine levels, each repeating the one before nine times: 9^9 values once expanded, from 400 bytes. */
+const LEVELS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']
+const repeated = (i: number) =>
+  Array(9)
+    .fill(i ? `*${LEVELS[i - 1]}` : 'lol')
+    .join(', ')
+const ALIAS_BOMB = `- id: shell\n  config:\n${LEVELS.map((level, i) => `    ${level}: &${level} [${repeated(i)}]\n`).join('')}`
 
 describe('startup errors', () => {
   it('an unknown plugin names the row and the module', async () => {
@@ -91,6 +100,25 @@ describe('startup errors', () => {
   it('malformed YAML in a --patch file names that file', async () => {
     const run = await fails({ 'extra.yml': '- id: fs\n   disabled: true\n' }, ['--patch', 'extra.yml', 'run', 'hi'])
     expect(run.stderr).toContain(`malformed YAML in ${join(run.cwd, 'extra.yml')} at line 2`)
+  })
+
+  it('an alias bomb in loom.yml (9 levels) is refused naming the file and the line, by a process that never grows big', async () => {
+    const { cwd, home } = project()
+    writeFileSync(join(cwd, 'loom.yml'), ALIAS_BOMB)
+    // A small heap: expanding the aliases (hundreds of millions of values) would run out of memory instead.
+    const run = await loomProcess(['prompt'], { cwd, home, env: { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=128` } })
+    expect(run.stderr).toContain(
+      `loom: ${join(cwd, 'loom.yml')}: YAML aliases expand it by more than 100000 values, the limit for a config layer (the node at line 7, 66430 values, is repeated by aliases)`,
+    )
+    expect(run.code).toBe(1)
+    expect(sessionFiles(home)).toEqual([])
+  })
+
+  it('a layer over 1 MiB, and an alias inside its own anchor, are refused naming the file', async () => {
+    const big = await fails({ 'big.yml': `# ${'x'.repeat(1024 * 1024)}\n[]\n` }, ['--patch', 'big.yml', 'prompt'])
+    expect(big.stderr).toContain(`loom: ${join(big.cwd, 'big.yml')} is 1048582 bytes, more than the 1048576-byte limit for a config layer`)
+    const loop = await fails({ 'extra.yml': '- id: fs\n  config:\n    a: &a\n      - *a\n' }, ['--patch', 'extra.yml', 'prompt'])
+    expect(loop.stderr).toContain(`loom: ${join(loop.cwd, 'extra.yml')}: a YAML alias refers to a node that contains it at line 4`)
   })
 
   it('an empty layer, a row without a name, a misspelt key are refused with the file', async () => {

@@ -5,12 +5,15 @@
 // TypeScript sources natively), for
 // what needs a process: signals, SIGKILL, the launcher, two writers at once.
 import { spawn, type ChildProcess } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll } from 'vitest'
 import { main, type Interrupt } from '../src/cli.ts'
+import { readLayerSource } from '../src/compose.ts'
+import { readTrust, trustKey, writeTrust } from '../src/trust.ts'
 
 export const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
 export const BIN = fileURLToPath(new URL('../bin/loom.js', import.meta.url))
@@ -145,8 +148,11 @@ afterAll(() => {
   for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
 })
 
-/** A fresh project folder with these files, and a fresh LOOM_HOME (removed after the test file). */
-export function project(files: Record<string, string> = {}): { cwd: string; home: string } {
+/**
+ * A fresh project folder with these files, and a fresh LOOM_HOME (removed after the test file).
+ * Its loom.yml is trusted, as after `loom trust` (`trusted: false` leaves it untrusted: trust.test.ts).
+ */
+export function project(files: Record<string, string> = {}, { trusted = true } = {}): { cwd: string; home: string } {
   const base = mkdtempSync(join(tmpdir(), 'loom-cli-test-'))
   folders.push(base)
   const cwd = join(base, 'project')
@@ -156,7 +162,24 @@ export function project(files: Record<string, string> = {}): { cwd: string; home
     mkdirSync(dirname(join(cwd, path)), { recursive: true })
     writeFileSync(join(cwd, path), text)
   }
+  if (trusted && 'loom.yml' in files) trustLayer(home, join(cwd, 'loom.yml'))
   return { cwd, home }
+}
+
+/** Records trust in the bytes `file` has now, in `home`, as `loom trust` does. */
+export function trustLayer(home: string, file: string) {
+  // The hash only: a layer the test means to be malformed is trusted as well, and refused for what it is.
+  const layers = readTrust(home)
+  layers[trustKey(file)] = { sha256: readLayerSource(file).sha256, trustedAt: new Date().toISOString(), items: [] }
+  writeTrust(layers, home)
+}
+
+/** Writes a layer the test trusts: its trust is recorded first, so a running `loom dev` applies it when it sees the change. */
+export function writeTrusted(home: string, file: string, text: string) {
+  const layers = readTrust(home)
+  layers[trustKey(file)] = { sha256: createHash('sha256').update(text).digest('hex'), trustedAt: new Date().toISOString(), items: [] }
+  writeTrust(layers, home)
+  writeFileSync(file, text)
 }
 
 /** Every session.jsonl under `home`. */

@@ -13,7 +13,7 @@ import { loom, project, scriptedModel } from './helpers.ts'
  */
 const MCP_SERVER = `import { createInterface } from 'node:readline'
 const send = message => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...message }) + '\\n')
-const tools = [{ name: 'lookup', description: 'Looks a word up in the glossary.', inputSchema: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] } }]
+const tools = [{ name: 'lookup', description: 'Looks a word up in the glossary.', inputSchema: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] }, annotations: { readOnlyHint: true } }]
 for await (const line of createInterface({ input: process.stdin })) {
   const { id, method, params } = JSON.parse(line)
   if (method === 'initialize') send({ id, result: { protocolVersion: params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'glossary', version: '1.0.0' }, instructions: 'Look words up before defining them.' } })

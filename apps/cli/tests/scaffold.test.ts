@@ -19,11 +19,12 @@ const ROOT = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'))
 const FILES = ['.gitignore', 'README.md', 'loom.yml', 'package.json', 'src/index.ts', 'tests/index.test.ts', 'tsconfig.build.json', 'tsconfig.json']
 
 /** `loom new plugin NAME` in `cwd`: its exit code and output. */
+/** `loom new plugin NAME` in `cwd`, a project folder of `project()`: its trust is recorded in that project's LOOM_HOME. */
 async function scaffold(name: string, cwd: string) {
   let stdout = ''
   let stderr = ''
   const io = { stdout: { write: (text: string) => (stdout += text) }, stderr: { write: (text: string) => (stderr += text) } }
-  const code = await newPlugin(name, { cwd, io })
+  const code = await newPlugin(name, { cwd, io, home: join(cwd, '..', 'home') })
   return { code, stdout, stderr }
 }
 

@@ -3,7 +3,8 @@
 // launcher), and an uncaught error. The log ends with `turn/end` and `sessions
 // verify` finds nothing open.
 import { execFileSync, spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { BIN, MAIN, SLOW_MODEL, cleanEnv, events, loom, project, sessionFiles, type Run } from './helpers.ts'
 
@@ -56,8 +57,8 @@ interface Started {
 }
 
 /** Starts `command args` in its own process group (as a shell starts a job), with the slow model. */
-function start(command: string, args: string[], cwd: string, home: string): Started {
-  const child = spawn(command, args, { cwd, env: cleanEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+function start(command: string, args: string[], cwd: string, home: string, env: NodeJS.ProcessEnv = cleanEnv(home)): Started {
+  const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let stdout = ''
   let stderr = ''
   child.stdout.setEncoding('utf8').on('data', (data: string) => {
@@ -98,17 +99,38 @@ async function toolRunning(run: Started) {
   await sleep(200)
 }
 
-/** The turn was closed and written: the log ends with turn/end, and verify finds it clean. */
-async function expectClosed(home: string) {
+/** The turn was closed and written: the log ends with turn/end (cancelled for `cause`), and verify finds it clean. */
+async function expectClosed(home: string, cause: object = { kind: 'user' }) {
   const [file] = sessionFiles(home)
   const log = events(file)
-  expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted', reason: { kind: 'user' } } } })
+  expect(log.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted', reason: cause } } })
   const id = JSON.parse(readFileSync(file, 'utf8').split('\n')[0]).id as string
   // From a plain folder: the test project's own rows (a slow unload, a crash) are not needed to read a log.
   const verify = await loom(['sessions', 'verify', id], { cwd: project().cwd, home })
   expect(verify.stdout).toContain(`session ${id}: clean`)
   expect(verify.stdout).toContain('turns    all closed')
   expect(verify.code).toBe(0)
+}
+
+/** The pids of the processes whose parent is `pid`. */
+function childrenOf(pid: number): number[] {
+  try {
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
+      .map(Number)
+  } catch {
+    return [] // ps exits 1 when there is none
+  }
+}
+
+/** Whether `pid` runs: a zombie (exited, not yet reaped by whoever adopted it) does not. */
+function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return false
+  }
 }
 
 /** Another Node on PATH: bin/loom.js started by it runs the CLI in a child process. */
@@ -154,6 +176,29 @@ describe('stopping loom run closes the turn first', () => {
     await expectClosed(home)
   })
 
+  it('SIGKILL to the pid of bin/loom.js that runs the CLI in a child: the child stops as on SIGTERM and releases the session', {
+    timeout: 60_000,
+  }, async () => {
+    const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
+    // Without the source condition the launcher cannot run the sources itself: it starts the pinned Node as a child.
+    const env = cleanEnv(home, { NODE_OPTIONS: (process.env.NODE_OPTIONS ?? '').replace('--conditions=loom-source', '').trim() })
+    const run = start(process.execPath, [BIN, 'run', 'sleep please'], cwd, home, env)
+    await toolRunning(run)
+    const workers = childrenOf(run.pid)
+    expect(workers, 'the launcher runs the CLI in one child process').toHaveLength(1)
+    process.kill(run.pid, 'SIGKILL')
+    // The child held the output pipes: they close once it has exited.
+    const result = await run.done
+    await until(() => !alive(workers[0]), 'the child to exit')
+    expect(result.stderr).toContain('the turn ended: aborted (user)')
+    await expectClosed(home)
+    const [file] = sessionFiles(home)
+    expect(existsSync(join(dirname(file), 'session.lock')), 'the lease was released').toBe(false)
+    const id = JSON.parse(readFileSync(file, 'utf8').split('\n')[0]).id as string
+    const repair = await loom(['sessions', 'repair', id], { cwd: project().cwd, home })
+    expect(repair.code, repair.stderr).toBe(0)
+  })
+
   it('SIGTERM to the process group through a launcher that relays it: exit 143, the turn closed', { timeout: 60_000 }, async () => {
     const { cwd, home } = project({ 'loom.yml': SLOW_MODEL })
     const run = start(process.execPath, ['-e', RELAY, MAIN, 'run', 'sleep please'], cwd, home)
@@ -188,17 +233,18 @@ describe('stopping loom run closes the turn first', () => {
     await expectClosed(home)
   })
 
-  for (const [what, how] of [
-    ['an uncaught exception', "throw new Error('boom from a timer')"],
-    ['an unhandled rejection', "void Promise.reject(new Error('boom from a promise'))"],
+  for (const [what, how, error] of [
+    ['an uncaught exception', "throw new Error('boom from a timer')", 'Error: boom from a timer'],
+    ['an unhandled rejection', "void Promise.reject(new Error('boom from a promise'))", 'Error: boom from a promise'],
   ] as const) {
-    it(`${what} mid-turn: the turn is cancelled and written, exit 1`, { timeout: 60_000 }, async () => {
+    it(`${what} of a plugin mid-turn: the turn is closed as that plugin's error, exit 1`, { timeout: 60_000 }, async () => {
       const { cwd, home } = project({ 'loom.yml': SLOW_MODEL + CRASH, 'crash.ts': CRASH_PLUGIN(how) })
       const run = start(process.execPath, [MAIN, 'run', 'sleep please'], cwd, home)
       const result = await run.done
       expect(result.code, result.stderr).toBe(1)
-      expect(result.stderr).toMatch(/loom: internal error: Error: boom from a/)
-      await expectClosed(home)
+      expect(result.stderr).toMatch(new RegExp(`loom: uncaught error in row "crash" \\(\\S*crash\\.ts\\): ${error}\n\\s+at `))
+      expect(result.stderr).toContain(`the turn ended: aborted (an uncaught error of plugin "crash": ${error})`)
+      await expectClosed(home, { kind: 'uncaught', plugin: 'crash', error })
     })
   }
 })

@@ -20,3 +20,4 @@ export {
   type RedactOptions,
   type Redactor,
 } from './redact.ts'
+export { hostSecretValues, registerSecret, registeredSecrets } from './registry.ts'

@@ -15,8 +15,8 @@ export const MIN_SECRET_LENGTH = 8
  *
  * - it contains `PASSWORD` anywhere (`DB_PASSWORD`, `PGPASSWORD`);
  * - its last word is `TOKEN`, `SECRET`, `PASSWD`, `PASS`, `PASSPHRASE`, `APIKEY`,
- *   `CREDENTIAL(S)`, `AUTHORIZATION` or `COOKIE` (`GITHUB_TOKEN`, `NPM_TOKEN`,
- *   `CLIENT_SECRET`, `token`, `authorization`);
+ *   `CREDENTIAL(S)`, `AUTHORIZATION`, `COOKIE` or `PAT` (a personal access token)
+ *   (`GITHUB_TOKEN`, `NPM_TOKEN`, `CLIENT_SECRET`, `GH_PAT`, `token`, `authorization`);
  * - its last word is `KEY` after at least one other word (`DEEPSEEK_API_KEY`,
  *   `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `apiKey`; a bare `key` is not secret).
  *
@@ -25,7 +25,7 @@ export const MIN_SECRET_LENGTH = 8
  */
 export const DEFAULT_SECRET_PATTERNS: readonly RegExp[] = Object.freeze([
   /PASSWORD/i,
-  /(^|_)(TOKEN|SECRET|PASSWD|PASS|PASSPHRASE|APIKEY|CREDENTIALS?|AUTHORIZATION|COOKIE)$/i,
+  /(^|_)(TOKEN|SECRET|PASSWD|PASS|PASSPHRASE|APIKEY|CREDENTIALS?|AUTHORIZATION|COOKIE|PAT)$/i,
   /[A-Z0-9]_KEY$/i,
 ])
 

@@ -1,4 +1,5 @@
-import { DEFAULT_SECRET_PATTERNS, isSecretName, secretValues, type SecretPattern } from './names.ts'
+import { DEFAULT_SECRET_PATTERNS, isSecretName, type SecretPattern } from './names.ts'
+import { hostSecretValues } from './registry.ts'
 
 /** What a secret is replaced with. */
 export const REDACTED = '[REDACTED]'
@@ -34,6 +35,28 @@ const CONTEXT_PATTERN = new RegExp(
   'gi',
 )
 
+/**
+ * Credentials recognized by their shape alone, wherever they are (a `GH_PAT=` line in a dotfile):
+ * issuers' token formats with a fixed prefix. Redacted in every pass, file contents included, as
+ * is the body of a private key (`PRIVATE_KEY`): no edit needs one, and nothing else has these shapes.
+ */
+const SHAPE_PATTERN = new RegExp(
+  [
+    // GitHub: classic, OAuth, user, server and refresh tokens; fine-grained ones.
+    String.raw`\bgh[pousr]_[A-Za-z0-9]{36,255}\b`,
+    String.raw`\bgithub_pat_[A-Za-z0-9_]{22,255}`,
+    // GitLab, Slack, npm, Anthropic and OpenAI project keys.
+    String.raw`\bglpat-[A-Za-z0-9_-]{20,}`,
+    String.raw`\bxox[abposr]-[A-Za-z0-9-]{10,}`,
+    String.raw`\bnpm_[A-Za-z0-9]{36}\b`,
+    String.raw`\bsk-(?:ant|proj)-[A-Za-z0-9_-]{20,}`,
+  ].join('|'),
+  'g',
+)
+
+/** A PEM private key: its framing lines stay, so the reader sees what was there; its body goes. */
+const PRIVATE_KEY = /(-----BEGIN [A-Z0-9 ]{0,20}PRIVATE KEY-----)[^]*?(-----END [A-Z0-9 ]{0,20}PRIVATE KEY-----|$(?![^]))/g
+
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 }
@@ -52,15 +75,17 @@ export type Redactor = (text: string, options?: RedactOptions) => string
 /**
  * A redactor for a fixed list of secret values: one RegExp of all of them
  * (longest first, so a secret containing another is replaced whole), compiled
- * once, then (unless `contextual: false`) a second pass for credentials
- * recognized by their context. Text a model edits from (file contents) wants
- * `contextual: false`: only the host's own values are hidden, nothing else moves.
+ * once, then a pass for credentials recognized by their shape (a GitHub token, a
+ * private key), then (unless `contextual: false`) one for credentials recognized
+ * by their context. Text a model edits from (file contents) wants
+ * `contextual: false`: only secrets are hidden, nothing else moves.
  */
 export function createRedactor(secrets: readonly string[], { contextual = true }: { contextual?: boolean } = {}): Redactor {
   const known = [...new Set(secrets)].filter(Boolean).sort((a, b) => b.length - a.length)
   const literal = known.length ? new RegExp(known.map(escapeRegExp).join('|'), 'g') : undefined
   return (text, options = {}) => {
     let out = literal ? text.replace(literal, REDACTED) : text
+    out = out.replace(SHAPE_PATTERN, REDACTED).replace(PRIVATE_KEY, `$1${REDACTED}$2`)
     if (contextual) out = out.replace(CONTEXT_PATTERN, REDACTED)
     if (options.headCut) out = redactHeadFragment(out, known)
     return out
@@ -88,12 +113,13 @@ export function redact(text: string, secrets: readonly string[], options?: Redac
 }
 
 /**
- * A redactor of the secret values of `env` as it is now (read on every call: the
- * environment may change), rebuilt only when those values changed; `undefined`
- * when there are none. `contextual` as in `createRedactor`.
+ * A redactor of the host's secret values as they are now: those of `env` and the
+ * registered ones (`registerSecret`), read on every call (the environment may
+ * change), rebuilt only when they changed; `undefined` when there are none.
+ * `contextual` as in `createRedactor`.
  */
 export function hostRedactor(options: { env?: NodeJS.ProcessEnv; patterns?: readonly SecretPattern[]; contextual?: boolean } = {}): Redactor | undefined {
-  const secrets = secretValues(options.env ?? process.env, options.patterns)
+  const secrets = hostSecretValues(options)
   if (!secrets.length) return undefined
   const key = `${options.contextual !== false}\0${secrets.join('\0')}`
   let redactor = hostRedactors.get(key)

@@ -21,6 +21,8 @@ describe('isSecretName', () => {
       'GOOGLE_APPLICATION_CREDENTIALS',
       'STRIPE_SECRET_KEY',
       'HF_TOKEN',
+      'GH_PAT',
+      'GITLAB_PAT',
       'OPENAI_APIKEY',
       'npm_config__authToken',
       // object keys and headers

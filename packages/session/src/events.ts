@@ -19,7 +19,13 @@ export type { JsonValue } from '@loom/llm'
 /** The on-disk and in-memory format version of a session log. */
 export const SESSION_FORMAT_VERSION = 0
 
-export type AgentCancelCause = { kind: 'user' } | { kind: 'parent' } | { kind: 'hook'; reason: string } | { kind: 'disposed' }
+export type AgentCancelCause =
+  | { kind: 'user' }
+  | { kind: 'parent' }
+  | { kind: 'hook'; reason: string }
+  | { kind: 'disposed' }
+  /** An error nothing caught stopped the process: `error` is its first line, `plugin` the row whose code threw it (none: Loom's own). */
+  | { kind: 'uncaught'; error: string; plugin?: string }
 
 export type TurnEndReason =
   | { kind: 'completed' }

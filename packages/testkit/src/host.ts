@@ -1,11 +1,11 @@
 import { inspect } from 'node:util'
-import { Context, type Fiber, type Plugin } from '@deepseek-ai/cordis'
+import { Context, type Fiber, type Plugin, Service } from '@deepseek-ai/cordis'
 import AgentLoop, { buildManifest, type Agent, type AgentLoopConfig, type Manifest, type ManifestRow } from '@loom/agent-loop'
 import Llm, { userText, type AdapterRegistration, type GenerateOptions, type UserMessage } from '@loom/llm'
 import { ScriptedAdapter, type ScriptEntry } from '@loom/llm/testing'
 import SessionStore, { lastEventOfType, type Session, type SessionEvent, type TurnEndReason } from '@loom/session'
 import SystemPrompt, { interpolate, type PromptAssembly, type Stability, type SystemPromptConfig, type ToolSchema } from '@loom/system-prompt'
-import ToolRuntime, { type ToolExecutionResult } from '@loom/tools'
+import ToolRuntime, { type ApprovalAnswer, type ApprovalRequest, type ToolExecutionResult } from '@loom/tools'
 import { snapshotRequest } from './snapshot.ts'
 import { activeTimeouts, attributeTimers, describeTimer, liveTimers, trackTimers, type TimerSink } from './timers.ts'
 
@@ -30,6 +30,8 @@ export interface HostOptions {
   script?: readonly ScriptEntry[]
   /** The working directory used when a call gives none (default `process.cwd()`); absolute. */
   cwd?: string
+  /** Provides `ctx.approver` answering each question so (recorded in `host.approvals`); absent: no approver, every ask is refused. */
+  approve?: (request: ApprovalRequest) => ApprovalAnswer | Promise<ApprovalAnswer>
 }
 
 /** One section or runtime context a plugin adds to the prompt. */
@@ -137,6 +139,8 @@ export interface Host {
   readonly adapter: ScriptedAdapter
   /** Everything logged on the host, warnings and errors included. */
   readonly logs: HostLog[]
+  /** The questions the approver of `approve` was asked, in order. */
+  readonly approvals: ApprovalRequest[]
   /** The working directory used when a call gives none. */
   readonly cwd: string
   /** Loads a plugin on the root; rejects, naming the plugin, when it does not start. */
@@ -216,6 +220,22 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   await root.plugin(Llm)
   await root.plugin(ToolRuntime)
   await root.plugin(AgentLoop, (options.loop ?? {}) as AgentLoopConfig)
+  const approvals: ApprovalRequest[] = []
+  const answer = options.approve
+  if (answer) {
+    await root.plugin(
+      class TestApprover extends Service {
+        static override readonly name = `${HOST_PLUGIN}/approver`
+        constructor(ctx: Context) {
+          super(ctx, 'approver')
+        }
+        async approve(request: ApprovalRequest) {
+          approvals.push(request)
+          return answer(request)
+        }
+      },
+    )
+  }
   const hostFiber = await root.plugin({ name: HOST_PLUGIN, inject: SPINE, apply() {} })
   const ctx = hostFiber.ctx
   const defaultCwd = options.cwd ?? process.cwd()
@@ -522,6 +542,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       return adapter
     },
     logs,
+    approvals,
     cwd: defaultCwd,
     mount,
     residue,

@@ -1,8 +1,11 @@
 import { isPlainObject } from './json.ts'
 import { describe } from './result.ts'
-import type { ApprovalAnswer, Approver, ToolDecision, ToolRunContext, Unattended } from './types.ts'
+import type { ApprovalAnswer, ApprovalRequest, Approver, ToolDecision, ToolRunContext, Unattended } from './types.ts'
 
 export type Ask = { reason?: string; rule?: string; unattended?: Unattended }
+
+/** What the question shows about the tool itself (see `ApprovalRequest`). */
+export type ToolFacts = Pick<ApprovalRequest, 'effects' | 'origin' | 'destructive'>
 
 /** How an `ask` was settled; `aborted` when the call was aborted while the approver was asked. */
 export type AskOutcome = Extract<ToolDecision, { policy: 'ask' }> | 'aborted'
@@ -21,7 +24,7 @@ export class Approvals {
     this.approver = approver
   }
 
-  async settle(exec: ToolRunContext, ask: Ask): Promise<AskOutcome> {
+  async settle(exec: ToolRunContext, ask: Ask, tool: ToolFacts = {}): Promise<AskOutcome> {
     const asked = { policy: 'ask' as const, ...(ask.reason !== undefined && { reason: ask.reason }), ...(ask.rule !== undefined && { rule: ask.rule }) }
     const session = exec.agent?.sessionId
     const key = JSON.stringify([exec.name, ask.rule ?? null])
@@ -37,6 +40,7 @@ export class Approvals {
           args: exec.arguments,
           ...asked,
           ...(ask.unattended !== undefined && { unattended: ask.unattended }),
+          ...tool,
           ...(exec.agent !== undefined && { agent: exec.agent }),
           ...(session !== undefined && { session }),
           signal: exec.signal,

@@ -3,11 +3,13 @@ import type { Ajv2020 } from 'ajv/dist/2020.js'
 import { createRequire } from 'node:module'
 import { isPlainObject, snapshotJson } from './json.ts'
 import { draft07MetaSchema, draft2020MetaSchema, type MetaSchemaValidator } from './meta-schemas.generated.ts'
-import type { ToolDefinition, ToolOutput, ToolRunContext } from './types.ts'
+import type { ApprovalNeed, ToolDefinition, ToolEffect, ToolOutput, ToolRunContext } from './types.ts'
 
 export const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/
 /** Node's timers overflow past this many milliseconds. */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1
+/** Every effect a tool may declare (see `ToolEffect`). */
+export const TOOL_EFFECTS: readonly ToolEffect[] = Object.freeze(['read', 'write', 'execute', 'network', 'outside'])
 /** Violations listed in an INVALID_ARGS message; the rest are counted. */
 const MAX_VIOLATIONS = 8
 
@@ -21,6 +23,10 @@ export interface ToolSpec<A = any> {
   isConcurrencySafe?: boolean | ((args: A) => boolean)
   timeoutMs?: number
   writes?: (args: A, exec: ToolRunContext) => readonly string[] | Promise<readonly string[]>
+  effects?: readonly ToolEffect[] | ((args: A, exec: ToolRunContext) => readonly ToolEffect[])
+  origin?: string
+  destructive?: boolean
+  requiresApproval?: (args: A, exec: ToolRunContext) => ApprovalNeed | undefined
 }
 
 /** A checked definition: frozen schema, compiled validator, calls bound to the author's object. */
@@ -32,6 +38,10 @@ export interface CompiledTool {
   readonly timeoutMs: number | undefined
   readonly isConcurrencySafe: ToolDefinition['isConcurrencySafe']
   readonly writes: ToolDefinition['writes']
+  readonly effects: ToolDefinition['effects']
+  readonly origin: string | undefined
+  readonly destructive: boolean | undefined
+  readonly requiresApproval: ToolDefinition['requiresApproval']
   execute(args: unknown, exec: ToolRunContext): ToolOutput | Promise<ToolOutput>
   classify(args: unknown): unknown
 }
@@ -91,6 +101,10 @@ export function defineTool<A = any>(spec: ToolSpec<A>): ToolDefinition {
     ...(tool.isConcurrencySafe !== undefined && { isConcurrencySafe: tool.isConcurrencySafe }),
     ...(tool.timeoutMs !== undefined && { timeoutMs: tool.timeoutMs }),
     ...(tool.writes !== undefined && { writes: tool.writes }),
+    ...(tool.effects !== undefined && { effects: tool.effects }),
+    ...(tool.origin !== undefined && { origin: tool.origin }),
+    ...(tool.destructive !== undefined && { destructive: tool.destructive }),
+    ...(tool.requiresApproval !== undefined && { requiresApproval: tool.requiresApproval }),
   })
   compiled.set(definition, tool)
   return definition
@@ -109,7 +123,7 @@ function compile(def: ToolDefinition): CompiledTool {
   if (typeof def !== 'object' || def === null) {
     throw new TypeError(`a tool definition must be an object, got ${def === null ? 'null' : typeof def}`)
   }
-  const { name, description, parameters, execute, isConcurrencySafe, timeoutMs, writes } = def
+  const { name, description, parameters, execute, isConcurrencySafe, timeoutMs, writes, effects, origin, destructive, requiresApproval } = def
   if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
     throw new TypeError(`invalid tool name ${JSON.stringify(name) ?? String(name)}: must match ${TOOL_NAME}`)
   }
@@ -122,6 +136,16 @@ function compile(def: ToolDefinition): CompiledTool {
     fail('isConcurrencySafe must be a boolean or a function')
   }
   if (writes !== undefined && typeof writes !== 'function') fail('writes must be a function')
+  if (effects !== undefined && typeof effects !== 'function') {
+    if (!Array.isArray(effects) || effects.length === 0 || !effects.every(effect => TOOL_EFFECTS.includes(effect))) {
+      fail(
+        `effects must be a non-empty list of ${TOOL_EFFECTS.map(effect => `"${effect}"`).join(', ')} (or a function returning one), got ${JSON.stringify(effects)}`,
+      )
+    }
+  }
+  if (origin !== undefined && (typeof origin !== 'string' || origin === '')) fail('origin must be a non-empty string')
+  if (destructive !== undefined && typeof destructive !== 'boolean') fail('destructive must be a boolean')
+  if (requiresApproval !== undefined && typeof requiresApproval !== 'function') fail('requiresApproval must be a function')
   if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs > 0 && timeoutMs <= MAX_TIMEOUT_MS)) {
     fail(`timeoutMs must be a positive number of milliseconds up to ${MAX_TIMEOUT_MS}, got ${String(timeoutMs)}`)
   }
@@ -148,6 +172,10 @@ function compile(def: ToolDefinition): CompiledTool {
     timeoutMs,
     isConcurrencySafe,
     writes: writes && ((args: unknown, exec: ToolRunContext) => writes.call(def, args, exec)),
+    effects: typeof effects === 'function' ? (args: unknown, exec: ToolRunContext) => effects.call(def, args, exec) : effects && Object.freeze([...effects]),
+    origin,
+    destructive,
+    requiresApproval: requiresApproval && ((args: unknown, exec: ToolRunContext) => requiresApproval.call(def, args, exec)),
     execute: (args: unknown, exec: ToolRunContext) => execute.call(def, args, exec),
     classify: (args: unknown) => (typeof isConcurrencySafe === 'function' ? isConcurrencySafe.call(def, args) : isConcurrencySafe),
   })

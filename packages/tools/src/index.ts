@@ -1,9 +1,10 @@
 import { ToolRuntime } from './service.ts'
 
 export default ToolRuntime
-export { ToolRuntime } from './service.ts'
-export { defineTool, describeViolations, TOOL_NAME, type ToolSpec } from './define.ts'
-export { PROTECTED_RULE, type ProtectedPath } from './protect.ts'
+export { isRead, ToolRuntime, type ToolRuntimeConfig } from './service.ts'
+export { defineTool, describeViolations, TOOL_EFFECTS, TOOL_NAME, type ToolSpec } from './define.ts'
+export { CREDENTIAL_STORES, PROTECTED_RULE, type ProtectedPath } from './protect.ts'
+export type { ReadRule, ReadRules } from './workspace/read-policy.ts'
 export { runToolCalls, type RunToolCallsOptions, type ToolCallRequest } from './schedule.ts'
 export {
   ABORTED,

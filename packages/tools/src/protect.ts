@@ -19,9 +19,9 @@ export interface ProtectedPath {
 /** The `rule` an ask about a protected path carries (an allow-session answer covers that tool's protected writes). */
 export const PROTECTED_RULE = 'protected path'
 
-/** A path to protect, its existing part resolved through symlinks: it is compared with the resolved paths tools write. */
-export function resolveProtected(path: string): string {
-  if (typeof path !== 'string' || !isAbsolute(path)) throw new TypeError(`tools.protect() takes an absolute path, got ${JSON.stringify(path)}`)
+/** A path to protect (or to keep from reading), its existing part resolved through symlinks: it is compared with the resolved paths tools use. */
+export function resolveProtected(path: string, method = 'tools.protect()'): string {
+  if (typeof path !== 'string' || !isAbsolute(path)) throw new TypeError(`${method} takes an absolute path, got ${JSON.stringify(path)}`)
   const missing: string[] = []
   for (let at = resolve(path); ; at = dirname(at)) {
     try {
@@ -45,3 +45,38 @@ export function protectedDecision(tool: string, path: string, entry: ProtectedPa
   const what = entry.path === path ? `"${path}"` : `"${path}" (inside "${entry.path}")`
   return { kind: 'ask', reason: `${tool} would change ${what}, which is protected: ${entry.reason}`, rule: PROTECTED_RULE, unattended: 'deny' }
 }
+
+/**
+ * Credential stores under the home folder that no tool reads and the shell's sandbox hides
+ * (`ctx.tools.denyRead`), relative to the home folder, with what each holds. The `allowRead`
+ * key of the @loom/tools row lets one through on purpose.
+ */
+export const CREDENTIAL_STORES: readonly (readonly [path: string, holds: string])[] = Object.freeze([
+  ['.ssh', 'SSH keys'],
+  ['.gnupg', 'GnuPG keys'],
+  ['.password-store', 'pass passwords'],
+  ['.local/share/keyrings', 'the desktop keyring'],
+  ['.netrc', 'passwords for hosts'],
+  ['.git-credentials', 'git passwords and tokens'],
+  ['.config/git/credentials', 'git passwords and tokens'],
+  ['.config/gh', 'GitHub CLI tokens'],
+  ['.config/hub', 'hub tokens'],
+  ['.docker/config.json', 'Docker registry logins'],
+  ['.config/containers/auth.json', 'container registry logins'],
+  ['.npmrc', 'npm tokens'],
+  ['.pypirc', 'PyPI tokens'],
+  ['.gem/credentials', 'RubyGems keys'],
+  ['.cargo/credentials', 'crates.io tokens'],
+  ['.cargo/credentials.toml', 'crates.io tokens'],
+  ['.pgpass', 'PostgreSQL passwords'],
+  ['.my.cnf', 'MySQL passwords'],
+  ['.aws', 'AWS credentials'],
+  ['.azure', 'Azure credentials'],
+  ['.config/gcloud', 'Google Cloud credentials'],
+  ['.oci', 'Oracle Cloud keys'],
+  ['.config/doctl', 'DigitalOcean tokens'],
+  ['.kube', 'Kubernetes credentials'],
+  ['.terraform.d/credentials.tfrc.json', 'Terraform Cloud tokens'],
+  ['.vault-token', 'a Vault token'],
+  ['.config/rclone', 'rclone remotes and their tokens'],
+] as const)

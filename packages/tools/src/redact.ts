@@ -1,18 +1,21 @@
 import { deepFreeze, type ContentBlock } from '@loom/llm'
-import { hostRedactor } from '@loom/secrets'
+import { createRedactor, hostRedactor } from '@loom/secrets'
 import type { ToolExecutionResult } from './types.ts'
 
+// With no host secret known, credentials recognized by their shape (a GitHub token, a private key) still go.
+const shapesOnly = createRedactor([], { contextual: false })
+
 /**
- * The result with every secret value of the host's environment replaced by
- * `[REDACTED]`, in its text and its error message: whatever a tool read (a
+ * The result with every secret value of the host (its environment's, and those
+ * registered from files), and every credential recognized by its shape, replaced
+ * by `[REDACTED]`, in its text and its error message: whatever a tool read (a
  * `.env` file, a command's output, an error echoing a request), the host's keys
  * never reach the model or the session log. The same frozen result when nothing
  * was found.
  */
 export function redactResult(result: ToolExecutionResult): ToolExecutionResult {
-  // Only the values themselves: the model edits files from what it read, so nothing else may move.
-  const redactor = hostRedactor({ contextual: false })
-  if (!redactor) return result
+  // Only the secrets themselves: the model edits files from what it read, so nothing else may move.
+  const redactor = hostRedactor({ contextual: false }) ?? shapesOnly
   let changed = false
   const text = (value: string) => {
     const out = redactor(value)

@@ -5,10 +5,11 @@ import { compareCodeUnits } from '@loom/system-prompt'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { Approvals } from './approval.ts'
+import { Approvals, type ToolFacts } from './approval.ts'
 import { DEFAULT_DECISION, parseArguments, ToolCallRun, type CallHost } from './call.ts'
-import { compileTool, type CompiledTool } from './define.ts'
-import { protectedDecision, protectionOf, resolveProtected, type ProtectedPath } from './protect.ts'
+import { compileTool, TOOL_EFFECTS, type CompiledTool } from './define.ts'
+import { CREDENTIAL_STORES, protectedDecision, protectionOf, resolveProtected, type ProtectedPath } from './protect.ts'
+import { readDenial, type ReadRule, type ReadRules } from './workspace/read-policy.ts'
 import type {
   Approver,
   ExecutionMode,
@@ -16,6 +17,7 @@ import type {
   PreToolDecision,
   ToolCallInput,
   ToolDefinition,
+  ToolEffect,
   ToolExecutionResult,
   ToolRunContext,
   ToolSchema,
@@ -100,13 +102,24 @@ export class ToolRuntime extends Service {
       .description(
         'More paths no tool call may change unasked (relative to the project folder, or ~/...), besides the ones Loom protects itself: its config layers, .loom/, $LOOM_HOME, git hooks and config, plugins mounted by path.',
       ),
+    denyRead: Schema.array(String)
+      .default([])
+      .description(
+        "More paths no tool may read (relative to the project folder, or ~/...), besides the credential stores Loom keeps from them (~/.ssh, ~/.aws, ~/.docker/config.json, ~/.netrc, ~/.npmrc, ...); the shell's sandbox hides them.",
+      ),
+    allowRead: Schema.array(String)
+      .default([])
+      .description(
+        'Paths tools may read although denyRead or a default credential store covers them (relative to the project folder, or ~/...), e.g. ~/.ssh/known_hosts, or ~/.config/gh for gh in the sandbox. The nearest rule decides.',
+      ),
   }) as Schema<ToolRuntimeConfig>
 
   private readonly layers: ScopedLayers<ToolLayer>
   private readonly approvals: Approvals
   private readonly guarded = new Set<ProtectedPath>()
-  /** Names under which a tool that declares `writes` is registered (in any scope), with how many: the guard looks up no other call's tool. */
-  private readonly writers = new Map<string, number>()
+  private readonly readRuleSets = { deny: new Set<ReadRule>(), allow: new Set<ReadRule>() }
+  /** The rules as one frozen snapshot, rebuilt after a change: tools check every call against it. */
+  private readRuleCache: ReadRules | undefined
 
   constructor(ctx: Context, config: Partial<ToolRuntimeConfig> = {}) {
     super(ctx, 'tools')
@@ -118,6 +131,9 @@ export class ToolRuntime extends Service {
     this.approvals = new Approvals(() => ctx.get('approver'))
     ctx.systemPrompt.tools(context => this.provide(context.scope))
     for (const path of config.protect ?? []) this.protect(configuredPath(path, ctx.baseUrl), 'the deployment lists it under protect (@loom/tools)')
+    for (const [path, holds] of CREDENTIAL_STORES) this.denyRead(join(homedir(), path), `a credential store: ${holds}`)
+    for (const path of config.denyRead ?? []) this.denyRead(configuredPath(path, ctx.baseUrl), 'the deployment lists it under denyRead (@loom/tools)')
+    for (const path of config.allowRead ?? []) this.allowRead(configuredPath(path, ctx.baseUrl), 'the deployment lists it under allowRead (@loom/tools)')
   }
 
   /**
@@ -138,15 +154,7 @@ export class ToolRuntime extends Service {
             `tool "${tool.name}" is already registered ${layer.where} by plugin "${existing.owner}"; plugin "${owner}" cannot register it again${hint}`,
           )
         }
-        const remove = layer.tools.insert(tool.name, { value: tool, owner })
-        if (!tool.writes) return remove
-        this.writers.set(tool.name, (this.writers.get(tool.name) ?? 0) + 1)
-        return () => {
-          remove()
-          const left = this.writers.get(tool.name)! - 1
-          if (left) this.writers.set(tool.name, left)
-          else this.writers.delete(tool.name)
-        }
+        return layer.tools.insert(tool.name, { value: tool, owner })
       },
       { label: `tools.register(${JSON.stringify(tool.name)})` },
     )
@@ -192,6 +200,50 @@ export class ToolRuntime extends Service {
     return [...this.guarded]
   }
 
+  /**
+   * Keeps a path (a folder: everything below it) from every tool's reads for the caller's
+   * lifetime: file tools refuse it, searches skip it, the shell's sandbox hides it. The runtime
+   * itself denies the credential stores of `CREDENTIAL_STORES`.
+   */
+  denyRead(path: string, reason: string): () => void {
+    return this.readRule('deny', path, reason)
+  }
+
+  /** Lets a path through although a deny rule above it covers it (the nearest rule decides), for the caller's lifetime. */
+  allowRead(path: string, reason: string): () => void {
+    return this.readRule('allow', path, reason)
+  }
+
+  /** The deny and allow rules in force, as one frozen snapshot (the same object until a rule comes or goes). */
+  readRules(): ReadRules {
+    this.readRuleCache ??= Object.freeze({
+      deny: Object.freeze([...this.readRuleSets.deny]),
+      allow: Object.freeze([...this.readRuleSets.allow]),
+    })
+    return this.readRuleCache
+  }
+
+  /** The deny rule that keeps `path` (absolute, symlinks resolved as the tool will follow them) from tools, or `undefined`. */
+  readDenial(path: string): ReadRule | undefined {
+    return readDenial(this.readRules(), path)
+  }
+
+  private readRule(kind: 'deny' | 'allow', path: string, reason: string): () => void {
+    const rule: ReadRule = Object.freeze({ path: resolveProtected(path, `tools.${kind}Read()`), reason, owner: this.ctx.fiber.name })
+    const rules = this.readRuleSets[kind]
+    return this.ctx.effect(
+      () => {
+        rules.add(rule)
+        this.readRuleCache = undefined
+        return () => {
+          rules.delete(rule)
+          this.readRuleCache = undefined
+        }
+      },
+      `tools.${kind}Read(${JSON.stringify(rule.path)})`,
+    ) as () => void
+  }
+
   /** The tools visible in `scope` (global only when omitted), sorted by name in code units. */
   schemas(scope?: object): ToolSchema[] {
     return this.allowedOf(this.visible(scope), scope)
@@ -235,7 +287,7 @@ export class ToolRuntime extends Service {
       available: () => this.schemas(scope).map(schema => schema.name),
       preExecute: async exec =>
         (await this.guard(exec, scope)) ?? this.chain(target, 'tools/pre-execute', [exec], async (): Promise<PreToolDecision> => DEFAULT_DECISION),
-      settleAsk: (exec, ask) => this.approvals.settle(exec, ask),
+      settleAsk: (exec, ask) => this.approvals.settle(exec, ask, this.aboutTool(exec, scope)),
       execute: (exec, inner) => this.chain(target, 'tools/execute', [exec], inner),
       postExecute: (exec, result) => this.chain(target, 'tools/post-execute', [exec, result], async (): Promise<PostToolDecision> => ({ kind: 'accept' })),
       emitResult: (exec, result) => this.notify(target, 'tools/result', [exec, result]),
@@ -243,27 +295,57 @@ export class ToolRuntime extends Service {
     return new ToolCallRun(host, input)
   }
 
-  /** The ask for a call that would write a protected path, else `undefined` (the listeners decide). */
+  /**
+   * What a call may do, as its tool declares for these arguments; `undefined` when unknown (no
+   * such tool, no declaration, arguments it would refuse, a declaration that throws).
+   */
+  effectsOf(exec: Pick<ToolRunContext, 'name' | 'arguments' | 'scope'> & Partial<ToolRunContext>): readonly ToolEffect[] | undefined {
+    const tool = this.lookup(exec.name, exec.scope)
+    return tool && effectsOfCall(tool, exec as ToolRunContext)
+  }
+
+  /**
+   * The runtime's own gate, ahead of every listener: an approver that allows only reads refuses
+   * the rest; a write to a protected path, and a call its tool says needs a person, are asked
+   * about. `undefined` lets the listeners decide.
+   */
   private async guard(exec: ToolRunContext, scope: ScopeKey | undefined): Promise<PreToolDecision | undefined> {
-    if (this.guarded.size === 0 || !this.writers.has(exec.name)) return undefined
     const tool = this.lookup(exec.name, scope)
-    // Arguments the body would refuse write nothing.
-    if (!tool?.writes || !tool.validate(exec.arguments)) return undefined
-    let paths: readonly string[]
-    try {
-      paths = await tool.writes(exec.arguments, exec)
-    } catch {
-      // A target it cannot resolve (outside the workspace, say) is refused by the body itself.
-      return undefined
+    const readsOnly = this.ctx.get('approver')?.readsOnly
+    if (readsOnly !== undefined && !isRead(tool && effectsOfCall(tool, exec))) {
+      return { kind: 'deny', reason: `tool "${exec.name}" does more than read, and ${readsOnly}` }
     }
-    for (const path of paths) {
-      // Resolved by the tool (where it will write); normalized here, not resolved again: a realpath
-      // per call would cost more than the rest of the check together.
-      const target = resolve(path)
-      const entry = protectionOf(this.guarded, target)
-      if (entry) return protectedDecision(exec.name, target, entry)
+    // Arguments the body would refuse change nothing.
+    if (!tool || !(tool.requiresApproval || (tool.writes && this.guarded.size > 0)) || !tool.validate(exec.arguments)) return undefined
+    if (tool.writes && this.guarded.size > 0) {
+      let paths: readonly string[] = []
+      try {
+        paths = await tool.writes(exec.arguments, exec)
+      } catch {
+        // A target it cannot resolve (outside the workspace, say) is refused by the body itself.
+      }
+      for (const path of paths) {
+        // Resolved by the tool (where it will write); normalized here, not resolved again: a realpath
+        // per call would cost more than the rest of the check together.
+        const target = resolve(path)
+        const entry = protectionOf(this.guarded, target)
+        if (entry) return protectedDecision(exec.name, target, entry)
+      }
     }
-    return undefined
+    const need = tool.requiresApproval?.(exec.arguments, exec)
+    return need && { kind: 'ask', ...need }
+  }
+
+  /** What an approval question shows about the tool besides the call: its effects, who acts, whether it may destroy data. */
+  private aboutTool(exec: ToolRunContext, scope: ScopeKey | undefined): ToolFacts {
+    const tool = this.lookup(exec.name, scope)
+    if (!tool) return {}
+    const effects = effectsOfCall(tool, exec)
+    return {
+      ...(effects && { effects }),
+      ...(tool.origin !== undefined && { origin: tool.origin }),
+      ...(tool.destructive !== undefined && { destructive: tool.destructive }),
+    }
   }
 
   /** The system-prompt provider: restricted schemas, every visible name as known. */
@@ -335,12 +417,31 @@ export class ToolRuntime extends Service {
 
 export interface ToolRuntimeConfig {
   protect: string[]
+  denyRead: string[]
+  allowRead: string[]
 }
 
 /** A configured path: `~/` is the home folder, a relative one is relative to the project folder (the context's base URL). */
 function configuredPath(path: string, baseUrl: string | undefined): string {
   if (path === '~' || path.startsWith('~/')) return join(homedir(), path.slice(1))
   return resolve(baseUrl?.startsWith('file:') ? fileURLToPath(baseUrl) : process.cwd(), path)
+}
+
+/** A call's effects as its tool declares them; `undefined` when unknown. */
+function effectsOfCall(tool: CompiledTool, exec: ToolRunContext): readonly ToolEffect[] | undefined {
+  if (typeof tool.effects !== 'function') return tool.effects
+  if (!tool.validate(exec.arguments)) return undefined
+  try {
+    const effects = tool.effects(exec.arguments, exec)
+    return Array.isArray(effects) && effects.length > 0 && effects.every(effect => TOOL_EFFECTS.includes(effect)) ? effects : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether every effect is a read; unknown effects are not. */
+export function isRead(effects: readonly ToolEffect[] | undefined): boolean {
+  return effects !== undefined && effects.length > 0 && effects.every(effect => effect === 'read')
 }
 
 type ToolEvents = Record<'tools/pre-execute' | 'tools/execute' | 'tools/post-execute', unknown>

@@ -49,7 +49,38 @@ export interface ToolDefinition {
    * asked about before any pre-execute listener, and refused where nobody can answer.
    */
   readonly writes?: (args: unknown, exec: ToolRunContext) => readonly string[] | Promise<readonly string[]>
+  /**
+   * What a call may do, for the approval gate (see `ToolEffect`): a list, or a function of the
+   * checked arguments (a dispatcher takes its inner tool's). Absent: unknown, which the gate
+   * treats as anything (`--approve never` refuses it, the default policy asks).
+   */
+  readonly effects?: readonly ToolEffect[] | ((args: unknown, exec: ToolRunContext) => readonly ToolEffect[])
+  /** Who acts when it runs, shown in approval questions: `MCP server "fs"`. */
+  readonly origin?: string
+  /** The tool may destroy data (as an MCP server's `destructiveHint` says): shown in approval questions. */
+  readonly destructive?: boolean
+  /**
+   * A call that needs a person's yes whatever the permission rules say (the shell when it runs
+   * without its sandbox), or `undefined`. Asked before any pre-execute listener, like a write to a
+   * protected path; `unattended` is the answer where nobody can be asked (absent: deny).
+   */
+  readonly requiresApproval?: (args: unknown, exec: ToolRunContext) => ApprovalNeed | undefined
 }
+
+/** Why a call needs a person's yes: the question's reason, the rule an allow-session answer covers, and the answer where nobody can be asked (absent: deny). */
+export interface ApprovalNeed {
+  reason: string
+  rule: string
+  unattended?: Unattended
+}
+
+/**
+ * What a tool call may do, as the approval gate sorts calls: `read` observes and changes nothing
+ * outside the session (reading files, searching, loading a skill); `write` changes files of the
+ * workspace; `execute` runs programs; `network` reaches the network; `outside` acts outside Loom
+ * (another system, as an MCP server's tools do). A call is a read when every effect it declares is.
+ */
+export type ToolEffect = 'read' | 'write' | 'execute' | 'network' | 'outside'
 
 export interface ToolErrorInfo {
   name: string
@@ -108,6 +139,12 @@ export interface ApprovalRequest {
   readonly rule?: string
   /** The policy's answer for an approver with nobody to ask (absent: deny). */
   readonly unattended?: Unattended
+  /** What the call may do, as its tool declares (absent: unknown). */
+  readonly effects?: readonly ToolEffect[]
+  /** Who acts (`MCP server "fs"`), when not Loom's own tool. */
+  readonly origin?: string
+  /** The tool may destroy data. */
+  readonly destructive?: boolean
   readonly agent?: AgentRef
   /** The calling agent's session id. */
   readonly session?: string
@@ -121,6 +158,11 @@ export type ApprovalAnswer = { kind: 'allow' } | { kind: 'allow-session' } | { k
 /** The service under the ctx key `approver`: whoever can answer an `ask` (a prompt, a headless mode, a remote UI). */
 export interface Approver {
   approve(request: ApprovalRequest): Promise<ApprovalAnswer>
+  /**
+   * Set by an approver that allows nothing but reads (`loom run --approve never`): every call that
+   * is not a read (see `ToolEffect`) is refused before any listener, with this reason.
+   */
+  readonly readsOnly?: string
 }
 
 /**

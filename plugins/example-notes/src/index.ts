@@ -53,6 +53,8 @@ export function apply(ctx: Context, config: Config) {
         required: ['text'],
         additionalProperties: false,
       },
+      // Notes live in this host's memory, shown back to the agent: nothing outside the session changes.
+      effects: ['read'],
       execute: (args, exec) => {
         const list = notes.get(exec.agent?.id ?? GLOBAL) ?? []
         list.push(args.text)

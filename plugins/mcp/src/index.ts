@@ -107,6 +107,7 @@ export async function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: true,
+      effects: ['read'],
       async execute(args, exec) {
         const server = servers.find(candidate => candidate.name === args.server)!
         const read = await server.readResource(args.uri, exec.signal)

@@ -225,6 +225,10 @@ export class ServerConnection {
       parameters: { ...tool.inputSchema, type: 'object' },
       // The server says so; it is only a hint, but a read-only call has nothing to race with.
       isConcurrencySafe: tool.annotations?.readOnlyHint === true,
+      // Anything but a read acts outside Loom; MCP's default for destructiveHint is true.
+      effects: tool.annotations?.readOnlyHint === true ? ['read'] : ['outside'],
+      origin: `MCP server "${server}"`,
+      ...(tool.annotations?.readOnlyHint !== true && { destructive: tool.annotations?.destructiveHint !== false }),
       execute: async (args: Record<string, unknown>, exec) => {
         const link = this.liveLink()
         const { timeoutMs, maxOutputChars } = this.host.config

@@ -240,6 +240,8 @@ export function apply(ctx: Context, config: Config) {
       description:
         'Stops giving you the memory of earlier sessions (its index and records) for the rest of this session. Call it only when the user asks you to ignore or not use memory.',
       parameters: { type: 'object', properties: {}, additionalProperties: false },
+      // It changes only what this session is shown.
+      effects: ['read'],
       execute: () => 'Memory is ignored for the rest of this session: its index and records are no longer in the runtime context.',
     }),
   )

@@ -1,7 +1,7 @@
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
-import type { PreToolDecision, ToolRunContext } from '@loom/tools'
+import { type PreToolDecision, TOOL_EFFECTS, type ToolEffect, type ToolRunContext } from '@loom/tools'
 import { cutChars, displayPath, resolveInWorkspace, workspaceRootOf } from '@loom/tools/workspace'
 import { compileRules, firstMatch, type Action, type CallFacts, type CompiledRule, type Rule } from './rules.ts'
 
@@ -27,7 +27,10 @@ const action = Schema.union(['allow', 'ask', 'deny'] as const)
 export const Config: Schema<Config> = Schema.object({
   rules: Schema.array(
     Schema.object({
-      tool: Schema.string().required().description('A tool name (`bash`, `write`, ...) or `*` for every tool.'),
+      tool: Schema.string().description('A tool name (`bash`, `write`, ...) or `*` for every tool (the default).'),
+      effects: Schema.array(Schema.union([...TOOL_EFFECTS])).description(
+        'Effects of the call, as its tool declares them: `read`, `write` (the workspace), `execute` (programs), `network`, `outside` (acts outside Loom, as an MCP tool that is not read-only). An `allow` rule matches a call whose every effect is listed; an `ask` or `deny` rule, a call with any of them. A tool that declares nothing never matches.',
+      ),
       action: action.required().description('`allow` runs the call, `ask` asks the approver, `deny` refuses it with a reason the model reads.'),
       commands: Schema.array(Schema.string()).description(
         "Prefixes of the call's `command` argument (bash), matched word by word: `git status` matches `git status -s`. An `allow` rule only matches a plain command without `;`, `&&`, `|`, `$(...)`, redirection or backslashes; an `ask` or `deny` rule matches any part of a command line.",
@@ -67,7 +70,7 @@ export function apply(ctx: Context, config: Config) {
 
   ctx.systemPrompt.section({ name: SECTION_NAME, order: SECTION_ORDER, text: GUIDANCE })
   ctx.on('tools/pre-execute', async (exec, next) => {
-    const call = await factsOf(exec, config.root)
+    const call = await factsOf(exec, config.root, ctx.tools.effectsOf(exec))
     const rule = firstMatch(rules, call)
     const decision = decisionOf(rule ? rule.rule.action : fallback, call, rule)
     if (decision.kind !== 'allow') return decision
@@ -77,10 +80,14 @@ export function apply(ctx: Context, config: Config) {
   })
 }
 
-/** The tool, its `command` and its `path` relative to the workspace (symlinks resolved; absent when outside). */
-export async function factsOf(exec: Pick<ToolRunContext, 'name' | 'arguments' | 'agent'>, root: string | undefined): Promise<CallFacts> {
+/** The tool, its effects, its `command` and its `path` relative to the workspace (symlinks resolved; absent when outside). */
+export async function factsOf(
+  exec: Pick<ToolRunContext, 'name' | 'arguments' | 'agent'>,
+  root: string | undefined,
+  effects?: readonly ToolEffect[],
+): Promise<CallFacts> {
   const args = typeof exec.arguments === 'object' && exec.arguments !== null ? (exec.arguments as Record<string, unknown>) : {}
-  const facts: CallFacts = { tool: exec.name }
+  const facts: CallFacts = { tool: exec.name, ...(effects && { effects }) }
   if (typeof args.command === 'string') facts.command = args.command
   if (typeof args.path === 'string' && args.path !== '') {
     try {

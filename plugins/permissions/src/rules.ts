@@ -1,11 +1,18 @@
 // Rule matching, kept free of Cordis so it reads (and is tested) on its own.
+import type { ToolEffect } from '@loom/tools'
 
 export type Action = 'allow' | 'ask' | 'deny'
 
 export interface Rule {
-  /** A tool name, or `*` for every tool. */
-  tool: string
+  /** A tool name, or `*` for every tool (the default). */
+  tool?: string
   action: Action
+  /**
+   * Effects of the call (see `ToolEffect`): an `allow` rule matches a call whose every declared
+   * effect is listed, an `ask` or `deny` rule one that declares any of them; a call whose tool
+   * declares none never matches. Absent or empty: any call.
+   */
+  effects?: ToolEffect[]
   /** Prefixes of the call's `command` argument (bash), matched word by word; absent or empty: any call. */
   commands?: string[]
   /** Globs of the call's `path` argument (read, write, edit), relative to the workspace; absent or empty: any call. */
@@ -17,6 +24,8 @@ export interface Rule {
 /** What a call looks like to the rules: its tool, its `command`, and its `path` relative to the workspace (when inside it). */
 export interface CallFacts {
   tool: string
+  /** What the call may do, as its tool declares; absent when unknown. */
+  effects?: readonly ToolEffect[]
   command?: string
   /** Workspace-relative with `/` separators; absent when the call has no path or it lies outside the workspace. */
   path?: string
@@ -38,7 +47,7 @@ export function firstMatch(rules: readonly CompiledRule[], call: CallFacts): Com
 /** Checks every rule up front, so a mistake in the config is an error naming the rule, not a silent non-match. */
 export function compileRules(rules: readonly Rule[]): CompiledRule[] {
   return rules.map((rule, index) => {
-    const where = `rule ${index + 1} (tool ${JSON.stringify(rule.tool)})`
+    const where = `rule ${index + 1} (${rule.tool !== undefined ? `tool ${JSON.stringify(rule.tool)}` : `effects ${(rule.effects ?? []).join(', ') || 'any'}`})`
     if (rule.unattended !== undefined && rule.action !== 'ask')
       throw new Error(`${where}: unattended applies to ask rules only, and its action is ${rule.action}`)
     // An empty list is no pattern (the config schema fills absent lists with []).
@@ -61,7 +70,8 @@ function nonEmpty<T>(list: T[] | undefined): T[] | undefined {
 }
 
 function matches({ rule, prefixes, globs }: CompiledRule, call: CallFacts): boolean {
-  if (rule.tool !== '*' && rule.tool !== call.tool) return false
+  if (rule.tool !== undefined && rule.tool !== '*' && rule.tool !== call.tool) return false
+  if (rule.effects?.length && !effectsMatch(call.effects, rule.effects, rule.action)) return false
   if (prefixes && (call.command === undefined || !commandMatches(call.command, prefixes, rule.action))) return false
   if (globs && (call.path === undefined || !globs.some(glob => glob.test(call.path!)))) return false
   return true
@@ -82,6 +92,12 @@ export function commandMatches(command: string, prefixes: readonly string[][], a
   if (action === 'allow') return !SHELL_SYNTAX.test(command) && prefixes.some(prefix => startsWithWords(wordsOf(command), prefix))
   const parts = command.split(SEPARATORS).map(wordsOf)
   return parts.some(words => prefixes.some(prefix => startsWithWords(words, prefix)))
+}
+
+/** As for commands: an `allow` rule covers a call only when it lists everything the call may do; `ask` and `deny` catch any part of it. */
+function effectsMatch(effects: readonly ToolEffect[] | undefined, listed: readonly ToolEffect[], action: Action): boolean {
+  if (!effects?.length) return false
+  return action === 'allow' ? effects.every(effect => listed.includes(effect)) : effects.some(effect => listed.includes(effect))
 }
 
 function wordsOf(text: string): string[] {

@@ -108,3 +108,33 @@ describe('rule order and tools', () => {
     expect(() => compileRules([{ tool: 'write', action: 'allow', paths: ['../x/**'] }])).toThrow('the path glob "../x/**" leaves the workspace')
   })
 })
+
+describe('effects', () => {
+  const call = (tool: string, effects?: CallFacts['effects']): CallFacts => ({ tool, ...(effects && { effects }) })
+
+  test('an allow rule covers a call only when it lists every effect the call declares', () => {
+    const rules: Rule[] = [{ effects: ['read', 'network'], action: 'allow' }]
+    expect(decide(rules, call('grep', ['read']))).toBe(1)
+    expect(decide(rules, call('web_fetch', ['network']))).toBe(1)
+    expect(decide(rules, call('fetch_and_save', ['network', 'write']))).toBe('default')
+  })
+
+  test('an ask or deny rule catches a call with any of its effects; a tool that declares nothing matches no effect rule', () => {
+    const rules: Rule[] = [
+      { effects: ['outside'], action: 'ask' },
+      { effects: ['write', 'execute'], action: 'deny' },
+    ]
+    expect(decide(rules, call('mcp__fs__write_file', ['outside']))).toBe(1)
+    expect(decide(rules, call('deploy', ['execute', 'outside']))).toBe(1)
+    expect(decide(rules, call('edit', ['write']))).toBe(2)
+    expect(decide(rules, call('legacy'))).toBe('default')
+    expect(decide([{ effects: ['read'], action: 'allow' }], call('legacy'))).toBe('default')
+  })
+
+  test('tool and effects together must both match; a rule without tool is any tool', () => {
+    const rules: Rule[] = [{ tool: 'bash', effects: ['outside'], action: 'ask' }, { action: 'deny' }]
+    expect(decide(rules, call('bash', ['execute', 'outside']))).toBe(1)
+    expect(decide(rules, call('bash', ['execute']))).toBe(2)
+    expect(decide(rules, call('other', ['outside']))).toBe(2)
+  })
+})

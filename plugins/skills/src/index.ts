@@ -70,6 +70,7 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: true,
+      effects: ['read'],
       execute(args, exec) {
         const { root, searched, skills } = scan(exec.agent?.cwd)
         const skill = skills.find(candidate => candidate.name === args.name)

@@ -5,7 +5,12 @@ import { isAbsolute, join, relative, resolve, sep } from 'node:path'
 // The YAML parser (about 70 modules) loads with the first SKILL.md, not with the
 // plugin: a project without skills never pays for it.
 const require = createRequire(import.meta.url)
-const parseYaml = (text: string): unknown => (require('yaml') as typeof import('yaml')).parse(text)
+// The parser copies an alias's node at every use: past this many alias uses (nested
+// ones counted by what they repeat) a front matter is refused, so an alias bomb in a
+// SKILL.md is a skipped skill, not a process out of memory. (A SKILL.md is also
+// capped in bytes: `maxSkillBytes`.)
+const MAX_ALIAS_COUNT = 100
+const parseYaml = (text: string): unknown => (require('yaml') as typeof import('yaml')).parse(text, { maxAliasCount: MAX_ALIAS_COUNT })
 
 /** One usable skill. */
 export interface Skill {

@@ -158,6 +158,22 @@ describe('malformed skills are skipped with a warning naming the file', () => {
     const result = await h.callTool('load_skill', { name: 'nodesc' }, { cwd: root })
     expect(result.isError && result.error.message).toBe('unknown skill "nodesc"; available skills: review-diff')
   })
+
+  test('an alias bomb in a front matter is a skipped skill, not a process out of memory', async () => {
+    const levels = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']
+    const repeated = (i: number) =>
+      Array(9)
+        .fill(i ? `*${levels[i - 1]}` : 'lol')
+        .join(', ')
+    const bomb = levels.map((level, i) => `${level}: &${level} [${repeated(i)}]`).join('\n')
+    const root = tree({ '.loom/skills/bomb/SKILL.md': `---\nname: bomb\ndescription: Nine levels of aliases.\n${bomb}\n---\nbody\n` })
+    const h = await host(root)
+    const mounted = await h.mount(plugin)
+    await mounted.delta()
+    expect(warnings(h)).toEqual([
+      `skill file ${join(root, '.loom/skills/bomb/SKILL.md')} skipped: it has front matter that is not valid YAML: Excessive alias count indicates a resource exhaustion attack`,
+    ])
+  })
 })
 
 describe('load_skill', () => {

@@ -196,6 +196,8 @@ export function apply(ctx: Context, config: Config) {
       },
       // Children run on their own sessions: calls of one step do not interfere.
       isConcurrencySafe: true,
+      // Starting a subagent changes nothing by itself; each call the subagent makes is gated by its own effects.
+      effects: ['read'],
       execute: runTask,
     }),
   )

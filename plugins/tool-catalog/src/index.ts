@@ -128,6 +128,7 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: true,
+      effects: ['read'],
       execute(args, exec): ToolOutput {
         const visible = new Map(ctx.tools.schemas(exec.scope).map(tool => [tool.name, tool]))
         const names = [...new Set(args.names)]
@@ -164,6 +165,8 @@ export function apply(ctx: Context, config: Config) {
       // As safe as the tool it runs (looked up globally: a scoped tool runs alone).
       isConcurrencySafe: args =>
         ctx.tools.executionMode({ name: (args as CallToolArgs).name, arguments: (args as CallToolArgs).arguments ?? {} }) === 'parallel',
+      // What the inner tool may do (the inner call is gated again under its own name).
+      effects: (args, exec) => ctx.tools.effectsOf({ name: args.name, arguments: args.arguments ?? {}, ...(exec.scope && { scope: exec.scope }) }) ?? [],
       async execute(args, exec) {
         if (args.name === CALL_TOOL) throw new Error(`${CALL_TOOL} cannot run itself; name the tool to run`)
         const visible = ctx.tools.schemas(exec.scope).map(tool => tool.name)

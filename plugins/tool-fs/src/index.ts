@@ -3,7 +3,7 @@ import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
 import { editText, type EditArgs } from './edit.ts'
-import { resolveInWorkspace, workspaceRootOf, type WorkspacePath } from '@loom/tools/workspace'
+import { ReadDeniedError, resolveInWorkspace, workspaceRootOf, type WorkspacePath } from '@loom/tools/workspace'
 import { readLines, type ReadArgs, type ReadLimits } from './read.ts'
 import { writeText, type WriteArgs } from './write.ts'
 
@@ -54,7 +54,15 @@ const pathProperty = {
 /** Registers the `read`, `write` and `edit` tools and their guidance sections. */
 export function apply(ctx: Context, config: Config) {
   const texts = guidance(config)
-  const locate = (exec: ToolRunContext, path: string) => resolveInWorkspace(workspaceRootOf(config.root, exec), path)
+  // Every path is confined to the workspace, then checked against the read rules (credential
+  // stores): resolved first, so a link to ~/.ssh/id_ed25519 is refused like the key itself. An
+  // edit reads the file, and a write could plant a key: none of the three touches a denied path.
+  const locate = async (exec: ToolRunContext, path: string) => {
+    const file = await resolveInWorkspace(workspaceRootOf(config.root, exec), path)
+    const denied = ctx.tools.readDenial(file.path)
+    if (denied) throw new ReadDeniedError(file.display, denied)
+    return file
+  }
   // A write or edit resolves its path once: the protected-path check (`writes`, before the call)
   // and the body share it, keyed by the call's frozen arguments; the body writes where was checked.
   const located = new WeakMap<object, Promise<WorkspacePath>>()
@@ -85,6 +93,7 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: true,
+      effects: ['read'],
       timeoutMs: config.timeoutMs,
       async execute(args, exec) {
         return readLines(await locate(exec, args.path), args, config, exec.signal)
@@ -107,6 +116,7 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: false,
+      effects: ['write'],
       timeoutMs: config.timeoutMs,
       writes: target,
       async execute(args, exec) {
@@ -131,6 +141,7 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: false,
+      effects: ['write'],
       timeoutMs: config.timeoutMs,
       writes: target,
       async execute(args, exec) {

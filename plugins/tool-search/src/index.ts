@@ -104,8 +104,9 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: true,
+      effects: ['read'],
       timeoutMs: config.timeoutMs,
-      execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal),
+      execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal, ctx.tools.readRules()),
     }),
   )
 
@@ -126,8 +127,9 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: true,
+      effects: ['read'],
       timeoutMs: Math.min(config.timeoutMs + GREP_HOST_TIMEOUT_GRACE_MS, 2 ** 31 - 1),
-      execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal),
+      execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal, ctx.tools.readRules()),
     }),
   )
 }

@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads'
+import type { ReadRules } from '@loom/tools/workspace'
 import type { GitEnv } from './ignore-files.ts'
 import { type Counter, COUNTERS, Progress } from './progress.ts'
 
@@ -16,6 +17,8 @@ export interface WalkJob {
   /** Where git's configuration is, to honour ignore files; undefined: ignore files are not read (`no_ignore`). */
   ignoreFiles: GitEnv | undefined
   maxDepth: number
+  /** The read rules that can decide something at or below `start`: what they deny is skipped. */
+  reads: ReadRules
 }
 
 /** grep: lines of the files of a walk (or of one file) that match a regular expression. */
@@ -56,7 +59,7 @@ export interface ScanResult {
   truncatedLines: number
   /** glob's answer: the newest files (relative to the workspace root) and how many matched. */
   glob?: { shown: string[]; total: number }
-  /** What was skipped: binary and large files (grep), ignored and hidden entries. */
+  /** What was skipped: binary and large files (grep), ignored, hidden and denied entries. */
   skipped: Record<Counter, number>
   /** The deadline stopped the search: the results are what was found before it. */
   timedOut: boolean

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { isAbsolute, posix } from 'node:path'
-import { plural, resolveInWorkspace, type WorkspacePath } from '@loom/tools/workspace'
+import { allowedBelow, plural, ReadDeniedError, readDenial, resolveInWorkspace, rulesFor, type ReadRules, type WorkspacePath } from '@loom/tools/workspace'
 import { compileGlob, globDepth, splitGlob } from './pattern.ts'
 import type { GrepJob, ScanResult, ScanWorkers, WalkJob } from './scan.ts'
 
@@ -37,9 +37,16 @@ export interface GrepArgs extends WalkArgs {
 /** Files larger than this are not searched by grep (they are counted in a notice). */
 export const GREP_MAX_FILE_BYTES = 16 * 1024 * 1024
 
-/** Resolves the `path` argument: a directory (or, when `file` is allowed, a file) inside the workspace. */
-async function searchRoot(root: string, path: string | undefined, allowFile: boolean): Promise<{ at: WorkspacePath; isFile: boolean }> {
+/** Refuses a search that starts in a path the read rules deny (a folder with an allowed path below it is walked, skipping the rest). */
+function checkReadable(at: WorkspacePath, reads: ReadRules): void {
+  const denied = readDenial(reads, at.path)
+  if (denied && !allowedBelow(reads, at.path)) throw new ReadDeniedError(at.display, denied)
+}
+
+/** Resolves the `path` argument: a directory (or, when `file` is allowed, a file) inside the workspace, that tools may read. */
+async function searchRoot(root: string, path: string | undefined, allowFile: boolean, reads: ReadRules): Promise<{ at: WorkspacePath; isFile: boolean }> {
   const at = await resolveInWorkspace(root, path === undefined || path === '' ? '.' : path)
+  checkReadable(at, reads)
   let info
   try {
     info = await stat(at.path)
@@ -54,7 +61,7 @@ async function searchRoot(root: string, path: string | undefined, allowFile: boo
 }
 
 /** The walk from `start` as the tool's arguments ask for it. */
-function walkJob(start: WorkspacePath, limits: SearchLimits, args: WalkArgs, maxDepth: number): WalkJob {
+function walkJob(start: WorkspacePath, limits: SearchLimits, args: WalkArgs, maxDepth: number, reads: ReadRules): WalkJob {
   const env = process.env
   return {
     start: start.path,
@@ -64,7 +71,17 @@ function walkJob(start: WorkspacePath, limits: SearchLimits, args: WalkArgs, max
     hidden: args.hidden === true,
     ignoreFiles: args.no_ignore === true ? undefined : { home: env.HOME || homedir(), xdgConfigHome: env.XDG_CONFIG_HOME || undefined },
     maxDepth,
+    reads: rulesFor(reads, start.path),
   }
+}
+
+/** Entries the read rules kept out of a search, said whatever it found: no argument brings them back. */
+function deniedNote({ skipped }: ScanResult): string[] {
+  const n = skipped.denied
+  if (n === 0) return []
+  return [
+    `(Skipped ${n} ${n === 1 ? 'entry' : 'entries'} that tools may not read, such as credential stores; the user can let one through with allowRead on the @loom/tools row of loom.yml.)`,
+  ]
 }
 
 /** For an empty answer: what the walk left out, and the arguments that include it. */
@@ -81,34 +98,40 @@ function skippedNote({ skipped }: ScanResult): string | undefined {
  * newest modification first (ties by path), at most `globMaxResults`; walked in the
  * search worker, so a pattern that backtracks for long is stopped with the call.
  */
-export async function globFiles(root: string, args: GlobArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal) {
-  const { at } = await searchRoot(root, args.path, false)
+export async function globFiles(root: string, args: GlobArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal, reads: ReadRules) {
+  const { at } = await searchRoot(root, args.path, false, reads)
   // Literal leading directories of the pattern narrow the walk (and are confined like any path).
   const { base, rest } = splitGlob(args.pattern)
   let start = at
   if (base !== '') {
     start = await resolveInWorkspace(root, isAbsolute(base) ? base : posix.join(at.display, base))
+    checkReadable(start, reads)
     const info = await stat(start.path).catch(() => undefined)
     if (!info?.isDirectory()) return noFiles(args, at)
   }
   globMatcher(rest, `invalid glob pattern "${args.pattern}"`)
-  const found = await workers.run({ kind: 'glob', walk: walkJob(start, limits, args, globDepth(rest)), pattern: rest, max: limits.globMaxResults }, signal)
+  const found = await workers.run(
+    { kind: 'glob', walk: walkJob(start, limits, args, globDepth(rest), reads), pattern: rest, max: limits.globMaxResults },
+    signal,
+  )
   const { shown, total } = found.glob!
-  if (total === 0) return noFiles(args, at, skippedNote(found))
+  const denied = deniedNote(found)
+  if (total === 0) return noFiles(args, at, [...denied, ...[skippedNote(found)].filter(note => note !== undefined)], found.skipped.denied)
   const lines = [...shown]
   if (total > shown.length) {
     lines.push('', `(Showing ${shown.length} of ${total} files, newest first. Narrow the pattern or the path to see the others.)`)
   }
+  if (denied.length > 0) lines.push('', ...denied)
   return {
     content: lines.join('\n'),
-    meta: { pattern: args.pattern, path: at.display, total, shown: shown.length },
+    meta: { pattern: args.pattern, path: at.display, total, shown: shown.length, ...(found.skipped.denied > 0 && { deniedSkipped: found.skipped.denied }) },
   }
 }
 
-function noFiles(args: GlobArgs, at: WorkspacePath, note?: string) {
+function noFiles(args: GlobArgs, at: WorkspacePath, notes: string[] = [], deniedSkipped = 0) {
   return {
-    content: [`No files match "${args.pattern}" in "${at.display}".`, ...(note === undefined ? [] : [note])].join('\n'),
-    meta: { pattern: args.pattern, path: at.display, total: 0, shown: 0 },
+    content: [`No files match "${args.pattern}" in "${at.display}".`, ...notes].join('\n'),
+    meta: { pattern: args.pattern, path: at.display, total: 0, shown: 0, ...(deniedSkipped > 0 && { deniedSkipped }) },
   }
 }
 
@@ -145,9 +168,9 @@ export function compileRegExp(pattern: string, ignoreCase: boolean): RegExp {
  * searched as soon as the walk meets it. The call stops itself at `timeoutMs` and
  * answers with what was found so far, with a notice.
  */
-export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal) {
+export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal, reads: ReadRules) {
   const regex = compileRegExp(args.pattern, args.ignore_case === true)
-  const { at, isFile } = await searchRoot(root, args.path, true)
+  const { at, isFile } = await searchRoot(root, args.path, true, reads)
   const glob = args.glob === undefined || args.glob === '' ? undefined : args.glob
   if (glob !== undefined) globMatcher(glob, `invalid glob "${glob}"`)
   const job: GrepJob = {
@@ -155,7 +178,7 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
     // A glob without a slash matches the file name at any depth, like ripgrep's --glob.
     files: isFile
       ? { file: { real: at.path, display: at.display } }
-      : { walk: walkJob(at, limits, args, Infinity), glob: glob === undefined ? undefined : { pattern: glob, basename: !glob.includes('/') } },
+      : { walk: walkJob(at, limits, args, Infinity, reads), glob: glob === undefined ? undefined : { pattern: glob, basename: !glob.includes('/') } },
     source: regex.source,
     flags: regex.flags,
     maxMatches: limits.grepMaxMatches,
@@ -179,8 +202,9 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
     )
   }
   if (found.cut) notes.push(`(Showing the first ${limits.grepMaxMatches} matches; there are more. Narrow the pattern, the path or the glob to see the others.)`)
-  const { binary, large, ignored, hidden } = found.skipped
+  const { binary, large, ignored, hidden, denied } = found.skipped
   if (large > 0) notes.push(`(Skipped ${plural(large, 'file')} larger than ${GREP_MAX_FILE_BYTES / 1024 / 1024} MiB.)`)
+  notes.push(...deniedNote(found))
   if (isFile && binary > 0) notes.push(`("${at.display}" is a binary file; grep searches text files only.)`)
   const meta = {
     pattern: args.pattern,
@@ -192,6 +216,7 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
     largeSkipped: large,
     ignoredSkipped: ignored,
     hiddenSkipped: hidden,
+    deniedSkipped: denied,
     truncatedLines: found.truncatedLines,
     timedOut: found.timedOut,
   }

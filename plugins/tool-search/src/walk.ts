@@ -2,7 +2,7 @@
 // has nothing else to do, and one readdir per directory is all it costs).
 import { type Dirent, readdirSync, realpathSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { isInside } from '@loom/tools/workspace'
+import { allowedBelow, isInside, readDenial, type ReadRules } from '@loom/tools/workspace'
 import { type Chain, chainBelow, enter, type GitEnv, startChain, verdict } from './ignore-files.ts'
 
 export interface WalkedFile {
@@ -27,8 +27,10 @@ export interface WalkOptions {
   ignoreFiles: GitEnv | undefined
   /** Directory levels below the start to look at (1: only the start's own entries). */
   maxDepth: number
-  /** Called for each entry left out as hidden or ignored (a directory counts once), for the notices. */
-  onSkip(reason: 'ignored' | 'hidden'): void
+  /** What tools may not read (credential stores): entries they cover are skipped, a folder with an allowed path below it is entered. */
+  reads: ReadRules
+  /** Called for each entry left out as hidden, ignored or denied (a directory counts once), for the notices. */
+  onSkip(reason: 'ignored' | 'hidden' | 'denied'): void
 }
 
 /** A directory to list: its path, its path from the walk's start and from the ignore files' top, its depth and chain. */
@@ -54,10 +56,18 @@ interface Pending {
  * search can stream its results and stop early. Names in `names` are skipped; hidden
  * entries and ignored ones unless asked; symlinked directories are not entered (no
  * loops, no escapes); a symlinked file is listed only when its target is inside the
- * workspace; unreadable directories are skipped.
+ * workspace; unreadable directories are skipped; so are the paths the read rules deny
+ * (a symlinked file by its target).
  */
 export function* walkFiles(start: string, options: WalkOptions): Generator<WalkedFile> {
   const names = new Set(options.names)
+  // Most walks meet no rule (the host passes only those at or below the start): one test per entry then.
+  const reads = options.reads.deny.length > 0 ? options.reads : undefined
+  const denied = (path: string, dir: boolean) => {
+    if (reads === undefined || readDenial(reads, path) === undefined || (dir && allowedBelow(reads, path))) return false
+    options.onSkip('denied')
+    return true
+  }
   const top = options.ignoreFiles === undefined ? undefined : startChain(start, options.root, options.ignoreFiles)
   const stack: Pending[] = []
   const list = (dir: Dir) => {
@@ -102,7 +112,7 @@ export function* walkFiles(start: string, options: WalkOptions): Generator<Walke
     const path = join(parent.path, name)
     const rel = parent.rel === '' ? name : `${parent.rel}/${name}`
     if (kind === 'dir') {
-      list({ path, rel, fromTop: `${parent.fromTop}${name}/`, depth: parent.depth + 1, chain: chain ?? parent.chain })
+      if (!denied(path, true)) list({ path, rel, fromTop: `${parent.fromTop}${name}/`, depth: parent.depth + 1, chain: chain ?? parent.chain })
       continue
     }
     let real = path
@@ -114,6 +124,7 @@ export function* walkFiles(start: string, options: WalkOptions): Generator<Walke
         continue // dangling or looping
       }
     }
+    if (denied(real, false)) continue
     yield { rel, display: options.display === '.' ? rel : `${options.display}/${rel}`, real }
   }
 }

@@ -9,11 +9,11 @@ import { workspaceRootOf } from '@loom/tools/workspace'
 import { DEFAULT_SECRET_PATTERNS, createRedactor, hostRedactor, scrubEnv, type Redactor, type SecretPattern } from '@loom/secrets'
 import { reapOrphans } from './procs.ts'
 import { ShellRun, type RunResult, type StreamOutput } from './run.ts'
-import { probeBwrap, resolveSandbox, type Confinement, type SandboxMode } from './sandbox.ts'
+import { probeBwrap, readMounts, resolveSandbox, type Confinement, type SandboxMode } from './sandbox.ts'
 
 export { ShellRun, DRAIN_MS, type RunOptions, type RunResult, type StreamOutput } from './run.ts'
 export { MARKER_VAR, reapOrphans } from './procs.ts'
-export { bwrapArgs, probeBwrap, resolveSandbox, type BwrapProbe, type Confinement, type SandboxMode } from './sandbox.ts'
+export { bwrapArgs, probeBwrap, readMounts, resolveSandbox, type BwrapProbe, type Confinement, type ReadMount, type SandboxMode } from './sandbox.ts'
 export { TailBuffer } from './tail.ts'
 
 export const name = '@loom/tool-shell'
@@ -21,6 +21,8 @@ export const inject = ['tools', 'systemPrompt']
 
 export const SECTION_NAME = 'tool:bash'
 export const SECTION_ORDER = 105
+/** The rule an unconfined command's question carries: an allow-session answer covers the session's commands. */
+export const UNCONFINED_RULE = 'unconfined shell'
 
 export interface Config {
   /** Workspace root, where commands run (a leading `~/` is the home directory); default: the calling agent's session cwd, else the process cwd. */
@@ -39,6 +41,8 @@ export interface Config {
   sandbox: SandboxMode
   /** With bubblewrap: keep the host's network; otherwise commands have none. */
   network: boolean
+  /** Without a sandbox: how a run with nobody to ask answers for a command (`deny` unless chosen). */
+  unattended: 'allow' | 'deny'
   /** With bubblewrap: paths (absolute or `~/...`) writable besides the workspace root and the private /tmp. */
   writable: string[]
   env: {
@@ -67,6 +71,11 @@ export const Config: Schema<Config> = Schema.object({
     .default(false)
     .description(
       "With bubblewrap: keep the host's network. Off, a command has only a loopback interface of its own (a server it starts is reachable, nothing else).",
+    ),
+  unattended: Schema.union(['allow', 'deny'] as const)
+    .default('deny')
+    .description(
+      'Without a sandbox (bubblewrap missing, or sandbox none) every command is asked about at the terminal, whatever the permission rules say; this is the answer of a run with nobody to ask (`loom run`, `loom serve`). `allow` lets commands run unconfined there: choose it only where the agent may do anything you can.',
     ),
   writable: Schema.array(String)
     .default([])
@@ -104,7 +113,7 @@ export function seconds(ms: number): string {
   return String(Math.round(ms) / 1000)
 }
 
-export function guidance(config: Config): string {
+export function guidance(config: Config, sandbox: 'bwrap' | 'none' = config.sandbox === 'none' ? 'none' : 'bwrap'): string {
   return [
     '`bash` runs each command in a fresh, non-interactive `bash -c` shell started in the workspace root: `cd`, variables and other shell state do not carry over to the next call, so chain dependent steps in one command (`cd sub && make`).',
     'Nothing can be typed into it (stdin is empty): pass flags that avoid prompts and pagers (`--yes`, `--no-pager`). Colours are off (`NO_COLOR=1`, `TERM=dumb`).',
@@ -112,26 +121,21 @@ export function guidance(config: Config): string {
     `A command is stopped after ${seconds(config.timeoutMs)} s; give long builds or test runs a larger \`timeout\` (in ms, at most ${seconds(config.maxTimeoutMs)} s). Only the last ${config.maxOutputBytes} bytes of stdout and of stderr are kept: filter long output (\`| tail\`, \`| grep\`).`,
     'Every process a command starts ends with the call, background ones too: start a server and use it in the same command (`server & sleep 2; curl localhost:8080`).',
     'Secret environment variables (API keys, tokens, passwords) are not set in the shell, and secrets in the output read `[REDACTED]`.',
-    sandboxGuidance(config),
+    sandboxGuidance(config, sandbox),
   ].join('\n')
 }
 
-/**
- * What the model is told about confinement. It follows the config alone, so that
- * the section is the same whatever `auto` comes to at the first command: there, it
- * describes the sandbox (the cautious reading when bubblewrap turns out missing).
- */
-function sandboxGuidance(config: Config): string {
-  if (config.sandbox === 'none') {
-    return 'Commands are not sandboxed: they can change files anywhere and reach the network, so keep changes inside the workspace root.'
+/** What the model is told about confinement: what `sandbox` came to on this machine. */
+function sandboxGuidance(config: Config, sandbox: 'bwrap' | 'none'): string {
+  if (sandbox === 'none') {
+    return 'Commands are not sandboxed: each one is approved by the user first, and runs with their rights (files anywhere, the network), so keep changes inside the workspace root.'
   }
   const places = ['the workspace root', ...config.writable.map(path => `\`${path}\``), '`/tmp` (private to the call, emptied after it)']
   const writable = `${places.slice(0, -1).join(', ')} and ${places.at(-1)}`
   const network = config.network
     ? ''
     : '; there is no network (downloads, package installs and `git fetch` fail; a server the command starts on localhost works)'
-  const lead = config.sandbox === 'bwrap' ? 'Commands run in a sandbox' : 'Commands run in a sandbox where this machine supports one'
-  return `${lead}: they can read any file, but only ${writable} are writable, a write elsewhere fails with \`Read-only file system\`${network}.`
+  return `Commands run in a sandbox: credential stores (\`~/.ssh\`, \`~/.aws\` and the like) are hidden and every other file is readable, but only ${writable} are writable, a write elsewhere fails with \`Read-only file system\`${network}.`
 }
 
 interface BashArgs {
@@ -226,21 +230,33 @@ export function apply(ctx: Context, config: Config) {
   // guidance does not depend on its outcome).
   let sandbox = config.sandbox === 'auto' ? undefined : resolveSandbox(config.sandbox, name, config.network)
   let warned = false
+  const unconfinedWhy = () => (config.sandbox === 'none' ? "config sandbox is 'none'" : `bubblewrap does not work here (${probeBwrap(config.network).reason})`)
   const resolvedSandbox = () => {
     sandbox ??= resolveSandbox('auto', name, config.network)
     if (sandbox === 'none' && !warned) {
       // Said once, at the first command: the deployment runs commands that can write anywhere.
       warned = true
-      const why = config.sandbox === 'none' ? "config sandbox is 'none'" : `bubblewrap does not work here (${probeBwrap(config.network).reason})`
-      ctx.logger('tool-shell').warn(`${why}: commands run unconfined, able to write outside the workspace and to reach the network`)
+      const unattended = config.unattended === 'allow' ? 'run unattended (unattended: allow)' : 'each asked about first, refused where nobody can answer'
+      ctx.logger('tool-shell').warn(`${unconfinedWhy()}: commands run unconfined, ${unattended}`)
     }
     return sandbox
   }
+  const unconfinedAsk = () => ({
+    reason: `${unconfinedWhy()}, so the command would run without a sandbox, as you: able to read and change every file you can, and to reach the network`,
+    rule: UNCONFINED_RULE,
+    unattended: config.unattended,
+  })
   /** The confinement of a call whose workspace root is `cwd`, or `none`. */
   const confinement = async (cwd: string): Promise<Confinement | 'none'> =>
     resolvedSandbox() === 'none'
       ? 'none'
-      : { network: config.network, writable: [...writable, await realpath(cwd)], readOnly: ctx.tools.protectedPaths().map(entry => entry.path) }
+      : {
+          network: config.network,
+          writable: [...writable, await realpath(cwd)],
+          readOnly: ctx.tools.protectedPaths().map(entry => entry.path),
+          // Found at every call, as the disk is: a credential store created since is hidden too.
+          hidden: readMounts(ctx.tools.readRules()),
+        }
   if (!reaped) {
     reaped = true
     reapOrphans()
@@ -267,7 +283,10 @@ export function apply(ctx: Context, config: Config) {
     return () => process.off('exit', onExit)
   }, `${name}: kill running commands on exit`)
 
-  ctx.systemPrompt.section({ name: SECTION_NAME, order: SECTION_ORDER, text: guidance(config) })
+  // What `auto` comes to is found out at the first assembly (the probe is a 50 ms subprocess), so the
+  // model is told the truth; it never changes while the process runs, so the section stays stable.
+  let text: string | undefined
+  ctx.systemPrompt.section({ name: SECTION_NAME, order: SECTION_ORDER, text: () => (text ??= guidance(config, resolvedSandbox())) })
 
   ctx.tools.register(
     defineTool<BashArgs>({
@@ -289,6 +308,10 @@ export function apply(ctx: Context, config: Config) {
       },
       // A command can change anything: it never runs alongside other calls.
       isConcurrencySafe: false,
+      effects: ['execute'],
+      // Unconfined, a command can read the user's keys and the host's environment and outlive the call:
+      // a person says yes to each one, whatever the rules say (or the user chose `unattended: allow`).
+      requiresApproval: () => (resolvedSandbox() === 'none' ? unconfinedAsk() : undefined),
       // No declarative `timeoutMs`: the tool stops its own process tree and still returns the output.
       async execute(args, exec) {
         const cwd = await workingDirectory(config, exec)

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
-import { accessSync, constants } from 'node:fs'
-import { delimiter, isAbsolute, join, resolve } from 'node:path'
-import { isInside } from '@loom/tools/workspace'
+import { accessSync, constants, realpathSync, statSync } from 'node:fs'
+import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path'
+import { isInside, readDenial, type ReadRules } from '@loom/tools/workspace'
 
 /** `auto`: bubblewrap when it works here, else `none`. */
 export type SandboxMode = 'auto' | 'bwrap' | 'none'
@@ -14,14 +14,68 @@ export interface Confinement {
   writable: readonly string[]
   /** Paths inside those that stay read-only (Loom's protected paths: its config, git hooks); missing ones are skipped. */
   readOnly?: readonly string[]
+  /** What the read rules hide (credential stores), as `readMounts` found it at the call. */
+  hidden?: readonly ReadMount[]
+}
+
+/** A path the read rules hide (`dir`: under an empty read-only tmpfs; `file`: /dev/null over it), or one an allow rule brings back from a hidden folder (`reveal`). */
+export interface ReadMount {
+  /** Absolute and symlink-free. */
+  path: string
+  kind: 'dir' | 'file' | 'reveal'
+}
+
+/**
+ * The mounts that carry out the read rules (`ctx.tools.readRules()`) as the disk is now: a rule
+ * whose path exists and changes what its parent folder says (denied in a readable folder, or
+ * allowed in a denied one). Missing paths need nothing: a command cannot create them where it
+ * cannot write, and where it can, it made them itself.
+ */
+export function readMounts(rules: ReadRules): ReadMount[] {
+  const denied = (path: string) => readDenial(rules, path) !== undefined
+  const found = new Map<string, ReadMount>()
+  for (const { path } of [...rules.deny, ...rules.allow]) {
+    const hide = denied(path)
+    if (hide === denied(dirname(path))) continue
+    let real: string
+    let isDirectory: boolean
+    try {
+      real = realpathSync(path)
+      isDirectory = statSync(real).isDirectory()
+    } catch {
+      continue
+    }
+    found.set(real, { path: real, kind: !hide ? 'reveal' : isDirectory ? 'dir' : 'file' })
+  }
+  return [...found.values()]
 }
 
 /**
  * The bubblewrap arguments of a confined command, up to `--chdir`. The order
  * matters: later mounts go over earlier ones, so the writable binds come after
- * the private /tmp (a workspace under /tmp is the host's directory, not a hole).
+ * the private /tmp (a workspace under /tmp is the host's directory, not a hole),
+ * and every mount below another comes after it: a protected path or a hidden
+ * credential store inside the workspace stays so, and a workspace inside a hidden
+ * folder is bound back.
  */
 export function bwrapArgs(confinement: Confinement): string[] {
+  const { writable } = confinement
+  // A path under the private /tmp is visible only through a writable bind.
+  const visible = (path: string) => !isInside('/tmp', path) || writable.some(place => isInside(place, path))
+  const mounts = [
+    ...writable.map(path => ({ path, args: ['--bind', path, path] })),
+    // A protected file or folder in a writable place stays as it is (elsewhere all is read-only already).
+    ...(confinement.readOnly ?? []).filter(path => writable.some(place => isInside(place, path))).map(path => ({ path, args: ['--ro-bind-try', path, path] })),
+    ...(confinement.hidden ?? [])
+      .filter(mount => visible(mount.path))
+      .map(({ path, kind }) => ({
+        path,
+        args: kind === 'dir' ? ['--tmpfs', path] : kind === 'file' ? ['--ro-bind', '/dev/null', path] : ['--ro-bind', path, path],
+      })),
+  ]
+  // Ancestors first (a shorter path); at the same path, the order above (stable sort).
+  mounts.sort((a, b) => a.path.length - b.path.length)
+  const emptied = (confinement.hidden ?? []).filter(mount => mount.kind === 'dir' && visible(mount.path))
   return [
     // Every file readable, none writable.
     '--ro-bind',
@@ -36,9 +90,9 @@ export function bwrapArgs(confinement: Confinement): string[] {
     // An empty /tmp of its own, gone with the call.
     '--tmpfs',
     '/tmp',
-    ...confinement.writable.flatMap(path => ['--bind', path, path]),
-    // Over the writable binds: a protected file or folder in them stays as it is (elsewhere all is read-only already).
-    ...(confinement.readOnly ?? []).filter(path => confinement.writable.some(place => isInside(place, path))).flatMap(path => ['--ro-bind-try', path, path]),
+    ...mounts.flatMap(mount => mount.args),
+    // The tmpfs over a hidden folder, once what goes inside it is bound: read-only, so nothing is written there to vanish.
+    ...emptied.flatMap(mount => ['--remount-ro', mount.path]),
     // Its own network namespace: only a loopback interface of its own.
     ...(confinement.network ? [] : ['--unshare-net']),
     // Its own PID namespace: when the shell exits, or bwrap is killed, the kernel

@@ -25,7 +25,7 @@ beforeEach(async () => {
   saved = Object.fromEntries(Object.keys(FAKE_ENV).map(name => [name, process.env[name]]))
   Object.assign(process.env, FAKE_ENV)
   work = tempDir()
-  host = await createHost({ cwd: work.dir })
+  host = await createHost({ cwd: work.dir, approve: () => ({ kind: 'allow' }) })
 })
 
 afterEach(async () => {

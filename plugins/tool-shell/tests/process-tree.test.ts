@@ -15,7 +15,7 @@ let work: ReturnType<typeof tempDir>
 
 beforeEach(async () => {
   work = tempDir()
-  host = await createHost({ cwd: work.dir })
+  host = await createHost({ cwd: work.dir, approve: () => ({ kind: 'allow' }) })
 })
 
 afterEach(async () => {

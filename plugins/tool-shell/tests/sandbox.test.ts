@@ -25,7 +25,7 @@ let outside: string
 beforeEach(async () => {
   work = tempDir()
   outside = realpathSync(mkdtempSync(join(homedir(), '.loom-tool-shell-')))
-  host = await createHost({ cwd: work.dir })
+  host = await createHost({ cwd: work.dir, approve: () => ({ kind: 'allow' }) })
 })
 
 afterEach(async () => {
@@ -142,21 +142,45 @@ describe.skipIf(!bwrap.ok)('with bubblewrap', () => {
     await host.mount(shell, { sandbox: 'bwrap' })
     await bash('true')
     expect(unconfinedWarnings()).toEqual([])
+    expect(host.approvals).toEqual([])
   })
 })
 if (!bwrap.ok) it.skip(`bubblewrap does not work here: ${bwrap.reason}`, () => {})
 
 describe('unconfined', () => {
-  it("sandbox 'none' warns once, at the first command, and writes anywhere", async () => {
+  it("sandbox 'none' warns once, asks about every command whatever the rules say, and a yes writes anywhere", async () => {
     await host.mount(shell, { sandbox: 'none' })
-    expect(unconfinedWarnings()).toEqual([])
+    // A rule that allows everything does not decide an unconfined command.
+    host.ctx.on('tools/pre-execute', () => ({ kind: 'allow' }))
     const file = join(outside, 'x.txt')
     expect(await bash(`echo x > ${file}`)).toBe('(no output)\n[exit code: 0]')
     expect(await bash('true')).toBe('(no output)\n[exit code: 0]')
     expect(unconfinedWarnings().map(log => log.text)).toEqual([
-      "config sandbox is 'none': commands run unconfined, able to write outside the workspace and to reach the network",
+      "config sandbox is 'none': commands run unconfined, each asked about first, refused where nobody can answer",
     ])
     expect(existsSync(file)).toBe(true)
+    expect(host.approvals.map(request => [request.rule, request.unattended, request.effects])).toEqual([
+      [shell.UNCONFINED_RULE, 'deny', ['execute']],
+      [shell.UNCONFINED_RULE, 'deny', ['execute']],
+    ])
+    expect(host.approvals[0].reason).toBe(
+      "config sandbox is 'none', so the command would run without a sandbox, as you: able to read and change every file you can, and to reach the network",
+    )
+  })
+
+  it('a no keeps the command from running; unattended: allow is the answer for nobody to ask', async () => {
+    const denying = await createHost({ cwd: work.dir, approve: () => ({ kind: 'deny', note: 'not unconfined' }) })
+    try {
+      await denying.mount(shell, { sandbox: 'none', unattended: 'allow' })
+      const file = join(outside, 'y.txt')
+      const result = await denying.callTool('bash', { command: `echo y > ${file}` })
+      expect(result.isError).toBe(true)
+      expect(textOf(result)).toContain('not unconfined')
+      expect(existsSync(file)).toBe(false)
+      expect(denying.approvals[0]).toMatchObject({ rule: shell.UNCONFINED_RULE, unattended: 'allow' })
+    } finally {
+      await denying.dispose()
+    }
   })
 })
 
@@ -167,20 +191,20 @@ describe('config', () => {
     await expect(host.mount(shell, { writable: [missing] })).rejects.toThrow(new RegExp(`config writable path "${missing}" cannot be made writable: ENOENT`))
   })
 
-  it('the guidance says what is confined, following the config and not the probe', () => {
+  it('the guidance says what is confined, as the sandbox came to here', () => {
     const guidance = (config: Partial<shell.Config>) =>
       shell
-        .guidance(shell.Config(config as shell.Config))
+        .guidance(shell.Config(config as shell.Config), config.sandbox === 'none' ? 'none' : 'bwrap')
         .split('\n')
         .at(-1)
     expect(guidance({ sandbox: 'bwrap' })).toBe(
-      'Commands run in a sandbox: they can read any file, but only the workspace root and `/tmp` (private to the call, emptied after it) are writable, a write elsewhere fails with `Read-only file system`; there is no network (downloads, package installs and `git fetch` fail; a server the command starts on localhost works).',
+      'Commands run in a sandbox: credential stores (`~/.ssh`, `~/.aws` and the like) are hidden and every other file is readable, but only the workspace root and `/tmp` (private to the call, emptied after it) are writable, a write elsewhere fails with `Read-only file system`; there is no network (downloads, package installs and `git fetch` fail; a server the command starts on localhost works).',
     )
     expect(guidance({ sandbox: 'auto', network: true, writable: ['~/.cache'] })).toBe(
-      'Commands run in a sandbox where this machine supports one: they can read any file, but only the workspace root, `~/.cache` and `/tmp` (private to the call, emptied after it) are writable, a write elsewhere fails with `Read-only file system`.',
+      'Commands run in a sandbox: credential stores (`~/.ssh`, `~/.aws` and the like) are hidden and every other file is readable, but only the workspace root, `~/.cache` and `/tmp` (private to the call, emptied after it) are writable, a write elsewhere fails with `Read-only file system`.',
     )
     expect(guidance({ sandbox: 'none' })).toBe(
-      'Commands are not sandboxed: they can change files anywhere and reach the network, so keep changes inside the workspace root.',
+      'Commands are not sandboxed: each one is approved by the user first, and runs with their rights (files anywhere, the network), so keep changes inside the workspace root.',
     )
   })
 })
@@ -213,7 +237,7 @@ describe.skipIf(!bwrap.ok)('a bubblewrap without network namespaces', () => {
     expect(text).toMatch(/^\d+\n\[exit code: 0\]$/)
     expect(text).not.toBe('2\n[exit code: 0]')
     expect(warnings).toEqual([
-      `bubblewrap does not work here (exit 1: ${refusal}): commands run unconfined, able to write outside the workspace and to reach the network`,
+      `bubblewrap does not work here (exit 1: ${refusal}): commands run unconfined, each asked about first, refused where nobody can answer`,
     ])
   })
 

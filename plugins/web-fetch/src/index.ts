@@ -107,6 +107,7 @@ export function apply(ctx: Context, config: Config) {
         additionalProperties: false,
       },
       isConcurrencySafe: true,
+      effects: ['network'],
       timeoutMs: config.timeoutMs,
       execute: (args, exec) => fetchPage(args, limits, exec.signal),
     }),

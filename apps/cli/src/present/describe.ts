@@ -1,7 +1,16 @@
 // Readable summaries of what happened in a session: one-line tool calls and
 // results for the live stream, and the whole transcript for `loom sessions show`.
 import type { AssistantMessage, ContentBlock, LlmCallConfig, ToolResultMessage, ToolSchema, UserMessage } from '@loom/llm'
-import type { PluginDrift, RequestHeader, RequestHeaderChanges, SessionEvent, SessionEventMap, SessionHeader, TurnEndReason } from '@loom/session'
+import type {
+  AgentCancelCause,
+  PluginDrift,
+  RequestHeader,
+  RequestHeaderChanges,
+  SessionEvent,
+  SessionEventMap,
+  SessionHeader,
+  TurnEndReason,
+} from '@loom/session'
 import { clip } from './term.ts'
 
 /** The text of content blocks (tool results nest theirs). */
@@ -72,12 +81,18 @@ export function describeReason(reason: TurnEndReason): string {
     case 'error':
       return `error: ${reason.error.code}: ${reason.error.message}`
     case 'aborted':
-      return `aborted (${reason.reason.kind === 'hook' ? `hook: ${reason.reason.reason}` : reason.reason.kind})`
+      return `aborted (${describeCause(reason.reason)})`
     case 'limit':
       return `stopped at the ${describeLimit(reason)}`
     default:
       return reason.kind
   }
+}
+
+function describeCause(cause: AgentCancelCause): string {
+  if (cause.kind === 'hook') return `hook: ${cause.reason}`
+  if (cause.kind === 'uncaught') return `${cause.plugin === undefined ? 'an internal error' : `an uncaught error of plugin "${cause.plugin}"`}: ${cause.error}`
+  return cause.kind
 }
 
 /** `limit of 50 steps per turn (50 used)`, `limit of $0.50 per turn ($0.52 used)`. */

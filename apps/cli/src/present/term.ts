@@ -1,6 +1,6 @@
 // Terminal output: colors and a spinner only on a TTY; plain text otherwise;
 // never a known secret.
-import { secretValues } from '@loom/secrets'
+import { hostSecretValues } from '@loom/secrets'
 
 export interface Stream {
   write(text: string): unknown
@@ -14,8 +14,8 @@ export interface Io {
 
 export const processIo: Io = { stdout: process.stdout, stderr: process.stderr }
 
-/** The host's secret values (provider keys, tokens, passwords in URLs): never printed. */
-export const hostSecrets = () => secretValues(process.env)
+/** The host's secret values (provider keys, tokens, passwords in URLs, secrets registered from files): never printed. */
+export const hostSecrets = () => hostSecretValues()
 
 /** Styles text when the stream is a TTY (and NO_COLOR is not set); otherwise returns it unchanged. */
 export function styler(stream: Stream) {
