@@ -323,6 +323,33 @@ describe.skipIf(!TMUX)('loom dev on a terminal (tmux)', () => {
     expect(headers[1].data.header.system).toContain('Hello v2')
   })
 
+  it("the agent's edit of the plugin under development asks first, showing why and the diff; a yes applies it and dev reloads it", async () => {
+    const layer = `${scriptedModel(`
+- toolCalls:
+    - { id: c1, name: edit, arguments: { path: greeter.ts, old_string: 'Hello v1', new_string: 'Hello v2' } }
+- Edited.
+`)}
+- insert:
+    - id: greeter
+      name: ./greeter.ts
+`
+    const { terminal, ...at } = open({ 'loom.yml': layer, 'greeter.ts': greeter('greeter:one', 'Hello v1') }, ['dev'])
+    await terminal.waitFor(/loom dev: watching/)
+    await terminal.prompt(0)
+    terminal.line('say hello v2')
+    // A plugin the deployment mounts by path is protected: asked about before any rule, whatever the rules say.
+    const screen = await terminal.waitFor(
+      /\? edit wants to change greeter\.ts {2}\[writes files\] {2}\(edit would change .*greeter\.ts.*which is protected.*\)\n {4}- .*Hello v1.*\n {4}\+ .*Hello v2.*\n {2}\[y\] allow once/,
+    )
+    expect(screen).toContain('protected')
+    terminal.line('y')
+    await terminal.waitFor(/reloaded greeter\.ts/)
+    await terminal.waitFor(/Edited\.\n.*session \S+ ·/)
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+    expect(readFileSync(join(at.cwd, 'greeter.ts'), 'utf8')).toContain('Hello v2')
+  })
+
   it('with pinPrompt the open conversation keeps its prompt across a reload', async () => {
     const pinned = `${DEV_LAYER}- id: runner\n  config: { pinPrompt: true }\n`
     const { terminal, ...at } = open({ 'loom.yml': pinned, 'greeter.ts': greeter('greeter:one', 'Hello v1') }, ['dev'])
