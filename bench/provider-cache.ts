@@ -84,7 +84,8 @@ function anthropicCache() {
   }
 }
 
-async function deepseekRun() {
+/** The session through the DeepSeek adapter; `prompt` and `register` as `playSession` takes them (a budget, another plugin). */
+export async function deepseekRun(prompt?: Parameters<typeof playSession>[3], register?: Parameters<typeof playSession>[2]) {
   const cache = deepseekCache()
   const server = await startOpenAI(({ body }, index): OpenAIBehaviour => {
     const usage = { ...cache(body), completion: 20 }
@@ -97,7 +98,9 @@ async function deepseekRun() {
       () => server.requests.length + 1,
       async root => {
         await root.plugin(openai, { provider: 'deepseek', baseUrl: server.url, apiKey: 'sk-bench' })
+        await register?.(root)
       },
+      prompt,
     )
   } finally {
     await server.close()

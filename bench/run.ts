@@ -1,6 +1,7 @@
 // `pnpm bench`: one JSON object per line, so runs can be compared by machine.
 // Figures, not thresholds: nothing here fails on a slow machine.
 import { benchBoot, benchDefaultStep, benchReload } from '../apps/cli/bench/boot.ts'
+import { budgetSession } from '../apps/cli/bench/budget-session.ts'
 import { benchStartup } from '../apps/cli/bench/startup.ts'
 import { benchStep } from '../packages/agent-loop/bench/step.ts'
 import { benchCacheEconomics } from '../packages/agent-loop/bench/cache-economics.ts'
@@ -17,6 +18,7 @@ import { benchProtect } from '../plugins/tool-fs/bench/protect.ts'
 import { benchReadRules } from '../plugins/tool-fs/bench/read-rules.ts'
 import { benchGate } from '../plugins/permissions/bench/gate.ts'
 import { benchProviderCache } from './provider-cache.ts'
+import { benchToolResultsCap } from './tool-results-cap.ts'
 
 const iterations = Number(process.env.BENCH_ITERATIONS ?? 2000)
 const print = (figure: object) => console.log(JSON.stringify(figure))
@@ -61,6 +63,7 @@ print(await benchReload())
 
 ;(await benchCacheEconomics()).forEach(print)
 ;(await benchProviderCache()).forEach(print)
+;(await benchToolResultsCap()).forEach(print)
 
 benchSse().forEach(print)
 ;(await benchGrep()).forEach(print)
@@ -68,3 +71,5 @@ benchSse().forEach(print)
 print(await benchProtect())
 print(await benchReadRules())
 print(await benchGate())
+print(await budgetSession('total'))
+print(await budgetSession('own'))

@@ -49,7 +49,7 @@ export interface Parsed {
   help: boolean
   version: boolean
   /** `sessions stats` prices per million tokens, as typed (checked by the command). */
-  prices: { hit?: string; miss?: string; output?: string }
+  prices: { hit?: string; miss?: string; output?: string; write?: string }
   showReasoning: boolean
   thinking?: 'on' | 'off'
   reasoningEffort?: string
@@ -108,6 +108,7 @@ export function parse(argv: readonly string[]): Parsed {
       hit: values['hit-price'] as string | undefined,
       miss: values['miss-price'] as string | undefined,
       output: values['output-price'] as string | undefined,
+      write: values['write-price'] as string | undefined,
     },
     showReasoning: values['show-reasoning'] === true,
     thinking: onOff('thinking', values.thinking as string | undefined),
@@ -376,8 +377,10 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
     if (against !== undefined) throw new UsageError(`prompt: "${against}" is the second side of a comparison: give the first with --diff`)
     return runner(async (runner, { parsed, io, cwd }) => {
       const { printPrompt } = await import('./present/prompt.ts')
-      printPrompt(io, await runner.prompt({ ...parsed, cwd }), parsed.json)
-      return 0
+      const report = await runner.prompt({ ...parsed, cwd })
+      printPrompt(io, report, parsed.json)
+      // What would fail `loom dev`'s turns fails here too; a session section that follows its file only warns.
+      return report.unstable.some(instability => instability.severe) ? 1 : 0
     })
   },
   dev: () =>
@@ -484,7 +487,7 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
 /** The `--*-price` flags (over the model's prices); a price must be a finite number >= 0. */
 function statsPrices(typed: Parsed['prices']): Partial<CachePrices> {
   const prices: Partial<CachePrices> = {}
-  for (const key of ['hit', 'miss', 'output'] as const) {
+  for (const key of ['hit', 'miss', 'output', 'write'] as const) {
     const raw = typed[key]
     if (raw === undefined) continue
     const value = Number(raw)

@@ -52,6 +52,7 @@ export const OPTIONS = {
   'hit-price': { type: 'string', value: '<P>', help: "price per million cache-hit input tokens (default: the model's; deepseek-flash 0.006)" },
   'miss-price': { type: 'string', value: '<P>', help: "price per million cache-miss input tokens (default: the model's; deepseek-flash 0.30)" },
   'output-price': { type: 'string', value: '<P>', help: "price per million output tokens (default: the model's; deepseek-flash 1.20)" },
+  'write-price': { type: 'string', value: '<P>', help: "price per million input tokens written to the cache (default: the model's, else the miss price)" },
   out: { type: 'string', value: '<file>', help: 'write it to this file instead of stdout' },
   diff: {
     type: 'string',
@@ -136,7 +137,7 @@ export const COMMANDS = [
     args: [{ name: '[B]', key: 'against', optional: true, missing: 'what to compare with' }],
     summary: 'the request the deployment would send next (no model call), or how two manifests differ',
     details:
-      'The system text, the tools in order and the runtime-context snapshot, then the manifest: every section, context and tool with its owner, trust, category, age and size. --diff A [B] compares two manifests instead (B defaults to this deployment): rows added, removed, moved, and changed (or changed only in hash, same size). A and B are each a stored session (its id, a unique prefix or last; ID:N for its Nth request, as sessions stats numbers them; default its last), this deployment (deployment), or this deployment with one more layer file (a path ending in .yml).',
+      'The system text, the tools in order and the runtime-context snapshot, then the manifest: every section, context and tool with its owner, trust, category, age and size. It assembles twice for the same agent: a section or variable whose text changed in between with no registration change is named on stderr with its plugin (--json: unstable), and the exit code is 1 when it is a static section or a variable (what fails the turns of loom dev; a session-stable section only warns). --diff A [B] compares two manifests instead (B defaults to this deployment): rows added, removed, moved (their order relative to the rows on both sides changed), and changed (or changed only in hash, same size), matched by kind and name. A and B are each a stored session (its id, a unique prefix or last; ID:N for its Nth request, as sessions stats numbers them; default its last), this deployment (deployment), or this deployment with one more layer file (a path ending in .yml).',
     options: ['json', 'diff', ...ROUTE, ...LAYERS],
     examples: [
       'loom prompt',
@@ -207,8 +208,8 @@ export const COMMANDS = [
     args: [REF],
     summary: 'prefix reuse between consecutive requests, and their estimated input cost',
     details:
-      'Every request rebuilt from the log: the share of the previous request it reuses as its prefix, estimated cache-hit, cache-miss and output tokens and cost.',
-    options: ['json', 'hit-price', 'miss-price', 'output-price', ...LAYERS],
+      "Every request rebuilt from the log: the share of the previous request it reuses as its prefix, estimated cache-hit, cache-miss and output tokens and cost. Costs are at the list prices of the session's provider and model (DeepSeek's and Anthropic's are built in) or the runner row's prices; a model with no known price shows none unless the hit, miss and output price flags are all given.",
+    options: ['json', 'hit-price', 'miss-price', 'output-price', 'write-price', ...LAYERS],
     examples: [`loom sessions stats ${SESSION}`, `loom sessions stats ${SESSION} --hit-price 0.01 --json`],
   },
   {
@@ -216,7 +217,7 @@ export const COMMANDS = [
     args: [REF],
     summary: 'the manifest of a request the session sent, rebuilt from its log',
     details:
-      'Every section of its system text (owner, order, stability, trust, category, age and source hash, size), its tools and its history, with totals by owner. --step picks the request (as sessions stats numbers them; default the last).',
+      'Every section of its system text and every runtime context it carried (owner, order, stability, trust, category, age and source hash, size: the rows loom prompt showed then), its tools and its history, with totals by owner; what an older log did not record reads unknown. --step picks the request (as sessions stats numbers them; default the last).',
     options: ['json', 'step', ...LAYERS],
     examples: [`loom sessions manifest ${SESSION}`, `loom sessions manifest ${SESSION} --step 2 --json`],
   },

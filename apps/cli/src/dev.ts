@@ -110,6 +110,8 @@ export async function dev(options: DevOptions): Promise<number> {
       const report = await current.prompt(flags)
       say(out.bold('prompt:') + ' ' + report.sections.map(s => `${s.name} ${out.dim(`← ${s.owner}`)}`).join(', '))
       say(out.bold('tools:') + ' ' + (report.tools.map(t => t.name).join(', ') || '(none)'))
+      // Said before a turn fails on it (PROMPT_UNSTABLE at the agent's next step).
+      for (const { message } of report.unstable) warn(message)
     } catch (error) {
       warn(`the prompt does not assemble: ${(error as Error).message}`)
     }

@@ -2,7 +2,7 @@
 // without booting an agent (`loom sessions list|show|stats` import this, not the
 // runner, so they load no agent loop, tools or model adapters).
 import Schema from '@deepseek-ai/schemastery'
-import { DEFAULT_CACHE_PRICES, MODEL_PRICES, type CachePrices, type SessionEvent } from '@loom/session'
+import { listPrices, ownValue, type CachePrices, type SessionEvent } from '@loom/session'
 
 export const name = '@loom/cli/runner'
 
@@ -15,7 +15,7 @@ export interface RunnerConfig {
   models: Record<string, string>
   /** Per-turn budgets (flags win): model requests, input tokens, US dollars. */
   limits: { maxSteps?: number; maxInputTokens?: number; maxCostUsd?: number }
-  /** USD per million tokens by model id, over the built-in list prices. */
+  /** USD per million tokens by `provider/model` or model id, over the built-in list prices. */
   prices: Record<string, CachePrices>
   /** The name of every agent the runner creates (`AgentRef.name`), which plugins select it by. */
   agentName: string
@@ -27,6 +27,7 @@ const Prices = Schema.object({
   hit: Schema.number().min(0).required().description('Per million input tokens served from the prompt cache.'),
   miss: Schema.number().min(0).required().description('Per million input tokens not in the cache.'),
   output: Schema.number().min(0).required().description('Per million output tokens.'),
+  write: Schema.number().min(0).description('Per million input tokens written to the prompt cache (default: the miss price).'),
 })
 
 export const Config: Schema<RunnerConfig> = Schema.object({
@@ -43,7 +44,9 @@ export const Config: Schema<RunnerConfig> = Schema.object({
     .description('Per-turn budgets: the turn ends, with that reason in the log, before the request that would pass one.'),
   prices: Schema.dict(Prices)
     .default({})
-    .description('USD per million tokens by model id (`deepseek-flash` and `deepseek-v4-pro` are built in at peak list prices), for costs and --max-cost.'),
+    .description(
+      'USD per million tokens by `provider/model` or model id, for costs and --max-cost. Built in: the list prices of DeepSeek (`deepseek-flash`, `deepseek-v4-pro`, peak hours) and of Anthropic (Claude Fable, Opus, Sonnet and Haiku models, cache writes at their own rate); any other model has no price until it is set here.',
+    ),
   agentName: Schema.string()
     .min(1)
     .default('main')
@@ -57,9 +60,18 @@ export const Config: Schema<RunnerConfig> = Schema.object({
 
 export const NO_STORE = 'this deployment stores no sessions: add a session persistence row (@loom/session-jsonl) to use `loom sessions`'
 
-/** USD per million tokens for `model`: `configured` (the runner's `prices`), else the built-in list prices, else deepseek-flash's. */
-export function modelPrices(model: string, configured: Record<string, CachePrices> = {}): CachePrices {
-  return configured[model] ?? MODEL_PRICES[model] ?? DEFAULT_CACHE_PRICES
+/**
+ * USD per million tokens for `model` on `provider`: `configured` (the runner's
+ * `prices`, by `provider/model` then model id), else the provider's list price;
+ * undefined when neither knows it (an unknown price is shown as such, never guessed).
+ */
+export function modelPrices(provider: string, model: string, configured: Record<string, CachePrices> = {}): CachePrices | undefined {
+  return ownValue(configured, `${provider}/${model}`) ?? ownValue(configured, model) ?? listPrices(provider, model)
+}
+
+/** Why a cost limit cannot apply to a model with no price, and how to give it one. */
+export function unknownPrice(provider: string, model: string): string {
+  return `${provider}/${model} has no known price: set one in the runner row's prices (\`${provider}/${model}: { hit, miss, output }\`, US dollars per million tokens)`
 }
 
 /** The route of the last request header in `events`. */

@@ -7,7 +7,7 @@ import type { Agent, AgentOptions } from '@loom/agent-loop'
 import { buildManifest, type Manifest } from '@loom/agent-loop'
 import { userText } from '@loom/llm'
 import type { AgentCancelCause, CachePrices, Session, SessionEvent, TurnEndReason } from '@loom/session'
-import { joinContextSections, type Omission, renderContextSections, renderPrompt } from '@loom/system-prompt'
+import { findInstabilities, type Instability, joinContextSections, type Omission, renderContextSections, renderPrompt } from '@loom/system-prompt'
 import { randomBytes } from 'node:crypto'
 import { UsageError } from './errors.ts'
 import type {} from '@loom/session-jsonl'
@@ -15,7 +15,7 @@ import type { Compaction, CompactionStatus } from '@loom/compaction'
 
 import { describeDrift } from './present/describe.ts'
 import { resolveSessionRef } from './session-ref.ts'
-import { Config, lastRoute, modelPrices, name, NO_STORE, type RunnerConfig } from './runner-config.ts'
+import { Config, lastRoute, modelPrices, name, NO_STORE, unknownPrice, type RunnerConfig } from './runner-config.ts'
 
 export { Config, name, type RunnerConfig }
 
@@ -49,6 +49,12 @@ export interface PromptReport {
   manifest: Manifest
   /** What the category budgets of the prompt row left out (the `budget:notice` context names it to the model). */
   omitted: Omission[]
+  /**
+   * Sections and variables whose text changed between two assemblies with no
+   * registration change, in the stability check's words; `severe` ones fail
+   * `loom dev`'s turns (and make `loom prompt` exit 1).
+   */
+  unstable: Instability[]
 }
 
 /** What `loom sessions compact --json` prints; tokens are the fixed heuristic's estimate of header + history. */
@@ -75,8 +81,8 @@ export interface TurnResult {
   reason: TurnEndReason | undefined
   /** Why the turn did not start, as the loop reported it (`agent/error`); none when it has an end reason. */
   error: string | undefined
-  /** The model's prices, for the turn's cost. */
-  prices: CachePrices
+  /** The model's prices, for the turn's cost; null when its price is unknown. */
+  prices: CachePrices | null
   /** The turn was cancelled through `cancel()` (a stop signal). */
   cancelled: boolean
 }
@@ -173,11 +179,11 @@ export class Runner extends Service {
   async open(flags: RunFlags = {}, id?: string): Promise<Agent> {
     if (id === undefined) {
       const route = await this.route(flags)
-      return this.home.agents.create(newSessionId(), { ...route, cwd: flags.cwd ?? process.cwd(), ...this.agentOptions(route.model, flags) })
+      return this.home.agents.create(newSessionId(), { ...route, cwd: flags.cwd ?? process.cwd(), ...this.agentOptions(route, flags) })
     }
     const { route, last } = await this.resumeRoute(id, flags)
-    const model = route.model ?? last?.model ?? ''
-    const agent = await this.home.agents.resume(id, { ...route, ...this.agentOptions(model, flags) })
+    const used = { provider: route.provider ?? last?.provider ?? '', model: route.model ?? last?.model ?? '' }
+    const agent = await this.home.agents.resume(id, { ...route, ...this.agentOptions(used, flags) })
     // The loop records on its first request how the plugins differ from the last one's: said from the log, before the model answers.
     const stop = agent.ctx.on('session/event', (session, event) => {
       if (session !== agent.session || event.type !== 'request/header') return
@@ -197,9 +203,9 @@ export class Runner extends Service {
     return resolveSessionRef(await this.persistence().list(), ref, cwd)
   }
 
-  /** USD per million tokens for `model`: the config's, else the built-in list prices, else deepseek-flash's. */
-  prices(model: string): CachePrices {
-    return modelPrices(model, this.config.prices)
+  /** USD per million tokens for `model` on `provider`: the config's, else the built-in list prices; null when unknown. */
+  prices(provider: string, model: string): CachePrices | null {
+    return modelPrices(provider, model, this.config.prices) ?? null
   }
 
   /**
@@ -219,17 +225,21 @@ export class Runner extends Service {
   }
 
   /** The base options, and the reasoning effort and the per-turn limits of a run: flags over config. */
-  private agentOptions(model: string, flags: RunFlags): AgentOptions {
+  private agentOptions(route: { provider: string; model: string }, flags: RunFlags): AgentOptions {
     if (flags.thinking === 'off' && flags.reasoningEffort !== undefined && flags.reasoningEffort !== 'off') {
       throw new UsageError(`--thinking off contradicts --reasoning-effort ${flags.reasoningEffort}`)
     }
     const reasoningEffort = flags.thinking === 'off' ? 'off' : flags.reasoningEffort
     const configured = this.config.limits
+    const maxCostUsd = flags.maxCostUsd ?? configured.maxCostUsd
+    const prices = this.prices(route.provider, route.model) ?? undefined
+    // A cost limit on a model with no price would never be reached.
+    if (maxCostUsd !== undefined && !prices) throw new UsageError(`--max-cost: ${unknownPrice(route.provider, route.model)}`)
     const limits = {
       maxSteps: flags.maxSteps ?? configured.maxSteps,
       maxInputTokens: flags.maxInputTokens ?? configured.maxInputTokens,
-      maxCostUsd: flags.maxCostUsd ?? configured.maxCostUsd,
-      prices: this.prices(model),
+      maxCostUsd,
+      prices,
     }
     return { ...this.baseOptions(), ...(reasoningEffort !== undefined && { reasoningEffort }), limits }
   }
@@ -283,10 +293,15 @@ export class Runner extends Service {
     let reason: TurnEndReason | undefined
     for (const event of events) if (event.type === 'turn/end') reason = event.data.reason
     const error = reason || failure === undefined ? undefined : ((failure as Error)?.message ?? String(failure))
-    return { sessionId: session.id, ...route, events, reason, error, prices: this.prices(route.model), cancelled }
+    return { sessionId: session.id, ...route, events, reason, error, prices: this.prices(route.provider, route.model), cancelled }
   }
 
-  /** `loom prompt`: the request the deployment would send next for a new agent in `cwd`, without calling a model. */
+  /**
+   * `loom prompt`: the request the deployment would send next for a new agent in
+   * `cwd`, without calling a model. It assembles twice for the same agent: what
+   * changed in between with no registration change is reported, as the
+   * stability check would at the agent's second step.
+   */
   async prompt(flags: RunFlags = {}): Promise<PromptReport> {
     const cwd = flags.cwd ?? process.cwd()
     let route: { provider: string | null; model: string | null } = { provider: null, model: null }
@@ -300,7 +315,14 @@ export class Runner extends Service {
       cwd,
       ...this.baseOptions(),
     })
+    let registryChanged = false
+    const stopWatching = this.home.on('system-prompt/change', () => {
+      registryChanged = true
+    })
+    // The two assemblies are compared here: the check itself would throw (or log) at the second one.
+    const restoreCheck = this.home.systemPrompt.enforceStability('off')
     try {
+      const first = await this.home.systemPrompt.assemble({ agent, scope: agent })
       const assembly = await this.home.systemPrompt.assemble({ agent, scope: agent })
       const rendered = renderContextSections(assembly)
       const texts = new Map(rendered.map(section => [section.name, section.text]))
@@ -314,8 +336,11 @@ export class Runner extends Service {
         contexts: assembly.contexts.map(({ name, order, owner }) => ({ name, order, owner, text: texts.get(name) ?? '' })),
         manifest: buildManifest({ assembly }),
         omitted: assembly.omitted ?? [],
+        unstable: registryChanged ? [] : findInstabilities(first, assembly),
       }
     } finally {
+      stopWatching()
+      restoreCheck()
       await agent.dispose()
     }
   }

@@ -5,7 +5,7 @@
 // and compacting need an agent and a model: they go through the runner.
 import { interpolate, type EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import type { SessionEvent, SessionHeader } from '@loom/session'
-import { DEFAULT_CACHE_PRICES, reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics, type StoredSession } from '@loom/session'
+import { reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics, type StoredSession } from '@loom/session'
 import type { JsonlPersistence } from '@loom/session-jsonl'
 import type { Manifest } from '@loom/agent-loop'
 import { boot, startMessage, type BootOptions } from './boot.ts'
@@ -39,10 +39,8 @@ export interface VerifyReport {
   corruption: string | null
 }
 
-/** What `loom sessions stats --json` prints: prefix reuse and estimated cost of every request of a stored session. */
-export interface StatsReport extends SessionEconomics {
-  id: string
-}
+/** What `loom sessions stats --json` prints: prefix reuse and estimated cost of every request of a stored session (costs null at an unknown price). */
+export type StatsReport = SessionEconomics<number | null> & { id: string }
 
 /**
  * Boots the deployment's store rows alone and returns its stored sessions.
@@ -147,12 +145,20 @@ export class StoredSessions {
   /**
    * Every request of a stored session, rebuilt from its log: the share of the
    * previous request's serialization each one reuses as its prefix, and its
-   * estimated cost at the model's prices (per million tokens) or these.
+   * estimated cost at the route's prices (per million tokens) with `overrides`
+   * over them. A model with no known price has no cost, unless `overrides`
+   * give all three of hit, miss and output.
    */
   async stats(id: string, overrides: Partial<CachePrices> = {}): Promise<StatsReport> {
     const { events } = await this.persistence.inspect(id)
-    const model = lastRoute(events)?.model
-    const prices = { ...(model === undefined ? DEFAULT_CACHE_PRICES : modelPrices(model, this.prices)), ...overrides }
+    const route = lastRoute(events)
+    const known = route && modelPrices(route.provider, route.model, this.prices)
+    const { hit, miss, output } = overrides
+    const prices = known
+      ? { ...known, ...overrides }
+      : hit !== undefined && miss !== undefined && output !== undefined
+        ? { ...overrides, hit, miss, output }
+        : null
     return { id, ...requestEconomics(reconstructRequests(events), prices) }
   }
 

@@ -144,6 +144,32 @@ describe('loom dev', () => {
     expect(await dev.exited).toBe(0)
   })
 
+  it('a static section that changes on its own is named when dev starts, and the turn that meets it ends with PROMPT_UNSTABLE', {
+    timeout: 90_000,
+  }, async () => {
+    const clock = `import type { Context } from '@deepseek-ai/cordis'
+let tick = 0
+export const name = 'clock'
+export const inject = ['systemPrompt']
+export function apply(ctx: Context) {
+  ctx.systemPrompt.section({ name: 'clock:now', order: 200, text: () => 'It is tick ' + ++tick })
+}
+`
+    const { cwd, home } = project({ 'clock.ts': clock, 'loom.yml': rows('clock.ts') })
+    const dev = (running = new Dev(cwd, home))
+    await dev.waitFor('stderr', /loom: prompt section "clock:now" \(plugin "clock", static\) changed between two assemblies with no registration change/)
+    // The agent's first assembly is its baseline; the next turn's differs.
+    dev.send('first')
+    await dev.waitFor('stdout', /offline scripted model/)
+    dev.send('second')
+    await dev.waitFor(
+      'stderr',
+      /loom: the turn ended: error: PROMPT_UNSTABLE: prompt section "clock:now" \(plugin "clock", static\) changed between two assemblies with no registration change: first difference at character 11: "It is tick \d+" became "It is tick \d+"/,
+    )
+    dev.send('/quit')
+    expect(await dev.exited).toBe(0)
+  })
+
   it('a plugin edit whose apply throws keeps the last good version (its section and tool) and names the file and line', { timeout: 90_000 }, async () => {
     const { cwd, home } = project({ 'greeter.ts': toolPlugin('v1'), 'loom.yml': rows('greeter.ts') })
     const dev = (running = new Dev(cwd, home))

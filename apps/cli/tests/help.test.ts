@@ -35,7 +35,7 @@ describe('help of one command', () => {
     const run = await loom(['sessions', 'stats', '--help'], at)
     expect(run.code).toBe(0)
     expect(run.stdout).toMatch(/^Usage: loom sessions stats ID\|prefix\|last \[options\]\n\nprefix reuse between consecutive requests/)
-    expect(listedOptions(run.stdout)).toEqual(['--json', '--hit-price', '--miss-price', '--output-price', '--bundle', '--patch', '--help'])
+    expect(listedOptions(run.stdout)).toEqual(['--json', '--hit-price', '--miss-price', '--output-price', '--write-price', '--bundle', '--patch', '--help'])
     expect(run.stdout).toContain('\nExamples:\n  loom sessions stats ')
     // The same text, asked for either way.
     expect((await loom(['help', 'sessions', 'stats'], at)).stdout).toBe(run.stdout)

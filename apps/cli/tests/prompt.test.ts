@@ -42,6 +42,50 @@ describe('loom prompt', () => {
     expect(run.stdout).not.toContain(ESC)
   })
 
+  it('a section that changes between two assemblies on its own: named with its plugin on stderr and in --json; exit 1 when static', async () => {
+    const clock = (stability: string) => `let tick = 0
+export const name = 'clock'
+export const inject = ['systemPrompt']
+export function apply(ctx) {
+  ctx.systemPrompt.section({ name: 'clock:now', order: 200, ${stability}text: () => 'It is tick ' + ++tick })
+}
+`
+    const row = '- insert:\n    - id: clock\n      name: ./clock.mjs\n'
+    const message =
+      'prompt section "clock:now" (plugin "clock", static) changed between two assemblies with no registration change: first difference at character 11: "It is tick 1" became "It is tick 2". A static section must render the same text every time'
+    const unstable = project({ 'loom.yml': row, 'clock.mjs': clock('') })
+    const json = await loom(['--bundle', 'minimal', 'prompt', '--json'], unstable)
+    expect(json.code).toBe(1)
+    expect(JSON.parse(json.stdout).unstable).toEqual([
+      {
+        subject: 'prompt section "clock:now" (plugin "clock", static)',
+        kind: 'section',
+        name: 'clock:now',
+        owner: 'clock',
+        severe: true,
+        message: expect.stringContaining(message),
+      },
+    ])
+    expect(json.stderr).toContain(`loom: error: ${message}`)
+    // The text form prints the prompt as well (a second run in this process: the module counts on).
+    const text = await loom(['--bundle', 'minimal', 'prompt'], unstable)
+    expect(text.code).toBe(1)
+    expect(text.stdout).toMatch(/\nIt is tick \d+\n/)
+    expect(text.stderr).toMatch(/^loom: error: prompt section "clock:now" \(plugin "clock", static\) changed between two assemblies/)
+
+    // Declared to follow outside content: a warning, exit 0.
+    const following = await loom(['--bundle', 'minimal', 'prompt', '--json'], project({ 'loom.yml': row, 'clock.mjs': clock("stability: 'session', ") }))
+    expect(following.code).toBe(0)
+    expect(JSON.parse(following.stdout).unstable).toMatchObject([{ name: 'clock:now', owner: 'clock', severe: false }])
+    expect(following.stderr).toContain('loom: warning: prompt section "clock:now" (plugin "clock", session-stable) changed between two assemblies')
+
+    // A stable deployment says nothing.
+    const stable = await loom(['--bundle', 'minimal', 'prompt', '--json'], project())
+    expect(stable.code).toBe(0)
+    expect(JSON.parse(stable.stdout).unstable).toEqual([])
+    expect(stable.stderr).toBe('')
+  })
+
   it('the minimal bundle: no tools, no runtime context', async () => {
     const { cwd, home } = project()
     const report = JSON.parse((await loom(['--bundle', 'minimal', 'prompt', '--json'], { cwd, home })).stdout)

@@ -1,6 +1,7 @@
 // `loom run` against a loopback server that speaks DeepSeek's protocol: thinking
 // mode through a tool loop, retries said on the terminal, run limits, the
-// provider's cache figures in the footer and in `sessions stats`.
+// provider's cache figures in the footer and in `sessions stats`, priced by
+// provider and model.
 import { afterEach, describe, expect, it } from 'vitest'
 import { REASONING_REQUIRED, startMockServer, type Behaviour, type MockServer } from '../../../plugins/llm-openai/tests/mock-server.ts'
 import { events, loom, project, sessionFiles } from './helpers.ts'
@@ -116,6 +117,25 @@ describe('retries and limits through the CLI', () => {
     expect(result.stderr).toContain('stopped at the limit of $0.0005 per turn')
   })
 
+  it('a model with no known price: the footer says so, stats have no cost, and --max-cost is refused before any request', async () => {
+    const { server, run, home } = await deepseek([{ type: 'success', reasoning: null, text: 'Hi.', usage: { prompt: 1000, completion: 10, cacheHit: 0 } }])
+    const result = await run(['run', '--model', 'deepseek-next', 'hi'])
+    expect(result.code).toBe(0)
+    expect(result.stderr).toMatch(/deepseek\/deepseek-next · 1000 in \(0 cached, 0%\) \/ 10 out tokens · unknown price\n/)
+    const id = sessionFiles(home)[0].split('/').at(-2)!
+    const stats = await loom(['sessions', 'stats', id], { cwd: home, home })
+    expect(stats.stdout).toContain('unknown price: this model has no built-in list price')
+    expect(stats.stdout).toContain('estimated cost: unknown price')
+    const report = JSON.parse((await loom(['sessions', 'stats', id, '--json'], { cwd: home, home })).stdout)
+    expect(report.prices).toBeNull()
+    expect(report.totals).toMatchObject({ inputCost: null, reported: { inputTokens: 1000, inputCost: null } })
+
+    const limited = await run(['run', '--model', 'deepseek-next', '--max-cost', '1', 'hi'])
+    expect(limited.code).toBe(2)
+    expect(limited.stderr).toContain("--max-cost: deepseek/deepseek-next has no known price: set one in the runner row's prices")
+    expect(server.requests).toHaveLength(1)
+  })
+
   it('a bad limit is a usage error', async () => {
     const { run } = await deepseek([])
     const result = await run(['run', '--max-steps', '0', 'hi'])
@@ -156,6 +176,16 @@ describe('the anthropic route', () => {
     expect(server.requests.map(request => request.outcome)).toEqual(['message', 'message'])
     // Input, cache writes and reads: 900 + 800, then 50 + 100 + 800 read from the cache.
     expect(result.stderr).toMatch(/2650 in \(800 cached, 30%\)/)
+    // At Claude Sonnet 5.5's list prices ($2 input, $2.50 cache write, $0.10 cache read, $10 output per million):
+    // 950 × 2 + 900 × 2.5 + 800 × 0.1 + 40 × 10 = 4630 millionths of a dollar.
+    expect(result.stderr).toContain('2650 in (800 cached, 30%) / 40 out tokens · ~$0.0046\n')
+
+    const [file] = sessionFiles(home)
+    const stats = JSON.parse((await loom(['sessions', 'stats', file.split('/').at(-2)!, '--json'], { cwd, home })).stdout)
+    expect(stats.prices).toEqual({ hit: 0.1, miss: 2, output: 10, write: 2.5 })
+    expect(stats.totals.reported).toMatchObject({ requests: 2, inputTokens: 2650, hitTokens: 800, writeTokens: 900 })
+    expect(stats.totals.reported.inputCost).toBeCloseTo((950 * 2 + 900 * 2.5 + 800 * 0.1) / 1e6, 12)
+    expect(stats.totals.reported.outputCost).toBeCloseTo((40 * 10) / 1e6, 12)
   })
 
   it('without the key, --provider anthropic names the variable', async () => {

@@ -1,11 +1,14 @@
 // `loom sessions list|show|resume|verify|repair` on a real session directory:
 // sessions written by `loom run`, then torn, left open and corrupted by hand;
 // reading them mounts the store rows only.
+import { createHash } from 'node:crypto'
 import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { DEMO_LABEL } from '../src/demo-model.ts'
 import { events, loom, loomProcess, project, sessionFiles } from './helpers.ts'
+
+const sha = (text: string) => createHash('sha256').update(text).digest('hex')
 
 describe('loom sessions', () => {
   const { cwd, home } = project({ 'README.md': '# Sessions sample\n\nA folder whose sessions the tests inspect, repair and resume.\n' })
@@ -91,10 +94,40 @@ describe('loom sessions', () => {
       )
       // Said from the log: the loop recorded it on the resumed request's header.
       const shown = await loom(['sessions', 'show', ran], at)
-      expect(shown.stdout).toMatch(/\[request header, resume\] .* · other plugins than before: removed @loom\/tool-search \d+\.\d+\.\d+\n/)
+      expect(shown.stdout).toMatch(
+        /\[request header, resume\] .* · other plugins than before: removed @loom\/tool-search \d+\.\d+\.\d+ · request header changed \(section "tool:glob" of plugin "@loom\/tool-search" removed; /,
+      )
     } finally {
       rmSync(join(cwd, 'loom.yml'))
     }
+  })
+
+  it('a resume after an edit of a plugin loaded by path names it by its source, and attributes the changed request to it', async () => {
+    const greeter = (text: string) =>
+      `export const name = 'greeter'\nexport const inject = ['systemPrompt']\nexport function apply(ctx: any) {\n  ctx.systemPrompt.section({ name: 'greeter:one', order: 200, text: '${text}' })\n}\n`
+    const before = greeter('Hello v1')
+    const at = project({ 'loom.yml': '- insert:\n    - id: greeter\n      name: ./greeter.ts\n', 'greeter.ts': before })
+    const first = await loomProcess(['run', '--json', 'hello'], at)
+    expect(first.code, first.stderr).toBe(0)
+    const ran = JSON.parse(first.stdout).sessionId as string
+    const header = events(sessionFiles(at.home)[0]).find(event => event.type === 'request/header')!
+    expect(header.data.sources.plugins).toContainEqual(expect.objectContaining({ name: 'greeter', sourceHash: sha(before) }))
+
+    const after = greeter('Hello v2')
+    writeFileSync(join(at.cwd, 'greeter.ts'), after)
+    const resumed = await loomProcess(['sessions', 'resume', ran, 'again'], at)
+    expect(resumed.code, resumed.stderr).toBe(0)
+    const edited = `edited greeter (source ${sha(before).slice(0, 12)} → ${sha(after).slice(0, 12)})`
+    expect(resumed.stderr).toContain(`session ${ran} last ran on other plugins: `)
+    expect(resumed.stderr).toContain(edited)
+    // The resumed request breaks the cached prefix, and the break names the plugin and its section.
+    expect(resumed.stdout).toMatch(
+      /↻ request header changed \(other plugins than before: .*edited greeter .*; section "greeter:one" of plugin "greeter" changed; first difference at byte \d+\)/,
+    )
+    const shown = await loom(['sessions', 'show', ran], at)
+    expect(shown.stdout).toMatch(
+      /\[request header, resume\] .* · other plugins than before: .*edited greeter .* · request header changed \(section "greeter:one" of plugin "greeter" changed/,
+    )
   })
 
   it('verify: clean exits 0; a torn tail exits 1; repair cuts it', async () => {

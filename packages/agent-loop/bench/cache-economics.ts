@@ -16,7 +16,7 @@
 import { Context } from '@deepseek-ai/cordis'
 import Llm, { estimateMessage, LlmAdapter, userText, type GenerateOptions, type Message, type StreamChunk, type ToolSchema } from '@loom/llm'
 import SessionStore, { DEFAULT_CACHE_PRICES, requestEconomics, type CachePrices, type SessionEconomics, type SessionEvent } from '@loom/session'
-import SystemPrompt from '@loom/system-prompt'
+import SystemPrompt, { type SystemPromptConfig } from '@loom/system-prompt'
 import ToolRuntime, { defineTool } from '@loom/tools'
 import AgentLoop from '@loom/agent-loop'
 
@@ -94,16 +94,18 @@ class ScriptedSession extends LlmAdapter {
 
 /**
  * The 30-step session on a fresh host: the sections, the clock and git contexts,
- * the `read` tool, and `register(ctx)` for the model route. `step()` is the
- * number of the request about to be sent. Returns the agent's session log.
+ * the `read` tool, and `register(ctx)` for the model route (and any other
+ * plugin). `step()` is the number of the request about to be sent; `prompt`
+ * configures the prompt row (its budgets, say). Returns the agent's session log.
  */
 export async function playSession(
   route: { provider: string; model: string },
   step: () => number,
   register: (ctx: Context) => void | Promise<void>,
+  prompt: SystemPromptConfig = { persona: '' },
 ): Promise<readonly SessionEvent[]> {
   const root = new Context()
-  await root.plugin(SystemPrompt, { persona: '' })
+  await root.plugin(SystemPrompt, prompt)
   await root.plugin(SessionStore)
   await root.plugin(Llm)
   await root.plugin(ToolRuntime)

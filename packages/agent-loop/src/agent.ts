@@ -5,6 +5,7 @@ import {
   createToolResultMessage,
   deepFreeze,
   errorChain,
+  HarnessError,
   LlmError,
   markAgentLoopRequest,
   retryDelay,
@@ -19,12 +20,21 @@ import {
   type UserMessage,
 } from '@loom/llm'
 import { createScope, type AgentRef, type Scope } from '@loom/scope'
-import { canonicalHeader, headerEquals, type AgentCancelCause, type CachePrices, type RequestSources, type Session, type TurnEndReason } from '@loom/session'
-import { joinContextSections, renderContextSections, renderPrompt, type PromptAssembly } from '@loom/system-prompt'
+import {
+  canonicalHeader,
+  headerEquals,
+  usageCost,
+  type AgentCancelCause,
+  type CachePrices,
+  type RequestSources,
+  type Session,
+  type TurnEndReason,
+} from '@loom/session'
+import { joinContextSections, PromptUnstableError, renderPrompt, type PromptAssembly } from '@loom/system-prompt'
 import { runToolCalls } from '@loom/tools'
 import { Inbox, type InboxTarget } from './inbox.ts'
 import { headerChanges, pluginDrift, promptSources } from './provenance.ts'
-import { RuntimeContextProjection } from './runtime-context.ts'
+import { RuntimeContextProjection, snapshotSections } from './runtime-context.ts'
 import type { AgentLoop } from './service.ts'
 
 export interface AgentOptions {
@@ -304,7 +314,7 @@ export class Agent implements AgentRef {
       if (signal.aborted) {
         turnEnds = { kind: 'aborted', reason: signal.reason as AgentCancelCause }
       } else {
-        turnEnds = { kind: 'error', error: error instanceof LlmError ? error.failure : { message: errorChain(error), code: 'UNKNOWN' } }
+        turnEnds = { kind: 'error', error: error instanceof LlmError ? error.failure : { message: errorChain(error), code: errorCode(error) } }
         this.#reportError(turn, phase.step, error)
       }
       throw error
@@ -333,7 +343,7 @@ export class Agent implements AgentRef {
     const claimed = Object.freeze(this.inbox.claim(target, turn))
     const assembly = await this.loop.systemPrompt.assemble({ agent: this, scope: this, signal })
     signal.throwIfAborted()
-    const sections = renderContextSections(assembly)
+    const sections = snapshotSections(assembly)
     const candidate = this.#projection.project(joinContextSections(sections), sections)
     const decision = await this.loop.waterfall(this, 'agent/pre-step', { agent: this, messages: claimed, turn, step, signal }, async () => ({
       kind: 'enter',
@@ -474,7 +484,7 @@ export class Agent implements AgentRef {
     const system = renderPrompt(assembly)
     const tools = assembly.tools.map(({ name, description, parameters }): ToolSchema => ({ name, description, parameters }))
     let sources: RequestSources | undefined
-    const selection: PromptSelection = { system, tools, sources: () => (sources ??= promptSources(assembly)) }
+    const selection: PromptSelection = { system, tools, sources: () => (sources ??= promptSources(assembly, name => this.loop.pluginIdentity(name))) }
     if (this.options.pinPrompt) this.#pinned = selection
     return selection
   }
@@ -512,14 +522,18 @@ export class Agent implements AgentRef {
     if (!this.#headerLogged) {
       // Every new loop instance anchors its first request, even when nothing changed.
       const provenance = sources()
-      const resumed = this.session.requestHeader() !== undefined
+      const baseline = this.session.requestHeader()
       // A resume on other plugins says which: compared with the session's last request, once, here.
-      const before = resumed ? this.session.lastOfType('request/header')?.data.sources : undefined
+      const before = baseline ? this.session.lastOfType('request/header')?.data.sources : undefined
       const drift = before && provenance ? pluginDrift(before.plugins, provenance.plugins) : undefined
+      // A resumed request that differs breaks the cached prefix: attributed as a change is.
+      const changes =
+        baseline && !headerEquals(baseline, header) ? headerChanges({ header: baseline, sources: before }, { header, sources: provenance }) : undefined
       this.session.append('request/header', {
         header,
-        reason: resumed ? 'resume' : 'initial',
+        reason: baseline ? 'resume' : 'initial',
         ...(provenance && { sources: provenance }),
+        ...(changes && { changes }),
         ...(drift && { drift }),
       })
       this.#headerLogged = true
@@ -630,13 +644,19 @@ interface TurnSpending {
   costUsd: number
 }
 
-/** Adds one response's reported usage; cache writes are priced as misses. */
+/** Adds one response's reported usage, priced as billed (cache writes at the write price). */
 function spend(spent: TurnSpending, usage: TokenUsage | undefined, prices: CachePrices | undefined): void {
   if (!usage) return
-  const hit = usage.cacheReadTokens ?? 0
-  const miss = usage.inputTokens + (usage.cacheWriteTokens ?? 0)
-  spent.inputTokens += hit + miss
-  if (prices) spent.costUsd += (hit * prices.hit + miss * prices.miss + usage.outputTokens * prices.output) / 1e6
+  spent.inputTokens += usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0)
+  if (prices) {
+    const cost = usageCost(usage, prices)
+    spent.costUsd += cost.input + cost.output
+  }
+}
+
+/** The code a turn that failed with `error` ends with: a harness error's or a prompt stability failure's own, else UNKNOWN. */
+function errorCode(error: unknown): string {
+  return error instanceof HarnessError || error instanceof PromptUnstableError ? error.code : 'UNKNOWN'
 }
 
 /** Waits `ms`, or rejects with the signal's reason when it aborts first. */

@@ -30,4 +30,5 @@ export {
   type ManifestRow,
   type ManifestTotal,
 } from './manifest.ts'
-export { packageVersion, pluginDrift, promptSources } from './provenance.ts'
+export { packageVersion, pluginDrift, promptSources, type IdentifyPlugin } from './provenance.ts'
+export type { PluginIdentity } from './identity.ts'

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { estimateMessage, estimateText, type ContentBlock, type Message } from '@loom/llm'
+import { estimateMessage, estimateText, type ContentBlock, type ContextSnapshotSection, type Message } from '@loom/llm'
 import type { RequestHeader, RequestSources } from '@loom/session'
 import {
   type Attributed,
@@ -10,10 +10,15 @@ import {
   type PromptAssembly,
   type Stability,
   type Trust,
+  TRUST_ORDER,
 } from '@loom/system-prompt'
-import { RUNTIME_CONTEXT_OWNER } from './runtime-context.ts'
+import { CLEARED_RUNTIME_CONTEXT, RUNTIME_CONTEXT_OWNER } from './runtime-context.ts'
 
 export type ManifestKind = 'section' | 'context' | 'tool' | 'message'
+
+/** What a stored log did not record: an owner, a trust, a category. */
+const UNKNOWN = 'unknown'
+const CATEGORIES: readonly Category[] = ['instructions', 'memory', 'skills', 'files', 'runtime', 'tools', 'tool-results']
 
 /** One contribution to a request. */
 export interface ManifestRow {
@@ -29,10 +34,13 @@ export interface ManifestRow {
   order: number
   /** Stability class of a section or context; `null` for tools and messages. */
   stability: Stability | null
-  /** Who stands behind it (see `Trust` of @loom/system-prompt); `null` for a message of the user or the model. */
-  trust: Trust | null
-  /** What it is: instructions, memory, skills, files, runtime, tools, tool-results; `null` for a message of the user or the model. */
-  category: Category | null
+  /**
+   * Who stands behind it (see `Trust` of @loom/system-prompt); `null` for a message
+   * of the user or the model; `unknown` in a request logged before it was recorded.
+   */
+  trust: Trust | 'unknown' | null
+  /** What it is: instructions, memory, skills, files, runtime, tools, tool-results; `null` for a message of the user or the model; `unknown` as for trust. */
+  category: Category | 'unknown' | null
   /** ms since its source was last written, when known (file-backed content). */
   age: number | null
   /** sha256 of the source it was read from (file-backed content), else `null`. */
@@ -137,7 +145,8 @@ function textOf(message: Message): string | undefined {
  * The manifest of a request: one row per system section, runtime context, tool
  * schema and history message, each with its owner, size, estimated tokens and
  * digest, plus totals by owner. Section and context texts are interpolated as the
- * model reads them (an unknown variable throws, as rendering would).
+ * model reads them (an unknown variable throws, as rendering would); one whose
+ * text is empty does not reach the model and has no row, as in a stored request's.
  */
 export function buildManifest({ assembly, messages = [], now = Date.now() }: ManifestInput): Manifest {
   const rows: ManifestRow[] = []
@@ -145,6 +154,7 @@ export function buildManifest({ assembly, messages = [], now = Date.now() }: Man
   const rendered = renderAssembly(assembly)
   assembly.sections.forEach((section, i) => {
     const { text, sha256 } = rendered.sections[i]
+    if (text === '') return
     rows.push({
       kind: 'section',
       name: section.name,
@@ -162,10 +172,11 @@ export function buildManifest({ assembly, messages = [], now = Date.now() }: Man
   // Contexts reach the model inside a runtime-context snapshot message. When the
   // latest one in the history already says exactly this, the rows only attribute it.
   const snapshot = renderContextSnapshot(assembly)
-  const latest = [...messages].reverse().find(isRuntimeContext)
+  const latest = messages.findLast(isRuntimeContext)
   const carried = snapshot !== '' && latest !== undefined && textOf(latest) === snapshot
   assembly.contexts.forEach((context, i) => {
     const { text, sha256 } = rendered.contexts[i]
+    if (text === '') return
     rows.push({
       kind: 'context',
       name: context.name,
@@ -194,7 +205,7 @@ function toolRows(tools: readonly { name: string; description: string; parameter
       owner,
       order: index,
       stability: null,
-      trust: defaultTrust(owner),
+      trust: owner === UNKNOWN ? UNKNOWN : defaultTrust(owner),
       category: 'tools',
       age: null,
       sourceHash: null,
@@ -243,12 +254,59 @@ function withTotals(rows: ManifestRow[]): Manifest {
   return { rows, totals: { chars, tokens, byOwner: owners } }
 }
 
-/** Tool results are tool output; a runtime-context snapshot carries runtime facts; a plugin's message is its plugin's; the user's and the model's have neither. */
-function messageAttribution(message: Message): { trust: Trust | null; category: Category | null } {
+/**
+ * Tool results are tool output; a runtime-context snapshot is as trusted as the
+ * least trusted context it carries (its context rows tell each one's); a plugin's
+ * message is its plugin's; the user's and the model's have neither.
+ */
+function messageAttribution(message: Message): Pick<ManifestRow, 'trust' | 'category'> {
   if (message.source.kind === 'tool') return { trust: 'tool-output', category: 'tool-results' }
-  if (isRuntimeContext(message)) return { trust: 'product', category: 'runtime' }
+  if (isRuntimeContext(message)) return { trust: snapshotTrust(message), category: 'runtime' }
   if (message.source.kind === 'plugin') return { trust: defaultTrust(message.source.plugin), category: null }
   return { trust: null, category: null }
+}
+
+/** The contexts a runtime-context snapshot recorded (a snapshot logged before they were has none). */
+function snapshotSectionsOf(message: Message): readonly ContextSnapshotSection[] {
+  return message.source.kind === 'plugin' && message.source.form === 'snapshot' ? message.source.sections : []
+}
+
+function snapshotTrust(message: Message): Trust | 'unknown' {
+  // The marker that facts went away is the harness's own words.
+  if (textOf(message) === CLEARED_RUNTIME_CONTEXT) return 'product'
+  const ranks = snapshotSectionsOf(message).map(section => TRUST_ORDER.indexOf(section.trust as Trust))
+  if (!ranks.length || ranks.includes(-1)) return UNKNOWN
+  return TRUST_ORDER[Math.max(...ranks)]
+}
+
+/** A recorded trust or category, `unknown` when the log has none (or one this build does not know). */
+function known<T extends string>(value: string | undefined, values: readonly T[]): T | 'unknown' {
+  return values.includes(value as T) ? (value as T) : UNKNOWN
+}
+
+/**
+ * The runtime contexts of a logged request: those of the latest snapshot in its
+ * history (the one the model reads as current), as that snapshot recorded them.
+ * The snapshot's message row counts their tokens, so these rows only attribute them.
+ */
+function contextRows(messages: readonly Message[], at: number): ManifestRow[] {
+  const latest = messages.findLast(isRuntimeContext)
+  if (!latest) return []
+  return snapshotSectionsOf(latest).map((section, index) => ({
+    kind: 'context',
+    name: section.name,
+    owner: section.owner ?? UNKNOWN,
+    order: section.order ?? index,
+    stability: section.stability ?? null,
+    trust: known(section.trust, TRUST_ORDER),
+    category: known(section.category, CATEGORIES),
+    age: section.modifiedAt === undefined ? null : Math.max(0, at - section.modifiedAt),
+    sourceHash: section.sourceHash ?? null,
+    chars: section.text.length,
+    tokens: estimateText(section.text),
+    sha256: sha256(section.text),
+    counted: false,
+  }))
 }
 
 export interface LoggedRequest {
@@ -263,11 +321,11 @@ export interface LoggedRequest {
 }
 
 /**
- * The manifest of a request a session sent, rebuilt from its log: the sections
- * its header recorded (sizes, trust, category and source when the header has
- * them; a header logged before they were has sizes of 0), its tools with their
- * owners, and its history. Runtime contexts reached that request in the history,
- * as runtime-context messages: they are message rows here.
+ * The manifest of a request a session sent, rebuilt from its log, with the rows
+ * `buildManifest` gave it then: the sections its header recorded (sizes, trust,
+ * category and source when the header has them; a header logged before they were
+ * has sizes of 0 and trust and category `unknown`), the runtime contexts its latest
+ * snapshot recorded, its tools with their owners, and its history.
  */
 export function requestManifest({ header, sources, messages, at }: LoggedRequest): Manifest {
   const sections = (sources?.sections ?? []).map(
@@ -277,8 +335,8 @@ export function requestManifest({ header, sources, messages, at }: LoggedRequest
       owner: entry.owner,
       order: entry.order ?? index,
       stability: entry.stability ?? null,
-      trust: (entry.trust as Trust | undefined) ?? defaultTrust(entry.owner),
-      category: (entry.category as Category | undefined) ?? 'instructions',
+      trust: known(entry.trust, TRUST_ORDER),
+      category: known(entry.category, CATEGORIES),
       age: entry.modifiedAt === undefined ? null : Math.max(0, at - entry.modifiedAt),
       sourceHash: entry.sourceHash ?? null,
       chars: entry.chars ?? 0,
@@ -288,15 +346,19 @@ export function requestManifest({ header, sources, messages, at }: LoggedRequest
     }),
   )
   const owners = new Map((sources?.tools ?? []).map(tool => [tool.name, tool.owner]))
-  const tools = (header?.tools ?? []).map(tool => ({ ...tool, owner: owners.get(tool.name) ?? 'unknown' }))
-  return withTotals([...sections, ...toolRows(tools), ...messageRows(messages)])
+  const tools = (header?.tools ?? []).map(tool => ({ ...tool, owner: owners.get(tool.name) ?? UNKNOWN }))
+  return withTotals([...sections, ...contextRows(messages, at), ...toolRows(tools), ...messageRows(messages)])
 }
 
 /** How two manifests differ, row by row (sections, contexts and tools by kind and name; the history by its size). */
 export interface ManifestDiff {
   added: ManifestRow[]
   removed: ManifestRow[]
-  /** Same row at another position among the rows of its kind. */
+  /**
+   * A row on both sides whose order relative to the other rows of its kind on both
+   * sides changed (the fewest such rows that explain the new order); `from` and `to`
+   * are its positions among the rows of its kind.
+   */
   moved: { row: ManifestRow; from: number; to: number }[]
   /** Same row, other content; `hashOnly` when its size stayed the same. */
   changed: { before: ManifestRow; after: ManifestRow; hashOnly: boolean }[]
@@ -304,33 +366,58 @@ export interface ManifestDiff {
   tokens: { before: number; after: number }
 }
 
+const KINDS: readonly ManifestKind[] = ['section', 'context', 'tool']
+
+/**
+ * The difference of two manifests. Rows are matched by kind and name, never by
+ * position: a row that only shifted because another came or went has not moved.
+ */
 export function diffManifests(before: Manifest, after: Manifest): ManifestDiff {
-  const keyed = (manifest: Manifest) => {
-    const rows = new Map<string, { row: ManifestRow; position: number }>()
-    const positions = new Map<ManifestKind, number>()
-    for (const row of manifest.rows) {
-      if (row.kind === 'message') continue
-      const position = positions.get(row.kind) ?? 0
-      positions.set(row.kind, position + 1)
-      rows.set(`${row.kind}\0${row.name}`, { row, position })
-    }
-    return rows
-  }
-  const a = keyed(before)
-  const b = keyed(after)
   const diff: ManifestDiff = {
-    added: [...b].filter(([key]) => !a.has(key)).map(([, { row }]) => row),
-    removed: [...a].filter(([key]) => !b.has(key)).map(([, { row }]) => row),
+    added: [],
+    removed: [],
     moved: [],
     changed: [],
     messages: { before: before.rows.filter(row => row.kind === 'message').length, after: after.rows.filter(row => row.kind === 'message').length },
     tokens: { before: before.totals.tokens, after: after.totals.tokens },
   }
-  for (const [key, now] of b) {
-    const was = a.get(key)
-    if (!was) continue
-    if (was.position !== now.position) diff.moved.push({ row: now.row, from: was.position, to: now.position })
-    if (was.row.sha256 !== now.row.sha256) diff.changed.push({ before: was.row, after: now.row, hashOnly: was.row.chars === now.row.chars })
+  for (const kind of KINDS) {
+    const was = before.rows.filter(row => row.kind === kind)
+    const now = after.rows.filter(row => row.kind === kind)
+    const wasAt = new Map(was.map((row, position) => [row.name, position]))
+    const nowAt = new Map(now.map((row, position) => [row.name, position]))
+    diff.added.push(...now.filter(row => !wasAt.has(row.name)))
+    diff.removed.push(...was.filter(row => !nowAt.has(row.name)))
+    const common = now.filter(row => wasAt.has(row.name)).map(row => row.name)
+    const commonBefore = was.filter(row => nowAt.has(row.name)).map(row => row.name)
+    const kept = inOrder(commonBefore, common)
+    for (const name of common) {
+      const [from, to] = [wasAt.get(name)!, nowAt.get(name)!]
+      const [a, b] = [was[from], now[to]]
+      if (!kept.has(name)) diff.moved.push({ row: b, from, to })
+      if (a.sha256 !== b.sha256) diff.changed.push({ before: a, after: b, hashOnly: a.chars === b.chars })
+    }
   }
   return diff
+}
+
+/** The names of a longest common subsequence of two orders of the same names: those that kept their relative order. */
+export function inOrder(before: readonly string[], after: readonly string[]): Set<string> {
+  // lengths[i][j]: the longest common subsequence of before[i..] and after[j..] (a few dozen rows: quadratic is fine).
+  const lengths = Array.from({ length: before.length + 1 }, () => new Array<number>(after.length + 1).fill(0))
+  for (let i = before.length - 1; i >= 0; i--) {
+    for (let j = after.length - 1; j >= 0; j--) {
+      lengths[i][j] = before[i] === after[j] ? lengths[i + 1][j + 1] + 1 : Math.max(lengths[i + 1][j], lengths[i][j + 1])
+    }
+  }
+  const kept = new Set<string>()
+  for (let i = 0, j = 0; i < before.length && j < after.length; ) {
+    if (before[i] === after[j]) {
+      kept.add(before[i])
+      i++
+      j++
+    } else if (lengths[i + 1][j] >= lengths[i][j + 1]) i++
+    else j++
+  }
+  return kept
 }

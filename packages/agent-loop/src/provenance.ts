@@ -19,6 +19,8 @@ import {
 } from '@loom/session'
 import { estimateText } from '@loom/llm'
 import { defaultTrust, renderAssembly, type PromptAssembly } from '@loom/system-prompt'
+import { inOrder } from './manifest.ts'
+import type { PluginIdentity } from './identity.ts'
 
 export function sha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex')
@@ -30,9 +32,9 @@ export function sha256(text: string): string {
  * its owner and the sha256 of its rendered text / its JSON schema
  * (`JSON.stringify({ name, description, parameters })`, the bytes the request
  * carries); and per owner plugin (sorted by name) a digest of what it contributed
- * and its package version when it can be found.
+ * and what `identify` says of it (by default its package version, when found).
  */
-export function promptSources(assembly: PromptAssembly): RequestSources {
+export function promptSources(assembly: PromptAssembly, identify: IdentifyPlugin = byVersion): RequestSources {
   const rendered = renderAssembly(assembly).sections
   const sections: RequestSectionSource[] = []
   assembly.sections.forEach((section, i) => {
@@ -60,15 +62,28 @@ export function promptSources(assembly: PromptAssembly): RequestSources {
       sha256: sha256(JSON.stringify({ name, description, parameters } satisfies ToolSchema)),
     }),
   )
-  return { sections, tools, plugins: pluginSources(sections, tools) }
+  const leftOut = (assembly.omitted ?? []).filter(o => o.kind === 'section' && o.over !== 'self').map(o => o.name)
+  return { sections, tools, plugins: pluginSources(sections, tools, identify), ...(leftOut.length && { leftOut }) }
+}
+
+/** What identifies plugin `name` for drift (the agent loop's `pluginIdentity` adds the source hash of unpublished code). */
+export type IdentifyPlugin = (name: string) => PluginIdentity
+
+const byVersion: IdentifyPlugin = name => {
+  const version = packageVersion(name)
+  return version === undefined ? {} : { version }
 }
 
 /**
- * One row per owner: `digest` is the sha256 of
+ * One row per owner, with its identity: `digest` is the sha256 of
  * `JSON.stringify({ sections: [[name, sha256]…], tools: [[name, sha256]…] })` over
  * that owner's entries in request order.
  */
-export function pluginSources(sections: readonly RequestSourceEntry[], tools: readonly RequestSourceEntry[]): RequestSourcePlugin[] {
+export function pluginSources(
+  sections: readonly RequestSourceEntry[],
+  tools: readonly RequestSourceEntry[],
+  identify: IdentifyPlugin = byVersion,
+): RequestSourcePlugin[] {
   const owners = new Map<string, { sections: [string, string][]; tools: [string, string][] }>()
   const of = (owner: string) => {
     let entry = owners.get(owner)
@@ -78,26 +93,41 @@ export function pluginSources(sections: readonly RequestSourceEntry[], tools: re
   for (const section of sections) of(section.owner).sections.push([section.name, section.sha256])
   for (const tool of tools) of(tool.owner).tools.push([tool.name, tool.sha256])
   return [...owners.keys()].sort(compare).map(name => {
-    const version = packageVersion(name)
-    return { name, ...(version !== undefined && { version }), digest: sha256(JSON.stringify(owners.get(name))) }
+    const { version, sourceHash } = identify(name)
+    return {
+      name,
+      ...(version !== undefined && { version }),
+      ...(sourceHash !== undefined && { sourceHash }),
+      digest: sha256(JSON.stringify(owners.get(name))),
+    }
   })
 }
 
-/** The drift from `before` (a logged header's plugins) to `after` (the deployment's now); `undefined` when there is none. */
+/**
+ * The drift from `before` (a logged header's plugins) to `after` (the deployment's
+ * now); `undefined` when there is none. A plugin on both sides is `upgraded` when
+ * its version differs, else `changed` when both sides have a source hash and they
+ * differ (an edited plugin loaded by path or workspace package); what it
+ * contributes (its digest) is no drift: that is the header change's to attribute.
+ */
 export function pluginDrift(before: readonly RequestSourcePlugin[], after: readonly RequestSourcePlugin[]): PluginDrift | undefined {
   const was = new Map(before.map(plugin => [plugin.name, plugin]))
   const now = new Map(after.map(plugin => [plugin.name, plugin]))
+  const kept = after.filter(plugin => was.has(plugin.name)).map(plugin => [was.get(plugin.name)!, plugin] as const)
+  const changed = kept.flatMap(([from, to]) =>
+    from.version === to.version && from.sourceHash !== undefined && to.sourceHash !== undefined && from.sourceHash !== to.sourceHash
+      ? [{ name: to.name, ...(to.version !== undefined && { version: to.version }), from: from.sourceHash, to: to.sourceHash }]
+      : [],
+  )
   const drift: PluginDrift = {
     added: after.filter(plugin => !was.has(plugin.name)),
     removed: before.filter(plugin => !now.has(plugin.name)),
-    upgraded: after
-      .filter(plugin => was.has(plugin.name) && was.get(plugin.name)!.version !== plugin.version)
-      .map(({ name, version }) => {
-        const from = was.get(name)!.version
-        return { name, ...(from !== undefined && { from }), ...(version !== undefined && { to: version }) }
-      }),
+    upgraded: kept
+      .filter(([from, to]) => from.version !== to.version)
+      .map(([{ version: from }, { name, version: to }]) => ({ name, ...(from !== undefined && { from }), ...(to !== undefined && { to }) })),
+    changed,
   }
-  return drift.added.length || drift.removed.length || drift.upgraded.length ? drift : undefined
+  return drift.added.length || drift.removed.length || drift.upgraded.length || changed.length ? drift : undefined
 }
 
 /**
@@ -132,12 +162,37 @@ export function headerChanges(
 ): RequestHeaderChanges {
   const known = before.sources !== undefined && after.sources !== undefined
   const offset = firstDifference(serializedPrefix(before.header), serializedPrefix(after.header))
+  const sections = known ? budgetCauses(diffEntries(before.sources!.sections, after.sources!.sections), before.sources!, after.sources!) : []
+  const resized = known && sections.some(change => change.byBudget) ? resizedSections(before.sources!.sections, after.sources!.sections) : []
   return {
-    sections: known ? diffEntries(before.sources!.sections, after.sources!.sections) : [],
+    sections,
     tools: known ? diffEntries(before.sources!.tools, after.sources!.tools) : [],
     config: configChanges(before.header, after.header),
+    ...(resized.length && { resized }),
     ...(offset !== undefined && { firstDifference: offset }),
   }
+}
+
+/** A section the budgets left out (or let back in) is the budget's doing, not its plugin's. */
+function budgetCauses(changes: RequestSourceChange[], before: RequestSources, after: RequestSources): RequestSourceChange[] {
+  const outNow = new Set(after.leftOut ?? [])
+  const outBefore = new Set(before.leftOut ?? [])
+  return changes.map(change =>
+    (change.change === 'removed' && outNow.has(change.name)) || (change.change === 'added' && outBefore.has(change.name))
+      ? { ...change, byBudget: true }
+      : change,
+  )
+}
+
+/** Sections on both sides whose rendered size changed: what made the budget move. */
+function resizedSections(before: readonly RequestSectionSource[], after: readonly RequestSectionSource[]) {
+  const was = new Map(before.map(section => [section.name, section]))
+  return after.flatMap(section => {
+    const from = was.get(section.name)?.chars
+    return from !== undefined && section.chars !== undefined && from !== section.chars
+      ? [{ name: section.name, owner: section.owner, fromChars: from, toChars: section.chars }]
+      : []
+  })
 }
 
 function diffEntries(before: readonly RequestSourceEntry[], after: readonly RequestSourceEntry[]): RequestSourceChange[] {
@@ -145,7 +200,9 @@ function diffEntries(before: readonly RequestSourceEntry[], after: readonly Requ
   const now = new Map(after.map(entry => [entry.name, entry]))
   const keptBefore = before.filter(entry => now.has(entry.name)).map(entry => entry.name)
   const keptAfter = after.filter(entry => was.has(entry.name)).map(entry => entry.name)
-  const moved = new Set(keptAfter.filter((name, i) => keptBefore[i] !== name))
+  // Moved: out of order relative to the others, not merely shifted by an entry that came or went.
+  const inPlace = inOrder(keptBefore, keptAfter)
+  const moved = new Set(keptAfter.filter(name => !inPlace.has(name)))
   const changes: RequestSourceChange[] = []
   for (const entry of after) {
     const old = was.get(entry.name)

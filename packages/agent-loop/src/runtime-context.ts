@@ -1,9 +1,39 @@
 import { createUserMessage, type ContextSnapshotSection, type UserMessage } from '@loom/llm'
 import { isReplacementSurfaceEvent, type Session, type SessionEvent } from '@loom/session'
+import { defaultTrust, renderAssembly, type PromptAssembly } from '@loom/system-prompt'
 
 /** The plugin that owns runtime-context snapshot messages. */
 export const RUNTIME_CONTEXT_OWNER = '@loom/system-prompt'
 export const CLEARED_RUNTIME_CONTEXT = 'Current runtime context: none. Earlier runtime-context snapshots no longer apply.'
+
+/**
+ * The runtime contexts of `assembly` that reach the model (rendered text not
+ * empty), each with what the manifest of the request shows of it: owner, order,
+ * stability, trust, category and source. The snapshot message records them, so a
+ * stored request's manifest has one row per context, as `loom prompt` has.
+ */
+export function snapshotSections(assembly: PromptAssembly): ContextSnapshotSection[] {
+  const rendered = renderAssembly(assembly).contexts
+  return assembly.contexts.flatMap((context, i): ContextSnapshotSection[] => {
+    const { text } = rendered[i]
+    if (text === '') return []
+    const declared = assembly.attribution?.contexts[context.name]
+    const source = declared?.source
+    return [
+      {
+        name: context.name,
+        text,
+        owner: context.owner,
+        order: context.order,
+        stability: context.stability,
+        trust: declared?.trust ?? defaultTrust(context.owner),
+        category: declared?.category ?? 'runtime',
+        ...(source && { sourceHash: source.sha256 }),
+        ...(source?.modifiedAt !== undefined && { modifiedAt: source.modifiedAt }),
+      },
+    ]
+  })
+}
 
 type Retained = undefined | null | { seq: number; text: string | undefined }
 

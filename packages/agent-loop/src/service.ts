@@ -7,6 +7,7 @@ import type { AssembleContext, SystemPrompt } from '@loom/system-prompt'
 import type { ToolRuntime } from '@loom/tools'
 import { isAbsolute } from 'node:path'
 import { Agent, type AgentOptions } from './agent.ts'
+import { pluginIdentity, type PluginIdentity } from './identity.ts'
 import type {} from './events.ts' // the agent/* event declarations
 
 export const name = '@loom/agent-loop'
@@ -94,6 +95,15 @@ export class AgentLoop extends Service {
   }
   private get sessions(): SessionStore {
     return this.home.sessions
+  }
+
+  /**
+   * What identifies plugin `name` for drift, as loaded here: its package version,
+   * and the sha256 of its source when it was loaded by path or from a workspace
+   * package (computed once per loaded plugin, when a request header first needs it).
+   */
+  pluginIdentity(name: string): PluginIdentity {
+    return pluginIdentity(this.home, name)
   }
 
   /** A new agent on a new session named `id`; it belongs to the calling plugin. */

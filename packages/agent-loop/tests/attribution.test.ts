@@ -112,6 +112,47 @@ describe('provenance in request headers', () => {
 })
 
 describe('cache-break attribution', () => {
+  it('a section that moves past others is the only change: the sections it passed have not moved', async () => {
+    const h = await harness({ script: [textResponse('one'), textResponse('two')] })
+    await h.root.plugin(greeter('Greet the user.'))
+    const mover = (order: number) => ({
+      name: 'mover',
+      inject: ['systemPrompt'],
+      apply: (ctx: Context) => ctx.systemPrompt.section({ name: 'mover:rule', order, text: 'Move along.' }),
+    })
+    const fiber = await h.root.plugin(mover(150))
+    await turn(h.agent, 'first')
+    await fiber.dispose()
+    await h.root.plugin(mover(300))
+    await turn(h.agent, 'second')
+    const [, change] = headers(h.events())
+    expect(change.changes?.sections).toEqual([{ name: 'mover:rule', owner: 'mover', change: 'changed' }])
+  })
+
+  it('a section the budgets leave out when another grows is attributed to the budget and to the section that grew', async () => {
+    const h = await harness({
+      script: [textResponse('one'), textResponse('two')],
+      prompt: { includeHarnessIdentity: false, budgets: { maxChars: 200 } },
+    })
+    const guide = {
+      name: 'guide',
+      inject: ['systemPrompt'],
+      apply: (ctx: Context) => ctx.systemPrompt.section({ name: 'guide:tools', order: 100, text: 'g'.repeat(80), trust: 'deployment' as const }),
+    }
+    await h.root.plugin(guide)
+    const fiber = await h.root.plugin(greeter('Greet the user.'))
+    await turn(h.agent, 'first')
+    // The greeter comes back with a longer first section: all three no longer fit, and the guide is the least kept (same trust, then by name).
+    await fiber.dispose()
+    await h.root.plugin(greeter(`Greet the user. ${'x'.repeat(120)}`))
+    await turn(h.agent, 'second')
+
+    const [, change] = headers(h.events())
+    expect(change.sources?.leftOut).toEqual(['guide:tools'])
+    expect(change.changes?.sections).toContainEqual({ name: 'guide:tools', owner: 'guide', change: 'removed', byBudget: true })
+    expect(change.changes?.resized).toEqual([{ name: 'greeter:one', owner: 'greeter', fromChars: 15, toChars: 136 }])
+  })
+
   it('a hot reload that edits one section is attributed to that section and plugin, with the first differing byte', async () => {
     const h = await harness({
       script: [textResponse('one'), textResponse('two')],
@@ -282,8 +323,12 @@ describe('pinned prompts', () => {
     await turn(unpinned, 'third')
     const last = headers(unpinned.session.events).at(-1)!
     expect(last.reason).toBe('resume')
-    expect(last.drift).toEqual({ added: [last.sources!.plugins.find(p => p.name === 'late')], removed: [], upgraded: [] })
+    expect(last.drift).toEqual({ added: [last.sources!.plugins.find(p => p.name === 'late')], removed: [], upgraded: [], changed: [] })
     expect(gen2.adapters.mock.requests[1].system).toContain('A rule loaded later.')
+    // The resumed request breaks the cached prefix: attributed as a change is.
+    expect(last.changes?.sections).toContainEqual({ name: 'greeter:one', owner: 'greeter', change: 'changed' })
+    expect(last.changes?.firstDifference).toEqual(expect.any(Number))
+    expect(logged[1].changes).toBeUndefined()
     const greeterBefore = logged[0].sources!.plugins.find(p => p.name === 'greeter')!
     const greeterAfter = last.sources!.plugins.find(p => p.name === 'greeter')!
     expect(greeterAfter.digest).not.toBe(greeterBefore.digest)

@@ -49,6 +49,26 @@ describe('errors and recovery (5.4)', () => {
     expect(turnEndReasons(h.events())).toEqual([{ kind: 'error', error: { message: 'model stream aborted', code: 'ABORTED' } }])
   })
 
+  it('a section that changes on its own under the error check ends the turn with code PROMPT_UNSTABLE, naming it', async () => {
+    let tick = 0
+    const h = await harness({
+      script: [toolCallResponse('c1', 'noop', {}), textResponse('never reached')],
+      prompt: { stabilityCheck: 'error' },
+      setup: ctx => {
+        ctx.systemPrompt.section({ name: 'clock:now', order: 10, text: () => `tick ${++tick}` })
+        ctx.tools.register(defineTool({ name: 'noop', description: 'Does nothing.', parameters: { type: 'object', properties: {} }, execute: () => 'ok' }))
+      },
+    })
+    h.send('hi')
+    await h.settle()
+
+    // The second step's assembly is the first that can tell: the turn ends there, before its request.
+    expect(h.adapter.requests).toHaveLength(1)
+    const [reason] = turnEndReasons(h.events()) as { kind: 'error'; error: { message: string; code: string } }[]
+    expect(reason.error.code).toBe('PROMPT_UNSTABLE')
+    expect(reason.error.message).toMatch(/^prompt section "clock:now" \(plugin "[^"]+", static\) changed between two assemblies with no registration change/)
+  })
+
   it('an adapter throw becomes an LlmError with code UNKNOWN (70)', async () => {
     const h = await harness({ script: [] })
     const errors = collect<ErrorPayload>(h.agent, 'agent/error')

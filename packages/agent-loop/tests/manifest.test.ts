@@ -1,8 +1,11 @@
 import { createHash } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { buildManifest, diffManifests, requestManifest, RUNTIME_CONTEXT_OWNER } from '@loom/agent-loop'
+import { buildManifest, diffManifests, type ManifestRow, requestManifest, RUNTIME_CONTEXT_OWNER } from '@loom/agent-loop'
 import { createAssistantMessage, createToolResultMessage, createUserMessage, userText } from '@loom/llm'
+import { reconstructRequests } from '@loom/session'
 import { renderContextSnapshot, type PromptAssembly } from '@loom/system-prompt'
+import { harness, textResponse } from './harness.ts'
+import { turn } from './request-support.ts'
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex')
 
@@ -124,7 +127,17 @@ describe('buildManifest', () => {
 describe('requestManifest and diffManifests', () => {
   const sources = {
     sections: [
-      { name: 'harness:identity', owner: '@loom/system-prompt', sha256: 'h1', order: -100, stability: 'static' as const, chars: 13, tokens: 4 },
+      {
+        name: 'harness:identity',
+        owner: '@loom/system-prompt',
+        sha256: 'h1',
+        order: -100,
+        stability: 'static' as const,
+        chars: 13,
+        tokens: 4,
+        trust: 'product',
+        category: 'instructions',
+      },
       {
         name: 'notes',
         owner: 'notes-plugin',
@@ -153,7 +166,8 @@ describe('requestManifest and diffManifests', () => {
     ).toEqual([
       ['section', 'harness:identity', '@loom/system-prompt', -100, 'static', 'product', 'instructions', null, null, 4],
       ['section', 'notes', 'notes-plugin', 200, null, 'repository', 'files', 10_000, 's1', 5],
-      ['section', 'old', 'old-plugin', 2, null, 'deployment', 'instructions', null, null, 0],
+      // Its trust and category were not recorded: unknown, not guessed from the owner.
+      ['section', 'old', 'old-plugin', 2, null, 'unknown', 'unknown', null, null, 0],
       ['tool', 'read', '@loom/tool-fs', 0, null, 'product', 'tools', null, null, expect.any(Number)],
       ['message', 'user#0', 'user', 0, null, null, null, null, null, expect.any(Number)],
     ])
@@ -177,13 +191,104 @@ describe('requestManifest and diffManifests', () => {
     const diff = diffManifests(before, after)
     expect(diff.added.map(row => row.name)).toEqual(['new'])
     expect(diff.removed.map(row => row.name)).toEqual(['old', 'read'])
-    expect(diff.moved.map(({ row, from, to }) => [row.name, from, to])).toEqual([
-      ['notes', 1, 0],
-      ['harness:identity', 0, 1],
-    ])
+    // Two rows swapped: one of them moved relative to the other.
+    expect(diff.moved.map(({ row, from, to }) => [row.name, from, to])).toEqual([['harness:identity', 0, 1]])
     expect(diff.changed.map(({ after, hashOnly }) => [after.name, hashOnly])).toEqual([
       ['notes', true],
       ['harness:identity', false],
+    ])
+  })
+})
+
+describe('diff by identity', () => {
+  const rows = (...names: string[]) => ({ ...sourcesOf(names), plugins: [] })
+  const sourcesOf = (names: string[]) => ({ sections: names.map(name => ({ name, owner: 'p', sha256: name, chars: 1, tokens: 1 })), tools: [] })
+  const manifest = (...names: string[]) => requestManifest({ header: undefined, sources: rows(...names), messages: [], at: 0 })
+
+  it('a row that only shifted because another came or went has not moved', () => {
+    const diff = diffManifests(manifest('a', 'b', 'c'), manifest('x', 'a', 'b', 'c'))
+    expect(diff.added.map(row => row.name)).toEqual(['x'])
+    expect(diff.moved).toEqual([])
+    expect(diffManifests(manifest('a', 'b', 'c'), manifest('b', 'c')).moved).toEqual([])
+  })
+
+  it('moved is the fewest rows whose order relative to the others changed', () => {
+    const diff = diffManifests(manifest('a', 'b', 'c', 'd'), manifest('b', 'c', 'd', 'a'))
+    expect(diff.moved.map(({ row, from, to }) => [row.name, from, to])).toEqual([['a', 0, 3]])
+  })
+})
+
+describe("a stored request's manifest, as the deployment's", () => {
+  const DAY = 86_400_000
+
+  async function session() {
+    const h = await harness({ script: [textResponse('ok')] })
+    const sent = Date.now()
+    h.ctx.systemPrompt.section({ name: 'house:rules', order: 90, stability: 'session', text: 'Use tabs.', trust: 'repository' })
+    h.ctx.systemPrompt.section({ name: 'house:empty', order: 91, text: '' })
+    h.ctx.systemPrompt.context({
+      name: 'memory:records',
+      order: 20,
+      text: 'The project uses npm.',
+      trust: 'user-confirmed',
+      category: 'memory',
+      source: { path: 'memory.md', sha256: 'm'.repeat(64), modifiedAt: sent - 12 * DAY },
+    })
+    h.ctx.systemPrompt.context({ name: 'runtime:git', order: 30, text: 'Branch: main', trust: 'workspace' })
+    h.ctx.systemPrompt.context({ name: 'runtime:nothing', order: 40, text: '' })
+    await turn(h.agent, 'hi')
+    const [request] = reconstructRequests(h.events())
+    const stored = requestManifest({ header: request.header, sources: request.sources, messages: request.messages, at: request.time })
+    return { h, request, stored }
+  }
+
+  it('has one row per runtime context with its owner, trust, category, age and source hash', async () => {
+    const { request, stored } = await session()
+    const contexts = stored.rows.filter(row => row.kind === 'context')
+    expect(contexts.map(row => [row.name, row.owner, row.order, row.stability, row.trust, row.category, row.sourceHash, row.counted])).toEqual([
+      ['memory:records', 'test-host', 20, 'step', 'user-confirmed', 'memory', 'm'.repeat(64), false],
+      ['runtime:git', 'test-host', 30, 'step', 'workspace', 'runtime', null, false],
+    ])
+    expect(contexts[0].age).toBeGreaterThanOrEqual(12 * DAY)
+    expect(contexts[0]).toMatchObject({ chars: 'The project uses npm.'.length, sha256: sha('The project uses npm.') })
+    // The snapshot message counts them, as trusted as the least trusted context it carries.
+    const snapshot = stored.rows.find(row => row.name.startsWith('runtime-context#'))!
+    expect(snapshot).toMatchObject({ owner: RUNTIME_CONTEXT_OWNER, trust: 'workspace', category: 'runtime', counted: true })
+    expect(request.messages).toHaveLength(2)
+  })
+
+  it('compared with the same deployment, nothing differs: empty sections and contexts are on neither side', async () => {
+    const { h, request, stored } = await session()
+    const deployment = buildManifest({ assembly: await h.ctx.systemPrompt.assemble({ agent: h.agent, scope: h.agent }), now: request.time })
+    expect(deployment.rows.map(row => row.name)).not.toContain('house:empty')
+    expect(deployment.rows.map(row => row.name)).not.toContain('runtime:nothing')
+    const diff = diffManifests(stored, deployment)
+    expect(diff).toMatchObject({ added: [], removed: [], moved: [], changed: [] })
+    // Row for row the same, but for the history the stored request carries.
+    const shown = (row: ManifestRow) => [
+      row.kind,
+      row.name,
+      row.owner,
+      row.order,
+      row.stability,
+      row.trust,
+      row.category,
+      row.sourceHash,
+      row.chars,
+      row.sha256,
+    ]
+    expect(stored.rows.filter(row => row.kind !== 'message').map(shown)).toEqual(deployment.rows.map(shown))
+  })
+
+  it('a log written before contexts were recorded still shows them, with what it does not know as unknown', () => {
+    const old = createUserMessage({
+      content: [{ type: 'text', text: 'Current runtime context.\n\nThe project uses npm.' }],
+      source: { kind: 'plugin', plugin: RUNTIME_CONTEXT_OWNER, form: 'snapshot', sections: [{ name: 'memory:records', text: 'The project uses npm.' }] },
+    })
+    const rows = requestManifest({ header: undefined, sources: undefined, messages: [old], at: 0 }).rows
+    expect(rows.map(row => [row.kind, row.name, row.owner, row.trust, row.category, row.age])).toEqual([
+      ['context', 'memory:records', 'unknown', 'unknown', 'unknown', null],
+      ['message', 'runtime-context#0', RUNTIME_CONTEXT_OWNER, 'unknown', 'runtime', null],
     ])
   })
 })

@@ -85,7 +85,8 @@ describe('5.3 runtime context', () => {
       kind: 'plugin',
       plugin: '@loom/system-prompt',
       form: 'snapshot',
-      sections: [{ name: 'policy', text: 'Mode: read-only.' }],
+      // What the manifest of this request shows of each context is recorded with it.
+      sections: [{ name: 'policy', text: 'Mode: read-only.', owner: 'test-host', order: 0, stability: 'step', trust: 'deployment', category: 'runtime' }],
     })
     expect(payloads).toEqual([1])
     expect(decisions).toEqual([2])

@@ -28,10 +28,25 @@ export interface ToolResultBlock {
 }
 export type ContentBlock = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock
 
-/** One rendered runtime-context entry, as carried by a snapshot message. */
+/**
+ * One rendered runtime-context entry, as carried by a snapshot message, with what
+ * the manifest of a request shows of it (a snapshot logged before these were
+ * recorded has only the name and the text).
+ */
 export interface ContextSnapshotSection {
   readonly name: string
   readonly text: string
+  /** The plugin that registered it. */
+  readonly owner?: string
+  /** Its registered order. */
+  readonly order?: number
+  readonly stability?: 'static' | 'session' | 'step'
+  /** Who stands behind it and what it is (the `Trust` and `Category` of @loom/system-prompt). */
+  readonly trust?: string
+  readonly category?: string
+  /** sha256 of the source it was read from, and when that source was last written (ms since the epoch). */
+  readonly sourceHash?: string
+  readonly modifiedAt?: number
 }
 
 export type ContextForm =

@@ -67,6 +67,8 @@ export interface RedactOptions {
    * is the end of a known secret (at least 4 characters) is redacted too.
    */
   headCut?: boolean
+  /** The text is the head of a longer one: an end that is the start of a known secret (at least 4 characters) is redacted too. */
+  tailCut?: boolean
 }
 
 /** Redacts one text. */
@@ -88,6 +90,7 @@ export function createRedactor(secrets: readonly string[], { contextual = true }
     out = out.replace(SHAPE_PATTERN, REDACTED).replace(PRIVATE_KEY, `$1${REDACTED}$2`)
     if (contextual) out = out.replace(CONTEXT_PATTERN, REDACTED)
     if (options.headCut) out = redactHeadFragment(out, known)
+    if (options.tailCut) out = redactTailFragment(out, known)
     return out
   }
 }
@@ -100,6 +103,16 @@ function redactHeadFragment(text: string, secrets: readonly string[]): string {
     }
   }
   return longest ? REDACTED + text.slice(longest) : text
+}
+
+function redactTailFragment(text: string, secrets: readonly string[]): string {
+  let longest = 0
+  for (const secret of secrets) {
+    for (let length = Math.min(secret.length - 1, text.length); length >= MIN_FRAGMENT && length > longest; length--) {
+      if (text.endsWith(secret.slice(0, length))) longest = length
+    }
+  }
+  return longest ? text.slice(0, text.length - longest) + REDACTED : text
 }
 
 // One redactor per secrets array, so repeated calls with the same list compile nothing.

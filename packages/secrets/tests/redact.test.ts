@@ -60,6 +60,12 @@ describe('redact', () => {
     expect(redact('def rest', [KEY], { headCut: true })).toBe('def rest')
   })
 
+  it('with tailCut, redacts the start of a secret that ends a cut text', () => {
+    expect(redact('rest sk-test-01', [KEY], { tailCut: true })).toBe(`rest ${REDACTED}`)
+    expect(redact('rest sk-test-01', [KEY])).toBe('rest sk-test-01')
+    expect(redact('rest sk-', [KEY], { tailCut: true })).toBe('rest sk-')
+  })
+
   it('is fast on long text with many secrets (one compiled search)', () => {
     const secrets = Array.from({ length: 30 }, (_, i) => `secret-value-${i}-${'x'.repeat(20)}`)
     const line = 'ordinary build output: compiling module 42 of 97, Authorization: none, ok\n'

@@ -73,10 +73,15 @@ export interface RequestSectionSource extends RequestSourceEntry {
   modifiedAt?: number
 }
 
-/** A plugin that contributed to a header: its package version when found, and a digest of everything it contributed. */
+/**
+ * A plugin that contributed to a header: its package version when found, the
+ * sha256 of its source for a plugin loaded by path or a workspace package (absent
+ * in logs written before it was recorded), and a digest of everything it contributed.
+ */
 export interface RequestSourcePlugin {
   name: string
   version?: string
+  sourceHash?: string
   digest: string
 }
 
@@ -85,6 +90,8 @@ export interface RequestSources {
   sections: RequestSectionSource[]
   tools: RequestSourceEntry[]
   plugins: RequestSourcePlugin[]
+  /** Sections the prompt budgets left out of this header (absent: none). */
+  leftOut?: string[]
 }
 
 /** How the plugins behind a resumed session's request differ from those of its last request before the resume. */
@@ -93,12 +100,16 @@ export interface PluginDrift {
   removed: RequestSourcePlugin[]
   /** Same plugin, another version (either side may be unknown). */
   upgraded: { name: string; from?: string; to?: string }[]
+  /** Same plugin and version (or none), other source: an edited plugin loaded by path or workspace package (absent in logs written before it was recorded). */
+  changed?: { name: string; version?: string; from: string; to: string }[]
 }
 
 export interface RequestSourceChange {
   name: string
   owner: string
   change: 'added' | 'removed' | 'changed'
+  /** The prompt budgets left it out (`removed`) or let it back in (`added`). */
+  byBudget?: true
 }
 
 /** What a `change` header changed relative to the previous header. */
@@ -107,6 +118,8 @@ export interface RequestHeaderChanges {
   tools: RequestSourceChange[]
   /** Config keys that differ (`adapterDefaults.<key>` for adapter-filled ones). */
   config: string[]
+  /** When the budgets left a section out or let one back: the sections whose text grew (or shrank), which made them. */
+  resized?: { name: string; owner: string; fromChars: number; toChars: number }[]
   /**
    * UTF-8 byte offset of the first difference between the previous and the new
    * serialized prefix `JSON.stringify({ tools, system })` of the two headers (absent
@@ -131,7 +144,7 @@ export interface SessionEventMap {
   'assistant/message': { turn: number; step: number; message: AssistantMessage; usage?: TokenUsage; interrupted?: true }
   'tool/call': { turn: number; step: number; callId: CallId; name: string; arguments: string }
   'tool/result': { turn: number; step: number; message: ToolResultMessage; error?: { name: string; code: string }; meta?: JsonValue }
-  /** `changes` on a `change` header; `drift` on a `resume` header whose plugins differ from the last request's. */
+  /** `changes` on a `change` header, and on a `resume` header that differs from the last one; `drift` on a `resume` header whose plugins differ from the last request's. */
   'request/header': { header: RequestHeader; reason: RequestHeaderReason; sources?: RequestSources; changes?: RequestHeaderChanges; drift?: PluginDrift }
   'request/context': RequestContext
   /** A failed request is retried after `delayMs` (the failed attempt's chunks stay uncited); `retry` counts from 1. */

@@ -8,6 +8,7 @@ export { callConfigEquals, canonicalHeader, foldRequestHeader, headerEquals } fr
 export { jsonSnapshot, NonJsonError } from '@loom/llm'
 export { deepFreezeJson, Session } from './session.ts'
 export * from './requests.ts'
+export * from './prices.ts'
 export {
   SessionForkError,
   SessionLeaseError,

@@ -1,6 +1,7 @@
 import type { Message, StreamChunk, TokenUsage, ToolSchema } from '@loom/llm'
 import type { RequestHeader, RequestSources, SessionEvent } from './events.ts'
 import { canonicalHeader } from './header.ts'
+import { DEFAULT_CACHE_PRICES, type CachePrices, usageCost } from './prices.ts'
 import { Session } from './session.ts'
 import { Surface } from './surface.ts'
 
@@ -145,33 +146,13 @@ export function prefixReuse(earlier: string | SerializableRequest, later: string
   return a.length === 0 ? 1 : commonPrefixLength(a, b) / a.length
 }
 
-/** Prices in currency units per million tokens. */
-export interface CachePrices {
-  /** Input tokens served from the provider's prompt cache. */
-  hit: number
-  /** Input tokens not in the cache. */
-  miss: number
-  /** Output tokens. */
-  output: number
-}
-
-/**
- * DeepSeek's list prices for `deepseek-flash` at peak hours (USD per million
- * tokens): cache hit 0.006, cache miss 0.30, output 1.20. Off-peak hours bill
- * half, so figures at these prices are an upper bound.
- */
-export const DEFAULT_CACHE_PRICES: Readonly<CachePrices> = Object.freeze({ hit: 0.006, miss: 0.3, output: 1.2 })
-
-/** List prices (peak) of the models Loom's default routes serve; other models fall back to `DEFAULT_CACHE_PRICES`. */
-export const MODEL_PRICES: Readonly<Record<string, Readonly<CachePrices>>> = Object.freeze({
-  'deepseek-flash': DEFAULT_CACHE_PRICES,
-  'deepseek-v4-pro': Object.freeze({ hit: 0.044, miss: 1.32, output: 3.96 }),
-})
-
 /** The token estimate of these figures: one token per four characters of the serialization, rounded up. */
 const estimateTokens = (chars: number) => Math.ceil(chars / 4)
 
-export interface RequestEconomics {
+/** A cost in the prices' currency; `null` where the model's price is unknown (`requestEconomics(requests, null)`). */
+type Money = number | null
+
+export interface RequestEconomics<Cost extends Money = number> {
   index: number
   turn: number | null
   step: number | null
@@ -185,68 +166,74 @@ export interface RequestEconomics {
   missTokens: number
   outputTokens: number
   /** Estimated cost of the input at the hit and miss prices, and of the output. */
-  inputCost: number
-  outputCost: number
+  inputCost: Cost
+  outputCost: Cost
   /** What the provider reported for this request, priced the same way; null when it reported no usage. */
-  reported: ReportedEconomics | null
+  reported: ReportedEconomics<Cost> | null
 }
 
 /** Provider-reported tokens: input includes cache reads and writes; `hitShare` is cache reads over input. */
-export interface ReportedEconomics {
+export interface ReportedEconomics<Cost extends Money = number> {
   inputTokens: number
   hitTokens: number
+  /** Input tokens written to the provider's cache (billed at the write price where there is one). */
+  writeTokens: number
   outputTokens: number
   hitShare: number | null
-  inputCost: number
-  outputCost: number
+  inputCost: Cost
+  outputCost: Cost
 }
 
-export interface SessionEconomics {
-  prices: CachePrices
-  requests: RequestEconomics[]
+export interface SessionEconomics<Cost extends Money = number> {
+  /** The prices the costs are at; null when the model's price is unknown (and every cost is null). */
+  prices: Cost extends number ? CachePrices : null
+  requests: RequestEconomics<Cost>[]
   totals: {
     requests: number
     chars: number
     hitTokens: number
     missTokens: number
     outputTokens: number
-    inputCost: number
-    outputCost: number
+    inputCost: Cost
+    outputCost: Cost
     /** Mean reuse over consecutive pairs (null with fewer than two requests), and the smallest. */
     meanReuse: number | null
     minReuse: number | null
     /** What the input would cost with no cache at all (every token a miss). */
-    uncachedInputCost: number
+    uncachedInputCost: Cost
     /** The sums of the provider-reported figures over the requests that have them; null when none has. */
-    reported: (ReportedEconomics & { requests: number }) | null
+    reported: (ReportedEconomics<Cost> & { requests: number }) | null
   }
 }
 
-/** A request's reported usage as figures at `prices` (cache writes are billed as misses). */
-function reportedEconomics(usage: TokenUsage, prices: CachePrices): ReportedEconomics {
-  const hitTokens = usage.cacheReadTokens ?? 0
-  const inputTokens = usage.inputTokens + hitTokens + (usage.cacheWriteTokens ?? 0)
-  return {
-    inputTokens,
-    hitTokens,
-    outputTokens: usage.outputTokens,
-    hitShare: inputTokens ? hitTokens / inputTokens : null,
-    inputCost: (hitTokens * prices.hit + (inputTokens - hitTokens) * prices.miss) / 1e6,
-    outputCost: (usage.outputTokens * prices.output) / 1e6,
-  }
-}
+type EconomicsRequest = SerializableRequest & { turn?: number | null; step?: number | null; seq?: number; outputChars?: number; usage?: TokenUsage }
 
 /**
  * Prefix reuse and estimated cost of a sequence of requests. Each request's
  * input is split into the part that repeats the previous request's serialization
  * (a cache hit) and the rest (a miss); tokens are `ceil(chars / 4)`. The
  * first request is all miss. Output tokens are estimated from `outputChars`.
+ * Reported usage is priced as billed: cache writes at the write price. With
+ * `prices` null (an unknown model) the figures are the same and every cost is null.
  */
-export function requestEconomics(
-  requests: readonly (SerializableRequest & { turn?: number | null; step?: number | null; seq?: number; outputChars?: number; usage?: TokenUsage })[],
-  prices: CachePrices = DEFAULT_CACHE_PRICES,
-): SessionEconomics {
-  const rows: RequestEconomics[] = []
+export function requestEconomics(requests: readonly EconomicsRequest[], prices?: CachePrices): SessionEconomics
+export function requestEconomics(requests: readonly EconomicsRequest[], prices: CachePrices | null): SessionEconomics<Money>
+export function requestEconomics(requests: readonly EconomicsRequest[], prices: CachePrices | null = DEFAULT_CACHE_PRICES): SessionEconomics<Money> {
+  const priced = (cost: (prices: CachePrices) => number): Money => (prices ? cost(prices) : null)
+  const reportedOf = (usage: TokenUsage): ReportedEconomics<Money> => {
+    const hitTokens = usage.cacheReadTokens ?? 0
+    const inputTokens = usage.inputTokens + hitTokens + (usage.cacheWriteTokens ?? 0)
+    return {
+      inputTokens,
+      hitTokens,
+      writeTokens: usage.cacheWriteTokens ?? 0,
+      outputTokens: usage.outputTokens,
+      hitShare: inputTokens ? hitTokens / inputTokens : null,
+      inputCost: priced(p => usageCost(usage, p).input),
+      outputCost: priced(p => usageCost(usage, p).output),
+    }
+  }
+  const rows: RequestEconomics<Money>[] = []
   let previous: string | undefined
   for (const [index, request] of requests.entries()) {
     const text = serializeRequest(request)
@@ -255,6 +242,7 @@ export function requestEconomics(
     const hitTokens = Math.floor(reusedChars / 4)
     const missTokens = Math.max(0, estimateTokens(text.length) - hitTokens)
     const outputTokens = estimateTokens(request.outputChars ?? 0)
+    const { usage } = request
     rows.push({
       index,
       turn: request.turn ?? null,
@@ -266,42 +254,44 @@ export function requestEconomics(
       hitTokens,
       missTokens,
       outputTokens,
-      inputCost: (hitTokens * prices.hit + missTokens * prices.miss) / 1e6,
-      outputCost: (outputTokens * prices.output) / 1e6,
-      reported: request.usage ? reportedEconomics(request.usage, prices) : null,
+      inputCost: priced(p => (hitTokens * p.hit + missTokens * p.miss) / 1e6),
+      outputCost: priced(p => (outputTokens * p.output) / 1e6),
+      reported: usage ? reportedOf(usage) : null,
     })
     previous = text
   }
+  const total = <T>(items: readonly T[], key: (item: T) => Money): Money => (prices ? items.reduce((sum, item) => sum + (key(item) as number), 0) : null)
+  const count = <T>(items: readonly T[], key: (item: T) => number) => items.reduce((sum, item) => sum + key(item), 0)
   const reportedRows = rows.flatMap(row => (row.reported ? [row.reported] : []))
-  const reportedSum = (key: 'inputTokens' | 'hitTokens' | 'outputTokens' | 'inputCost' | 'outputCost') =>
-    reportedRows.reduce((total, row) => total + row[key], 0)
-  const sum = (key: 'chars' | 'hitTokens' | 'missTokens' | 'outputTokens' | 'inputCost' | 'outputCost') => rows.reduce((total, row) => total + row[key], 0)
   const reuses = rows.map(row => row.reuse).filter((r): r is number => r !== null)
-  const hitTokens = sum('hitTokens')
-  const missTokens = sum('missTokens')
+  const hitTokens = count(rows, row => row.hitTokens)
+  const missTokens = count(rows, row => row.missTokens)
+  const reportedInput = count(reportedRows, row => row.inputTokens)
+  const reportedHits = count(reportedRows, row => row.hitTokens)
   return {
-    prices: { ...prices },
+    prices: prices && { ...prices },
     requests: rows,
     totals: {
       requests: rows.length,
-      chars: sum('chars'),
+      chars: count(rows, row => row.chars),
       hitTokens,
       missTokens,
-      outputTokens: sum('outputTokens'),
-      inputCost: sum('inputCost'),
-      outputCost: sum('outputCost'),
+      outputTokens: count(rows, row => row.outputTokens),
+      inputCost: total(rows, row => row.inputCost),
+      outputCost: total(rows, row => row.outputCost),
       meanReuse: reuses.length ? reuses.reduce((a, b) => a + b, 0) / reuses.length : null,
       minReuse: reuses.length ? Math.min(...reuses) : null,
-      uncachedInputCost: ((hitTokens + missTokens) * prices.miss) / 1e6,
+      uncachedInputCost: priced(p => ((hitTokens + missTokens) * p.miss) / 1e6),
       reported: reportedRows.length
         ? {
             requests: reportedRows.length,
-            inputTokens: reportedSum('inputTokens'),
-            hitTokens: reportedSum('hitTokens'),
-            outputTokens: reportedSum('outputTokens'),
-            hitShare: reportedSum('inputTokens') ? reportedSum('hitTokens') / reportedSum('inputTokens') : null,
-            inputCost: reportedSum('inputCost'),
-            outputCost: reportedSum('outputCost'),
+            inputTokens: reportedInput,
+            hitTokens: reportedHits,
+            writeTokens: count(reportedRows, row => row.writeTokens),
+            outputTokens: count(reportedRows, row => row.outputTokens),
+            hitShare: reportedInput ? reportedHits / reportedInput : null,
+            inputCost: total(reportedRows, row => row.inputCost),
+            outputCost: total(reportedRows, row => row.outputCost),
           }
         : null,
     },

@@ -3,7 +3,8 @@ import { userText, type StreamChunk } from '@loom/llm'
 import { describe, expect, it } from 'vitest'
 import type { RequestHeader } from '../src/events.ts'
 import { foldRequestHeader } from '../src/header.ts'
-import { commonPrefixLength, DEFAULT_CACHE_PRICES, prefixReuse, reconstructRequests, requestEconomics, serializeRequest } from '../src/requests.ts'
+import { DEFAULT_CACHE_PRICES, listPrices, usageCost } from '../src/prices.ts'
+import { commonPrefixLength, prefixReuse, reconstructRequests, requestEconomics, serializeRequest } from '../src/requests.ts'
 import { Session } from '../src/session.ts'
 import { assistantData, MODEL, toolCall, toolResultData } from './helpers.ts'
 
@@ -177,5 +178,53 @@ describe('requestEconomics', () => {
   it('defaults to DeepSeek list prices (deepseek-flash, peak hours)', () => {
     expect(DEFAULT_CACHE_PRICES).toEqual({ hit: 0.006, miss: 0.3, output: 1.2 })
     expect(requestEconomics([]).totals).toMatchObject({ requests: 0, meanReuse: null, minReuse: null, inputCost: 0 })
+  })
+
+  it('prices reported cache writes at the write price; at an unknown price (null) the figures stay and every cost is null', () => {
+    const header = { system: 'S'.repeat(40) }
+    const usage = { inputTokens: 100, outputTokens: 10, cacheReadTokens: 1000, cacheWriteTokens: 400 }
+    const requests = [{ header, messages: [userText('a')], usage }]
+    const prices = { hit: 1, miss: 10, output: 100, write: 20 }
+    const { reported } = requestEconomics(requests, prices).requests[0]
+    expect(reported).toMatchObject({ inputTokens: 1500, hitTokens: 1000, writeTokens: 400, hitShare: 1000 / 1500 })
+    expect(reported!.inputCost).toBeCloseTo((1000 * 1 + 100 * 10 + 400 * 20) / 1e6, 12)
+    expect(reported!.outputCost).toBeCloseTo((10 * 100) / 1e6, 12)
+    // Without a write price, a write costs a miss.
+    expect(requestEconomics(requests, { hit: 1, miss: 10, output: 100 }).totals.reported!.inputCost).toBeCloseTo((1000 + 500 * 10) / 1e6, 12)
+
+    const unpriced = requestEconomics(requests, null)
+    expect(unpriced.prices).toBeNull()
+    expect(unpriced.requests[0]).toMatchObject({ inputCost: null, outputCost: null, reported: { inputTokens: 1500, inputCost: null, outputCost: null } })
+    expect(unpriced.totals).toMatchObject({
+      requests: 1,
+      inputCost: null,
+      outputCost: null,
+      uncachedInputCost: null,
+      reported: { writeTokens: 400, inputCost: null },
+    })
+    expect(unpriced.totals.missTokens).toBe(requestEconomics(requests, prices).totals.missTokens)
+  })
+})
+
+describe('list prices', () => {
+  it('by provider and model: DeepSeek as listed, Anthropic with its cache-write rate, dated snapshots as their model', () => {
+    expect(listPrices('deepseek', 'deepseek-flash')).toEqual(DEFAULT_CACHE_PRICES)
+    expect(listPrices('anthropic', 'claude-sonnet-5-5')).toEqual({ miss: 2, write: 2.5, hit: 0.1, output: 10 })
+    expect(listPrices('anthropic', 'claude-haiku-4-5-20251001')).toEqual({ miss: 1, write: 1.25, hit: 0.1, output: 5 })
+    expect(listPrices('anthropic', 'claude-opus-5-5')).toEqual({ miss: 4, write: 5, hit: 0.2, output: 20 })
+  })
+
+  it('knows no price for an unknown model, a model on another provider, or a name of Object.prototype', () => {
+    expect(listPrices('anthropic', 'claude-next-9')).toBeUndefined()
+    expect(listPrices('scripted', 'deepseek-flash')).toBeUndefined()
+    expect(listPrices('openai', 'claude-sonnet-5-5')).toBeUndefined()
+    expect(listPrices('anthropic', 'constructor')).toBeUndefined()
+    expect(listPrices('toString', 'x')).toBeUndefined()
+  })
+
+  it('usageCost: reads at hit, writes at write, other input at miss, output at output', () => {
+    const cost = usageCost({ inputTokens: 950, outputTokens: 40, cacheReadTokens: 800, cacheWriteTokens: 900 }, listPrices('anthropic', 'claude-sonnet-5-5')!)
+    expect(cost.input).toBeCloseTo((950 * 2 + 900 * 2.5 + 800 * 0.1) / 1e6, 12)
+    expect(cost.output).toBeCloseTo((40 * 10) / 1e6, 12)
   })
 })

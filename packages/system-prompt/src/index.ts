@@ -24,8 +24,17 @@ export {
   VARIABLE_NAME,
 } from './render.ts'
 export { compareCodeUnits, TOOL_ORDER_REST } from './tool-order.ts'
-export { difference, type StabilityCheckMode } from './stability.ts'
+export { difference, findInstabilities, type Instability, PROMPT_UNSTABLE, PromptUnstableError, type StabilityCheckMode } from './stability.ts'
 export { defaultTrust } from './service.ts'
-export { CONFLICT_NOTICE, TRUST_ORDER, type Assertion, type Conflict } from './conflicts.ts'
-export { BUDGET_NOTICE, type CategoryBudgets, type Omission, type Placement } from './allocate.ts'
+export {
+  type Asserted,
+  type Assertion,
+  type Conflict,
+  CONFLICT_NOTICE,
+  CONFLICT_ORDER,
+  frontMatterAsserts,
+  type FrontMatterAsserts,
+  TRUST_ORDER,
+} from './conflicts.ts'
+export { BUDGET_NOTICE, type BudgetOverflow, type CategoryBudgets, type Omission, type Placement } from './allocate.ts'
 export type * from './types.ts'

@@ -1,12 +1,12 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped } from '@loom/scope'
-import { allocate, BUDGET_NOTICE, type CategoryBudgets, categoryOf, type Omission, omissionNotice, type Placement } from './allocate.ts'
+import { allocate, BUDGET_NOTICE, type BudgetOverflow, type CategoryBudgets, categoryOf, type Omission, omissionNotice, type Placement } from './allocate.ts'
 import { applyBudget, checkBudget } from './budget.ts'
-import { type Assertion, CONFLICT_NOTICE, conflictNotice, findConflicts } from './conflicts.ts'
+import { type Assertion, CONFLICT_NOTICE, conflictNotice, declaredAssertions, findConflicts } from './conflicts.ts'
 import { cloneParameters } from './clone.ts'
 import { referencedVariables, VARIABLE_NAME } from './render.ts'
-import { StabilityCheck, type StabilityCheckMode } from './stability.ts'
+import { PromptUnstableError, StabilityCheck, type StabilityCheckMode } from './stability.ts'
 import { compareCodeUnits, orderTools, validateToolOrder } from './tool-order.ts'
 import type {
   AssembleContext,
@@ -352,13 +352,23 @@ export class SystemPrompt extends Service {
     warnDuplicateTools(tools, warn)
 
     let budgeted: Pick<PromptAssembly, 'sections' | 'contexts' | 'omitted'> = { sections, contexts }
+    let overflow: BudgetOverflow | undefined
     if (config.budgets && (config.budgets.maxChars !== undefined || config.budgets.categories)) {
       const placements = new Map<string, Placement>()
       const place = (kind: string, { value }: Entry<PromptSection | PromptContext>) =>
         placements.set(`${kind}\0${value.name}`, { priority: value.priority ?? 0, recoverable: value.recoverable === true })
       for (const entry of registered) place('section', entry)
       for (const entry of contextEntries.values()) if (current('context')(entry)) place('context', entry)
-      budgeted = allocate(sections, contexts, attribution, placements, config.budgets)
+      const trustOf = (kind: 'section' | 'context', name: string, owner: string) =>
+        attribution[kind === 'section' ? 'sections' : 'contexts'][name]?.trust ?? defaultTrust(owner)
+      const allocation = allocate(sections, contexts, attribution, placements, config.budgets, trustOf)
+      budgeted = allocation
+      overflow = allocation.overflow
+      if (overflow) {
+        warn(
+          `prompt budgets: the floors (${overflow.floors} characters) exceed maxChars (${overflow.maxChars}); this request is ${overflow.over} characters over its total`,
+        )
+      }
     }
     // What entries left out of their own text (records over a budget, old memories) joins the same notice.
     const omitted: Omission[] = [...(budgeted.omitted ?? [])]
@@ -375,7 +385,7 @@ export class SystemPrompt extends Service {
       }
     }
     if (omitted.length) budgeted = { ...budgeted, omitted }
-    if (omitted.length && !suppressed) {
+    if ((omitted.length || overflow) && !suppressed) {
       // Every omission is named to the model in one runtime context (the system prefix stays as it is).
       const counts = new Map<Category, number>()
       for (const [kind, list] of [
@@ -388,7 +398,7 @@ export class SystemPrompt extends Service {
         }
       const notice = {
         name: BUDGET_NOTICE,
-        text: omissionNotice(omitted, counts),
+        text: omissionNotice(omitted, counts, overflow),
         order: 1000,
         stability: 'step' as const,
         owner: PACKAGE,
@@ -409,8 +419,7 @@ export class SystemPrompt extends Service {
         const asserts = pool.get(entry.name)?.value.asserts
         const rules = typeof asserts === 'function' ? asserts(context) : asserts
         const trust = attribution[kind === 'section' ? 'sections' : 'contexts'][entry.name]?.trust ?? defaultTrust(entry.owner)
-        for (const [rule, value] of Object.entries(rules ?? {}))
-          assertions.push({ rule, value, source: `${kind} "${entry.name}" (plugin "${entry.owner}")`, trust })
+        assertions.push(...declaredAssertions(rules, `${kind} "${entry.name}" (plugin "${entry.owner}")`, trust))
       }
     }
     assertionsOf('section', budgeted.sections, sectionEntries)
@@ -427,10 +436,10 @@ export class SystemPrompt extends Service {
     const final = completeCopy || suppressed ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) } : result
     assertStableSections(final)
     if (checking.mode !== 'off') {
-      for (const { subject, message, severe } of stability.check(scope, final)) {
-        if (severe && checking.mode === 'error') throw new Error(message)
+      for (const instability of stability.check(scope, final)) {
+        if (instability.severe && checking.mode === 'error') throw new PromptUnstableError(instability)
         // Once per contribution: a clock would otherwise warn at every step.
-        warn(message, subject)
+        warn(instability.message, instability.subject)
       }
     }
     return final

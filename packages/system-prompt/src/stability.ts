@@ -17,20 +17,43 @@ import type { PromptAssembly } from './types.ts'
 /** `error`: an unstable contribution fails the assembly (development, tests); `warn`: it is logged (production); `off`. */
 export type StabilityCheckMode = 'error' | 'warn' | 'off'
 
-/** What was assembled last for a scope, and at which registry version. */
-interface Baseline {
-  version: number
+/** The texts an assembly rendered, compared with the next one's. */
+interface Texts {
   sections: Map<string, string>
   variables: Map<string, string | undefined>
+}
+
+/** What was assembled last for a scope, and at which registry version. */
+interface Baseline extends Texts {
+  version: number
 }
 
 export interface Instability {
   /** `prompt section "x" (plugin "p", static)`: the contribution, the same at every change. */
   subject: string
+  kind: 'section' | 'variable'
+  name: string
+  /** The plugin that registered it. */
+  owner: string
   /** The message naming the contribution, its plugin and the first difference. */
   message: string
   /** Whether the mode's `error` applies (a `session` section only ever warns). */
   severe: boolean
+}
+
+/** The code of a stability failure wherever it surfaces (a turn's end, `loom dev`, the test kit). */
+export const PROMPT_UNSTABLE = 'PROMPT_UNSTABLE'
+
+/** An assembly failed the stability check in `error` mode; the message names the contribution, its plugin and the difference. */
+export class PromptUnstableError extends Error {
+  readonly code = PROMPT_UNSTABLE
+  readonly instability: Instability
+
+  constructor(instability: Instability) {
+    super(instability.message)
+    this.name = 'PromptUnstableError'
+    this.instability = instability
+  }
 }
 
 export class StabilityCheck {
@@ -46,47 +69,68 @@ export class StabilityCheck {
   /** Compares `assembly` with the previous assembly of `scope` (then remembers it); returns what changed on its own. */
   check(scope: ScopeKey | undefined, assembly: PromptAssembly): Instability[] {
     const previous = scope === undefined ? this.unscoped : this.scoped.get(scope)
-    const next: Baseline = {
-      version: this.version,
-      sections: new Map(assembly.sections.map(section => [section.name, section.text])),
-      variables: new Map(Object.entries(assembly.variables)),
-    }
+    const next: Baseline = { version: this.version, ...textsOf(assembly) }
     if (scope === undefined) this.unscoped = next
     else this.scoped.set(scope, next)
     if (!previous || previous.version !== this.version) return []
-
-    const found: Instability[] = []
-    for (const section of assembly.sections) {
-      const before = previous.sections.get(section.name)
-      if (before === undefined || before === section.text) continue
-      const declared = section.stability === 'session' ? 'session-stable' : 'static'
-      const subject = `prompt section "${section.name}" (plugin "${section.owner}", ${declared})`
-      found.push({
-        subject,
-        severe: section.stability !== 'session',
-        message:
-          `${subject} changed between two assemblies with no registration change: ${difference(before, section.text)}. ` +
-          (section.stability === 'session'
-            ? 'Each change moves the cached system prefix; re-register the section when its source changes, or move what changes into a runtime context (ctx.systemPrompt.context).'
-            : 'A static section must render the same text every time: move what changes into a runtime context (ctx.systemPrompt.context), or declare stability "session" if it follows outside content.'),
-      })
-    }
-    for (const [name, info] of Object.entries(assembly.variableInfo)) {
-      if (info.stability === 'step' || !previous.variables.has(name)) continue
-      const before = previous.variables.get(name)
-      const after = assembly.variables[name]
-      if (before === after) continue
-      const subject = `prompt variable "{{${name}}}" (plugin "${info.owner}", ${info.stability}-stable)`
-      found.push({
-        subject,
-        severe: true,
-        message:
-          `${subject} changed between two assemblies with no registration change: ${difference(before ?? '', after ?? '')}. ` +
-          `A value that changes between steps must be registered with { stability: 'step' } and used in runtime contexts only.`,
-      })
-    }
-    return found
+    return changes(previous, assembly)
   }
+}
+
+/**
+ * What changed on its own between two assemblies of one scope with no
+ * registration change in between (`loom prompt` assembles twice and asks), in
+ * the words of the check.
+ */
+export function findInstabilities(before: PromptAssembly, after: PromptAssembly): Instability[] {
+  return changes(textsOf(before), after)
+}
+
+function textsOf(assembly: PromptAssembly): Texts {
+  return {
+    sections: new Map(assembly.sections.map(section => [section.name, section.text])),
+    variables: new Map(Object.entries(assembly.variables)),
+  }
+}
+
+function changes(previous: Texts, assembly: PromptAssembly): Instability[] {
+  const found: Instability[] = []
+  for (const section of assembly.sections) {
+    const before = previous.sections.get(section.name)
+    if (before === undefined || before === section.text) continue
+    const declared = section.stability === 'session' ? 'session-stable' : 'static'
+    const subject = `prompt section "${section.name}" (plugin "${section.owner}", ${declared})`
+    found.push({
+      subject,
+      kind: 'section',
+      name: section.name,
+      owner: section.owner,
+      severe: section.stability !== 'session',
+      message:
+        `${subject} changed between two assemblies with no registration change: ${difference(before, section.text)}. ` +
+        (section.stability === 'session'
+          ? 'Each change moves the cached system prefix; re-register the section when its source changes, or move what changes into a runtime context (ctx.systemPrompt.context).'
+          : 'A static section must render the same text every time: move what changes into a runtime context (ctx.systemPrompt.context), or declare stability "session" if it follows outside content.'),
+    })
+  }
+  for (const [name, info] of Object.entries(assembly.variableInfo)) {
+    if (info.stability === 'step' || !previous.variables.has(name)) continue
+    const before = previous.variables.get(name)
+    const after = assembly.variables[name]
+    if (before === after) continue
+    const subject = `prompt variable "{{${name}}}" (plugin "${info.owner}", ${info.stability}-stable)`
+    found.push({
+      subject,
+      kind: 'variable',
+      name,
+      owner: info.owner,
+      severe: true,
+      message:
+        `${subject} changed between two assemblies with no registration change: ${difference(before ?? '', after ?? '')}. ` +
+        `A value that changes between steps must be registered with { stability: 'step' } and used in runtime contexts only.`,
+    })
+  }
+  return found
 }
 
 /** `first difference at character 12: "…at 10:01:02" became "…at 10:01:03"` */

@@ -1,6 +1,6 @@
 import type { AgentRef, ScopeKey } from '@loom/scope'
 import type { Omission } from './allocate.ts'
-import type { Conflict } from './conflicts.ts'
+import type { Asserted, Conflict } from './conflicts.ts'
 
 /**
  * How often a contribution may change. `static`: fixed for the deployment;
@@ -54,8 +54,11 @@ export interface Provenance {
   readonly priority?: number
   /** The model can fetch it again with a tool (a skill, a file): under a category budget it gives way first. */
   readonly recoverable?: boolean
-  /** Rules it asserts (`{ indentation: 'tabs' }`): two entries asserting different values get a `[context-conflict]` notice. */
-  readonly asserts?: Readonly<Record<string, string>> | ((context: AssembleContext) => Readonly<Record<string, string>> | undefined)
+  /**
+   * Rules it asserts (`{ 'package-manager': 'pnpm' }`, or `{ value, from }` naming the file a value was read from):
+   * two entries asserting different values get a `[context-conflict]` notice.
+   */
+  readonly asserts?: Readonly<Record<string, Asserted>> | ((context: AssembleContext) => Readonly<Record<string, Asserted>> | undefined)
   /** ms since the epoch after which it is left out of every assembly (with a warning). */
   readonly expiresAt?: number
   /** What the entry left out of its own text (records over its budget, old memories): named in the one budget notice. */

@@ -2,7 +2,7 @@
 // assemblies of one scope with no registration change in between is caught,
 // named with its plugin and the first differing characters.
 import { describe, expect, it } from 'vitest'
-import { difference } from '@loom/system-prompt'
+import { difference, findInstabilities, PromptUnstableError } from '@loom/system-prompt'
 import { root } from './helpers.ts'
 
 /** A text that changes at every call, as a clock would. */
@@ -20,6 +20,35 @@ describe('stability check', () => {
     await h.asm(scope.key)
     await expect(h.asm(scope.key)).rejects.toThrow(
       'prompt section "clock:now" (plugin "clock", static) changed between two assemblies with no registration change: first difference at character 11: "It is tick 1" became "It is tick 2". A static section must render the same text every time',
+    )
+  })
+
+  it('the failure is a PromptUnstableError with code PROMPT_UNSTABLE, carrying the contribution and its plugin', async () => {
+    const h = await root({ stabilityCheck: 'error' })
+    const plugin = await h.plugin('clock')
+    plugin.systemPrompt.section({ name: 'clock:now', order: 10, text: ticking('It is tick') })
+    const scope = h.mint()
+    await h.asm(scope.key)
+    const error = await h.asm(scope.key).catch((caught: unknown) => caught)
+    expect(error).toBeInstanceOf(PromptUnstableError)
+    expect(error).toMatchObject({ code: 'PROMPT_UNSTABLE', instability: { kind: 'section', name: 'clock:now', owner: 'clock', severe: true } })
+  })
+
+  it('findInstabilities compares two assemblies in the same words, without a mode or a baseline', async () => {
+    const h = await root({ stabilityCheck: 'off' })
+    const plugin = await h.plugin('clock')
+    plugin.systemPrompt.section({ name: 'clock:now', order: 10, text: ticking('It is tick') })
+    plugin.systemPrompt.section({ name: 'rules:file', order: 20, stability: 'session', text: ticking('rule') })
+    plugin.systemPrompt.variable('nanos', ticking('n'))
+    const scope = h.mint()
+    const found = findInstabilities(await h.asm(scope.key), await h.asm(scope.key))
+    expect(found.map(({ kind, name, owner, severe }) => ({ kind, name, owner, severe }))).toEqual([
+      { kind: 'section', name: 'clock:now', owner: 'clock', severe: true },
+      { kind: 'section', name: 'rules:file', owner: 'clock', severe: false },
+      { kind: 'variable', name: 'nanos', owner: 'clock', severe: true },
+    ])
+    expect(found[0].message).toBe(
+      'prompt section "clock:now" (plugin "clock", static) changed between two assemblies with no registration change: first difference at character 11: "It is tick 1" became "It is tick 2". A static section must render the same text every time: move what changes into a runtime context (ctx.systemPrompt.context), or declare stability "session" if it follows outside content.',
     )
   })
 

@@ -5,6 +5,17 @@ import type { ToolExecutionResult } from './types.ts'
 // With no host secret known, credentials recognized by their shape (a GitHub token, a private key) still go.
 const shapesOnly = createRedactor([], { contextual: false })
 
+/** The redactor of tool results, read at each use (the host's secrets may change). */
+function resultRedactor(): (text: string) => string {
+  // Only the secrets themselves: the model edits files from what it read, so nothing else may move.
+  return hostRedactor({ contextual: false }) ?? shapesOnly
+}
+
+/** `text` redacted as a tool result's text is (see `redactResult`): for what a tool keeps beside its result, such as an artifact. */
+export function redactText(text: string): string {
+  return resultRedactor()(text)
+}
+
 /**
  * The result with every secret value of the host (its environment's, and those
  * registered from files), and every credential recognized by its shape, replaced
@@ -14,8 +25,7 @@ const shapesOnly = createRedactor([], { contextual: false })
  * was found.
  */
 export function redactResult(result: ToolExecutionResult): ToolExecutionResult {
-  // Only the secrets themselves: the model edits files from what it read, so nothing else may move.
-  const redactor = hostRedactor({ contextual: false }) ?? shapesOnly
+  const redactor = resultRedactor()
   let changed = false
   const text = (value: string) => {
     const out = redactor(value)

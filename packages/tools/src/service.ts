@@ -6,6 +6,7 @@ import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Approvals, type ToolFacts } from './approval.ts'
+import { Artifacts, MemoryArtifactStorage, type ArtifactLimits, type ArtifactStorage } from './artifacts.ts'
 import { DEFAULT_DECISION, parseArguments, ToolCallRun, type CallHost } from './call.ts'
 import { compileTool, TOOL_EFFECTS, type CompiledTool } from './define.ts'
 import { CREDENTIAL_STORES, protectedDecision, protectionOf, resolveProtected, type ProtectedPath } from './protect.ts'
@@ -112,6 +113,18 @@ export class ToolRuntime extends Service {
       .description(
         'Paths tools may read although denyRead or a default credential store covers them (relative to the project folder, or ~/...), e.g. ~/.ssh/known_hosts, or ~/.config/gh for gh in the sandbox. The nearest rule decides.',
       ),
+    artifacts: Schema.object({
+      maxBytes: Schema.natural()
+        .min(1)
+        .default(2 * 1024 * 1024)
+        .description(
+          'Bytes one artifact keeps at most: the whole output of a tool call over its limit (bash, grep, web_fetch, MCP tools), which the model reads back with `read`. A longer output keeps its head and tail.',
+        ),
+      sessionMaxBytes: Schema.natural()
+        .min(1)
+        .default(10 * 1024 * 1024)
+        .description("Bytes of artifacts one session keeps at most, in the session's store; past it the oldest are removed first."),
+    }).description('Long tool output kept whole with the session (artifacts).'),
   }) as Schema<ToolRuntimeConfig>
 
   private readonly layers: ScopedLayers<ToolLayer>
@@ -120,9 +133,21 @@ export class ToolRuntime extends Service {
   private readonly readRuleSets = { deny: new Set<ReadRule>(), allow: new Set<ReadRule>() }
   /** The rules as one frozen snapshot, rebuilt after a change: tools check every call against it. */
   private readRuleCache: ReadRules | undefined
+  /**
+   * Long tool output kept whole with the calling session (see `@loom/tools/artifacts`): in the
+   * session store's `artifacts` (`ctx.sessionPersistence.artifacts`), else in this process's memory
+   * until the session is disposed.
+   */
+  readonly artifacts: Artifacts
 
   constructor(ctx: Context, config: Partial<ToolRuntimeConfig> = {}) {
     super(ctx, 'tools')
+    const memory = new MemoryArtifactStorage()
+    // Looked up at each use: the session store may come (or be reloaded) after the runtime.
+    const storage = () => (ctx.get('sessionPersistence' as never) as { artifacts?: ArtifactStorage } | undefined)?.artifacts ?? memory
+    this.artifacts = new Artifacts(storage, { ...DEFAULT_ARTIFACT_LIMITS, ...config.artifacts })
+    // `session/disposed` is declared by @loom/session, which this package does not depend on.
+    ;(ctx.on as (name: string, listener: (session: { id: string }) => void) => () => void)('session/disposed', session => memory.drop(session.id))
     this.layers = new ScopedLayers(
       scope => new ToolLayer(scope !== undefined),
       () => this.notify(undefined, 'tools/change', []),
@@ -419,7 +444,10 @@ export interface ToolRuntimeConfig {
   protect: string[]
   denyRead: string[]
   allowRead: string[]
+  artifacts: ArtifactLimits
 }
+
+const DEFAULT_ARTIFACT_LIMITS: ArtifactLimits = { maxBytes: 2 * 1024 * 1024, sessionMaxBytes: 10 * 1024 * 1024 }
 
 /** A configured path: `~/` is the home folder, a relative one is relative to the project folder (the context's base URL). */
 function configuredPath(path: string, baseUrl: string | undefined): string {

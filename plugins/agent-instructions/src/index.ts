@@ -1,7 +1,7 @@
 import { join, relative, resolve, sep } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import type { AssembleContext, PromptSource } from '@loom/system-prompt'
+import { type AssembleContext, frontMatterAsserts, type PromptSource } from '@loom/system-prompt'
 import { createHash } from 'node:crypto'
 import { directoryChain, FileCache, findGitRoot } from './files.ts'
 import { compileKeepPatterns } from './markdown.ts'
@@ -12,8 +12,8 @@ export const inject = ['systemPrompt']
 
 /** The section this plugin registers. */
 export const SECTION = 'instructions:project'
-/** Policy band (1..99): after persona and policy modes, right before tool guidance; see the README. */
-export const ORDER = 90
+/** Session-stable band (300..399), last: after every static section, so an edit re-sends the least; see the README. */
+export const ORDER = 320
 
 export const DEFAULT_KEEP_HEADINGS = [
   'rules?',
@@ -68,11 +68,12 @@ export function apply(ctx: Context, config: Config) {
   const maxBytes = config.maxBytes ?? 32768
   const keep = compileKeepPatterns(config.keepHeadings ?? DEFAULT_KEEP_HEADINGS)
   const cache = new FileCache(config.maxFileBytes ?? 1048576)
-  // The rendered text and source of the last few file sets, keyed by every path and version.
-  const rendered = new Map<string, { text: string; source: PromptSource | undefined }>()
+  const logger = ctx.logger('agent-instructions')
+  // The rendered text, source and asserts of the last few file sets, keyed by every path and version.
+  const rendered = new Map<string, Rendered>()
 
-  // Text and source are asked for separately in one assembly: the files are looked at once.
-  const assemblies = new WeakMap<AssembleContext, { text: string; source: PromptSource | undefined }>()
+  // Text, source and asserts are asked for separately in one assembly: the files are looked at once.
+  const assemblies = new WeakMap<AssembleContext, Rendered>()
   const current = (context: AssembleContext) => {
     let seen = assemblies.get(context)
     if (!seen) assemblies.set(context, (seen = look(context)))
@@ -102,7 +103,7 @@ export function apply(ctx: Context, config: Config) {
     const key = stamps.join('\n')
     let result = rendered.get(key)
     if (result === undefined) {
-      result = { text: renderInstructions(found, maxBytes, keep), source: sourceOf(found) }
+      result = { text: renderInstructions(found, maxBytes, keep), source: sourceOf(found), asserts: assertsOf(found, message => logger.warn(message)) }
       if (rendered.size >= 64) rendered.clear()
       rendered.set(key, result)
     }
@@ -119,7 +120,30 @@ export function apply(ctx: Context, config: Config) {
     category: 'instructions',
     text: context => current(context).text,
     source: context => current(context).source,
+    asserts: context => current(context).asserts,
   })
+}
+
+interface Rendered {
+  text: string
+  source: PromptSource | undefined
+  asserts: Record<string, { value: string; from: string }>
+}
+
+/**
+ * The rules the files' front matter asserts (`asserts:`, see the README), each
+ * with the file it was read from; a deeper file is more specific and wins. A line
+ * that cannot be read is warned about once per version of the file (the render is cached).
+ */
+function assertsOf(found: readonly FoundFile[], warn: (message: string) => void): Rendered['asserts'] {
+  const asserts: Rendered['asserts'] = {}
+  for (const file of found) {
+    if (file.read.kind !== 'text') continue
+    const declared = frontMatterAsserts(file.read.text)
+    for (const problem of declared.problems) warn(`${file.label}: ${problem} (its asserts are read from front matter, see the @loom/agent-instructions README)`)
+    for (const [rule, value] of Object.entries(declared.asserts)) asserts[rule] = { value, from: file.label }
+  }
+  return asserts
 }
 
 /** The files read, for the manifest: their labels, one sha256 over their contents, and the newest change. */

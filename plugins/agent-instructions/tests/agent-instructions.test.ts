@@ -47,7 +47,7 @@ async function instructions(mounted: { delta(options?: { cwd?: string }): Promis
 }
 
 describe('the prompt delta', () => {
-  test('one AGENTS.md: a session-stable section at order 90, no variables', async () => {
+  test('one AGENTS.md: a session-stable section at order 320, no variables', async () => {
     const root = tree({ '.git': null, 'AGENTS.md': '# Acme\n\nUse pnpm, never npm.\n' })
     const h = await host(root)
     const mounted = await h.mount(plugin)
@@ -55,7 +55,7 @@ describe('the prompt delta', () => {
       sections: [
         {
           name: 'instructions:project',
-          order: 90,
+          order: 320,
           stability: 'session',
           text: section(block('AGENTS.md', '# Acme\n\nUse pnpm, never npm.')),
           rendered: section(block('AGENTS.md', '# Acme\n\nUse pnpm, never npm.')),
@@ -75,7 +75,9 @@ describe('the prompt delta', () => {
     const root = tree({ '.git': null, 'README.md': '# not instructions' })
     const h = await host(root)
     const mounted = await h.mount(plugin)
-    expect((await mounted.delta()).sections).toEqual([{ name: 'instructions:project', order: 90, stability: 'session', literal: true, text: '', rendered: '' }])
+    expect((await mounted.delta()).sections).toEqual([
+      { name: 'instructions:project', order: 320, stability: 'session', literal: true, text: '', rendered: '' },
+    ])
     h.scriptedModel(['ok'])
     const run = await h.run('hi')
     expect(run.requests[0].system).toBe('You are an AI agent powered by Loom.')
@@ -395,5 +397,54 @@ describe('provenance', () => {
       category: 'instructions',
       source: { path: 'AGENTS.md, pkg/AGENTS.md', sha256: hash, modifiedAt: 2_000_000 },
     })
+  })
+})
+
+describe('asserts', () => {
+  test('the front matter of an AGENTS.md asserts rules, a deeper file winning; a memory saying otherwise gets a [context-conflict] line that follows the file', async () => {
+    const cwd = tree({
+      '.git': null,
+      'AGENTS.md': '---\nasserts:\n  package-manager: pnpm\n  indentation: tabs\n---\n# Acme\n',
+      'pkg/AGENTS.md': '---\nasserts:\n  indentation: spaces\n---\n# The package\n',
+    })
+    const h = await host(join(cwd, 'pkg'))
+    await h.mount(plugin)
+    await h.mount({
+      name: 'old-memory',
+      inject: ['systemPrompt'],
+      apply: ctx =>
+        ctx.systemPrompt.context({
+          name: 'memory',
+          order: 31,
+          text: 'npm, tabs',
+          trust: 'user-confirmed',
+          asserts: { 'package-manager': 'npm', indentation: 'tabs' },
+        }),
+    })
+    const agent = h.agent(join(cwd, 'pkg'))
+    const assembly = await h.ctx.systemPrompt.assemble({ agent, scope: agent })
+    expect(assembly.conflicts?.map(conflict => [conflict.rule, conflict.follow?.value, conflict.follow?.from])).toEqual([
+      ['indentation', 'spaces', 'pkg/AGENTS.md'],
+      ['package-manager', 'pnpm', 'AGENTS.md'],
+    ])
+    expect(assembly.contexts.find(context => context.name === 'context:conflicts')?.text.split('\n')[1]).toBe(
+      '[context-conflict] "package-manager": AGENTS.md says "pnpm" (repository; section "instructions:project" (plugin "@loom/agent-instructions")); context "memory" (plugin "old-memory") says "npm" (user-confirmed). Follow AGENTS.md: "pnpm" (repository, ranked first), unless the user says otherwise in this conversation: the user\'s word outranks all of these. Say which you follow before you act on it.',
+    )
+    // The file reaches the model as written, front matter and all.
+    expect(assembly.sections.find(s => s.name === 'instructions:project')?.text).toContain(
+      '<instructions file="AGENTS.md">\n---\nasserts:\n  package-manager: pnpm',
+    )
+  })
+
+  test('a front matter it cannot read is named in one warning, with the file', async () => {
+    const cwd = tree({ '.git': null, 'AGENTS.md': '---\nasserts:\n  pnpm\n---\n# Acme\n' })
+    const h = await host(cwd)
+    await h.mount(plugin)
+    const agent = h.agent()
+    await h.ctx.systemPrompt.assemble({ agent, scope: agent })
+    await h.ctx.systemPrompt.assemble({ agent, scope: agent })
+    expect(h.logs.filter(log => log.type === 'warn').map(log => log.text)).toEqual([
+      'AGENTS.md: line 3: "pnpm" is not "rule: value" (its asserts are read from front matter, see the @loom/agent-instructions README)',
+    ])
   })
 })

@@ -59,6 +59,8 @@ export interface CompactionConfig {
   summarizationModel: string
   /** Recoveries from a context-overflow failure (`agent/request-error`) allowed per step. */
   maxOverflowRetries: number
+  /** Share of the prompt row's tool-results cap that a crossing of the cap prunes down to. */
+  toolResultsLowWater: number
   pruner: PrunerConfig
 }
 
@@ -76,6 +78,9 @@ const CompactionSchema: Schema<CompactionConfig> = Schema.object({
   maxOverflowRetries: Schema.natural()
     .default(1)
     .description('Compactions (then a retry of the request) after a context-overflow failure, per step; 0 turns the reaction off.'),
+  toolResultsLowWater: ratio(0.5).description(
+    "When the history's tool results pass the prompt row's tool-results cap, the oldest are stubbed until they fill at most this share of it; 1 stubs just enough (then nearly every step rewrites the history).",
+  ),
   pruner: Schema.object({
     thresholdChars: Schema.natural()
       .min(1)
@@ -211,11 +216,14 @@ export class Compaction extends Service {
     }
   }
 
-  /** Replaces the older tool results of the history that exceed the prompt row's tool-results cap, if it sets one. */
+  /**
+   * When the history's tool results pass the prompt row's tool-results cap (if it
+   * sets one), replaces the oldest down to `toolResultsLowWater` of it.
+   */
   keepToolResultsInBudget(agent: Agent): PruneReport | undefined {
     const cap = this.home.get('systemPrompt')?.config.budgets?.categories?.['tool-results']?.cap
     if (cap === undefined) return undefined
-    const report = pruneToBudget(agent.session, cap)
+    const report = pruneToBudget(agent.session, cap, Math.floor(cap * this.config.toolResultsLowWater))
     if (report.pruned.length)
       this.logger.debug('agent %s: %d tool results left out by the tool-results budget (%d chars)', agent.id, report.pruned.length, report.charsRemoved)
     return report

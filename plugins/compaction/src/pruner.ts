@@ -116,26 +116,31 @@ export function budgetStub(chars: number): string {
 const STUB = /^\[This tool result \(\d+ characters\) was left out to stay within the tool-results budget\./
 
 /**
- * Keeps the tool results of the history within `maxChars` together: the newest
- * stay, and older ones that do not fit are replaced by a stub that says so (the
- * newest result always stays, whatever its size; the pruner's head and tail
- * handle a huge one).
+ * Keeps the tool results of the history within `maxChars` together, with
+ * hysteresis: while their total is within the cap nothing changes; when it is
+ * over, the oldest are replaced by a stub that says so until the total is at most
+ * `lowWaterChars`. The history is then rewritten only at a crossing, not at every
+ * step once the cap is reached, and the provider's cached prefix survives in
+ * between. Stateless: a stub counts at its own size, so the same history always
+ * gives the same answer (a resumed session too). The newest result always stays,
+ * whatever its size (the pruner's head and tail handle a huge one), and so does
+ * one no longer than its stub would be.
  */
-export function pruneToBudget(session: Session, maxChars: number): PruneReport {
+export function pruneToBudget(session: Session, maxChars: number, lowWaterChars: number = maxChars): PruneReport {
   const report: PruneReport = { pruned: [], charsRemoved: 0 }
-  const seqs = toolResults(session)
-  let used = 0
-  const over: number[] = []
-  for (let i = seqs.length - 1; i >= 0; i--) {
-    const content = (session.eventAt(seqs[i]) as SessionEvent<'tool/result'>).data.message.content[0].content
-    const chars = measureContent(content)
-    const stub = content.length === 1 && content[0].type === 'text' && STUB.test(content[0].text)
-    if (stub || i === seqs.length - 1 || used + chars <= maxChars) used += chars
-    else over.push(seqs[i])
-  }
-  for (const seq of over.reverse()) {
+  const results = toolResults(session).map(seq => {
     const content = (session.eventAt(seq) as SessionEvent<'tool/result'>).data.message.content[0].content
-    replaceResult(session, seq, [{ type: 'text', text: budgetStub(measureContent(content)) }], report)
+    const stubbed = content.length === 1 && content[0].type === 'text' && STUB.test(content[0].text)
+    return { seq, chars: measureContent(content), stubbed }
+  })
+  let total = results.reduce((sum, result) => sum + result.chars, 0)
+  if (total <= maxChars) return report
+  for (const { seq, chars, stubbed } of results.slice(0, -1)) {
+    if (total <= lowWaterChars) break
+    const stub = budgetStub(chars)
+    if (stubbed || chars <= stub.length) continue
+    replaceResult(session, seq, [{ type: 'text', text: stub }], report)
+    total -= chars - stub.length
   }
   return report
 }

@@ -1,5 +1,5 @@
 import { createAssistantMessage, createToolResultMessage, estimateMessage, userText, type ContentBlock, type ToolResultMessage } from '@loom/llm'
-import { Session, type SessionEventMap } from '@loom/session'
+import { prefixReuse, Session, type SessionEventMap } from '@loom/session'
 import { createHost, type Host } from '@loom/testkit'
 import { afterEach, describe, expect, it } from 'vitest'
 import * as compaction from '../src/index.ts'
@@ -7,6 +7,14 @@ import { budgetStub, measureContent, PRUNE_MARKER, PRUNE_MARKER_LENGTH, pruneCon
 import { defineTool } from '@loom/tools'
 
 const text = (value: string): ContentBlock => ({ type: 'text', text: value })
+
+/** A tool that returns `n` characters. */
+const dumpTool = defineTool<{ n: number }>({
+  name: 'dump',
+  description: 'Dumps n characters.',
+  parameters: { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] },
+  execute: ({ n }) => 'd'.repeat(n),
+})
 
 describe('pruneContent', () => {
   it('keeps 4096 code points of head and 1024 of tail around the marker by default', () => {
@@ -169,6 +177,84 @@ describe('the plugin', () => {
   })
 })
 
+describe('pruneToBudget', () => {
+  /** Appends one step: the assistant's call, then its result with `body`. */
+  function addStep(session: Session, body: string) {
+    const callId = `c${session.seq}`
+    const call = { type: 'tool-call' as const, id: callId, name: 'read', arguments: '{}' }
+    const message = createAssistantMessage({ content: [call], source: { provider: 'p', model: 'm' } })
+    session.append('assistant/message', { turn: 1, step: 1, message }, { surfaceOp: 'append' })
+    const callEvent = session.append('tool/call', { turn: 1, step: 1, callId, name: 'read', arguments: '{}' })
+    const result = createToolResultMessage({ callId, content: [text(body)] })
+    return session.append('tool/result', { turn: 1, step: 1, message: result }, { surfaceOp: 'append', sourceEventSeqs: [callEvent.seq] }).seq
+  }
+  function sessionOf(...bodies: string[]) {
+    const session = Session.create('s')
+    session.append('user/message', userText('go'), { surfaceOp: 'append' })
+    return { session, seqs: bodies.map(body => addStep(session, body)) }
+  }
+  const history = (session: Session) => session.deriveMessages().map(message => JSON.stringify(message))
+  const resultTexts = (session: Session) =>
+    session
+      .deriveMessages()
+      .flatMap(message =>
+        message.content.flatMap(block => (block.type === 'tool-result' ? block.content.map(part => (part.type === 'text' ? part.text : '')) : [])),
+      )
+  const kilo = (letter: string) => letter.repeat(1000)
+  const STUB_1000 = budgetStub(1000)
+
+  it('changes nothing within the cap; over it, stubs the oldest results until the total is at most the low-water mark', () => {
+    const { session, seqs } = sessionOf(kilo('a'), kilo('b'), kilo('c'), kilo('d'), kilo('e'))
+    const before = session.seq
+    expect(pruneToBudget(session, 5000, 2500)).toEqual({ pruned: [], charsRemoved: 0 })
+    expect(session.seq).toBe(before)
+
+    seqs.push(addStep(session, kilo('f')))
+    // 6000 > 5000: each stub saves 1000 - STUB_1000.length; four bring the total to 2496 <= 2500.
+    const report = pruneToBudget(session, 5000, 2500)
+    expect(report.pruned.map(p => p.originalSeq)).toEqual(seqs.slice(0, 4))
+    expect(report.charsRemoved).toBe(4 * (1000 - STUB_1000.length))
+    expect(resultTexts(session)).toEqual([STUB_1000, STUB_1000, STUB_1000, STUB_1000, kilo('e'), kilo('f')])
+  })
+
+  it('between two crossings the history only grows, and a crossing leaves the earlier stubs as they were', () => {
+    const { session } = sessionOf(kilo('a'), kilo('b'), kilo('c'), kilo('d'), kilo('e'), kilo('f'))
+    expect(pruneToBudget(session, 5000, 2500).pruned).toHaveLength(4)
+    const afterFirst = history(session)
+    // 2496 + 1000 and + 2000 stay within the cap: nothing is rewritten.
+    for (const letter of ['g', 'h']) {
+      const earlier = history(session)
+      addStep(session, kilo(letter))
+      expect(pruneToBudget(session, 5000, 2500)).toEqual({ pruned: [], charsRemoved: 0 })
+      expect(history(session).slice(0, earlier.length)).toEqual(earlier)
+    }
+    // 5496 > 5000: the next oldest four go (e to h), the newest stays; a, b, c, d are untouched.
+    addStep(session, kilo('i'))
+    expect(pruneToBudget(session, 5000, 2500).pruned).toHaveLength(4)
+    expect(resultTexts(session)).toEqual([...Array(8).fill(STUB_1000), kilo('i')])
+    const firstChanged = history(session).findIndex((message, i) => message !== afterFirst[i])
+    expect(afterFirst.slice(0, firstChanged).filter(message => message.includes(STUB_1000))).toHaveLength(4)
+    expect(pruneToBudget(session, 5000, 2500)).toEqual({ pruned: [], charsRemoved: 0 })
+  })
+
+  it('with no low-water mark of its own (it is then the cap) stubs just enough, so every further result rewrites the history', () => {
+    const { session } = sessionOf(kilo('a'), kilo('b'), kilo('c'))
+    expect(pruneToBudget(session, 2500).pruned).toHaveLength(1)
+    for (const letter of ['d', 'e', 'f']) {
+      addStep(session, kilo(letter))
+      expect(pruneToBudget(session, 2500).pruned).toHaveLength(1)
+    }
+  })
+
+  it('keeps the newest result whatever its size, and a result no longer than its stub would be', () => {
+    const { session, seqs } = sessionOf('ok', kilo('a'), 'x'.repeat(3000))
+    const report = pruneToBudget(session, 1000, 0)
+    expect(report.pruned.map(p => p.originalSeq)).toEqual([seqs[1]])
+    expect(resultTexts(session)).toEqual(['ok', STUB_1000, 'x'.repeat(3000)])
+    expect(pruneToBudget(session, 1000, 0)).toEqual({ pruned: [], charsRemoved: 0 })
+  })
+})
+
 describe('the tool-results budget', () => {
   let host: Host
   afterEach(() => host?.dispose())
@@ -176,14 +262,7 @@ describe('the tool-results budget', () => {
   it("older results beyond the prompt row's tool-results cap are replaced by a stub saying so; the newest always stays", async () => {
     host = await createHost({ prompt: { budgets: { categories: { 'tool-results': { cap: 2500 } } } } })
     await host.mount(compaction.default, { auto: false })
-    host.ctx.tools.register(
-      defineTool<{ n: number }>({
-        name: 'dump',
-        description: 'Dumps n characters.',
-        parameters: { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] },
-        execute: ({ n }) => 'd'.repeat(n),
-      }),
-    )
+    host.ctx.tools.register(dumpTool)
     host.scriptedModel([
       { toolCalls: [{ name: 'dump', arguments: { n: 1000 } }] },
       { toolCalls: [{ name: 'dump', arguments: { n: 1200 } }] },
@@ -198,6 +277,32 @@ describe('the tool-results budget', () => {
     expect(stubbed).toContain('[This tool result (1000 characters) was left out to stay within the tool-results budget. Call the tool again if you need it.]')
     // In the log: each replacement follows the compaction/prune that shadows the original.
     expect(run.events.filter(event => event.type === 'compaction/prune')).toHaveLength(2)
+  })
+
+  it('over a session the history is rewritten only when the results cross the cap, not at every step once it is reached', async () => {
+    /** The 1-based numbers of the requests that do not extend the one before (the provider's cached prefix breaks there). */
+    async function rewrites(config: object) {
+      host = await createHost({ prompt: { budgets: { categories: { 'tool-results': { cap: 3000 } } } } })
+      await host.mount(compaction.default, { auto: false, ...config })
+      host.ctx.tools.register(dumpTool)
+      host.scriptedModel([...Array.from({ length: 12 }, () => ({ toolCalls: [{ name: 'dump', arguments: { n: 500 } }] })), 'Done.'])
+      const { requests } = await host.run('dump twelve times')
+      expect(requests).toHaveLength(13)
+      await host.dispose()
+      return requests.flatMap((request, i) => (i > 0 && prefixReuse(requests[i - 1], request) < 1 ? [i + 1] : []))
+    }
+    // Request 8 carries 7 results (3500 > 3000): down to 1500, stubs and all; the next crossing is at request 12.
+    expect(await rewrites({})).toEqual([8, 12])
+    // Pruning just enough rewrites every request from the first crossing on.
+    expect(await rewrites({ toolResultsLowWater: 1 })).toEqual([8, 9, 10, 11, 12, 13])
+  })
+
+  it('takes toolResultsLowWater as a share of the cap, 0 to 1', async () => {
+    host = await createHost()
+    expect((await host.mount(compaction.default, { auto: false })).ctx.compaction.config.toolResultsLowWater).toBe(0.5)
+    await host.dispose()
+    host = await createHost()
+    await expect(host.mount(compaction.default, { toolResultsLowWater: 1.5 })).rejects.toThrow(/toolResultsLowWater/)
   })
 
   it('without a tool-results cap nothing is replaced', async () => {

@@ -3,8 +3,10 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { AssembleContext } from '@loom/system-prompt'
 import { GitRunner, readGitState, type GitState } from './git.ts'
+import { PackageJsonCache, readProjectFacts, type ProjectFacts } from './project.ts'
 
 export { GitRunner, mayBeInRepository, readGitState, type GitState } from './git.ts'
+export { LOCKFILES, PackageJsonCache, readProjectFacts, testCommand, type ProjectFacts } from './project.ts'
 
 export const name = '@loom/context-workspace'
 export const inject = ['systemPrompt']
@@ -28,7 +30,7 @@ export const Config: Schema<Config> = Schema.object({
 }) as Schema<Config>
 
 /** The exact text of the context. */
-export function workspaceText(cwd: string, git?: GitState): string {
+export function workspaceText(cwd: string, git?: GitState, project: ProjectFacts = {}): string {
   const lines = [`Working directory: ${cwd}`]
   const where =
     git?.branch !== undefined
@@ -44,7 +46,18 @@ export function workspaceText(cwd: string, git?: GitState): string {
         : `${git.changed} ${git.changed === 1 ? 'file' : 'files'} changed or untracked`
   const facts = [where, tree].filter(Boolean)
   if (git && facts.length) lines.push(`Git: ${facts.join(', ')}`)
+  if (project.packageManager) lines.push(`Package manager: ${project.packageManager.name} (${project.packageManager.from})`)
+  else if (project.lockfiles) lines.push(`Package manager: unclear, lockfiles of several managers (${project.lockfiles.join(', ')})`)
+  if (project.test) lines.push(`Tests: ${project.test.command} (${project.test.from})`)
   return lines.join('\n')
+}
+
+/** The rules the project's files assert: a memory or an instruction saying otherwise gets a `[context-conflict]` line. */
+export function projectAsserts(project: ProjectFacts): Record<string, { value: string; from: string }> {
+  return {
+    ...(project.packageManager && { 'package-manager': { value: project.packageManager.name, from: project.packageManager.from } }),
+    ...(project.test && { 'test-command': { value: project.test.command, from: project.test.from } }),
+  }
 }
 
 export function apply(ctx: Context, config: Config) {
@@ -52,6 +65,14 @@ export function apply(ctx: Context, config: Config) {
   const owner = ctx.fiber.name
   const runner = new GitRunner(config.git)
   ctx.effect(() => () => runner.dispose(), `${name}: git processes`)
+  // Text, asserts and the listener of one assembly read the project's files once.
+  const packages = new PackageJsonCache()
+  const assemblies = new WeakMap<AssembleContext, ProjectFacts>()
+  const projectOf = (context: AssembleContext) => {
+    let facts = assemblies.get(context)
+    if (!facts) assemblies.set(context, (facts = readProjectFacts(cwdOf(context), packages)))
+    return facts
+  }
 
   // Without git facts; the assemble listener below fills them in. Literal: a
   // directory or branch named `{{x}}` is shown as it is, never interpolated.
@@ -61,7 +82,8 @@ export function apply(ctx: Context, config: Config) {
     stability: 'step',
     literal: true,
     trust: 'workspace',
-    text: context => workspaceText(cwdOf(context)),
+    text: context => workspaceText(cwdOf(context), undefined, projectOf(context)),
+    asserts: context => projectAsserts(projectOf(context)),
   })
 
   // Git state is read fresh for every assembly (every model step), asynchronously.
@@ -71,7 +93,7 @@ export function apply(ctx: Context, config: Config) {
       const cwd = cwdOf(context)
       const git = await readGitState(runner, cwd, config.gitTimeoutMs, context.signal)
       // Only the text changes: the entry stays literal.
-      entry.text = workspaceText(cwd, git)
+      entry.text = workspaceText(cwd, git, projectOf(context))
     }
     return next()
   })

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { userText } from '@loom/llm'
 import { createHost, type Host } from '@loom/testkit'
 import * as workspace from '../src/index.ts'
-import { GitRunner, mayBeInRepository, readGitState, workspaceText } from '../src/index.ts'
+import { GitRunner, mayBeInRepository, PackageJsonCache, readGitState, readProjectFacts, workspaceText } from '../src/index.ts'
 
 let base: string
 let host: Host
@@ -71,6 +71,83 @@ describe('workspaceText', () => {
     )
     expect(workspaceText('/w', { branch: 'main' })).toBe('Working directory: /w\nGit: branch main')
     expect(workspaceText('/w', {})).toBe('Working directory: /w')
+  })
+})
+
+describe('what the project files say: package manager and test command', () => {
+  const facts = (cwd: string) => readProjectFacts(cwd, new PackageJsonCache())
+  const files = (root: string, entries: Record<string, string>) => {
+    for (const [path, text] of Object.entries(entries)) {
+      mkdirSync(join(root, path, '..'), { recursive: true })
+      writeFileSync(join(root, path), text)
+    }
+    return root
+  }
+  const scripts = (test?: string, extra: object = {}) => JSON.stringify({ name: 'demo', ...extra, ...(test !== undefined && { scripts: { test } }) })
+
+  it('the lockfile names the manager, and the test script runs through it', () => {
+    for (const [lockfile, manager, command] of [
+      ['pnpm-lock.yaml', 'pnpm', 'pnpm test'],
+      ['package-lock.json', 'npm', 'npm test'],
+      ['yarn.lock', 'yarn', 'yarn test'],
+      ['bun.lockb', 'bun', 'bun run test'],
+      ['bun.lock', 'bun', 'bun run test'],
+    ]) {
+      const cwd = files(dir(), { 'package.json': scripts('vitest run'), [lockfile]: '' })
+      expect(facts(cwd)).toEqual({ packageManager: { name: manager, from: lockfile }, test: { command, from: 'package.json scripts.test' } })
+    }
+  })
+
+  it('packageManager of package.json outranks the lockfile; a package of a monorepo finds both above it', () => {
+    const root = files(dir(), {
+      'package.json': scripts('vitest', { packageManager: 'pnpm@9.1.0' }),
+      'package-lock.json': '',
+      'packages/app/package.json': scripts('node --test'),
+    })
+    expect(facts(join(root, 'packages/app'))).toEqual({
+      packageManager: { name: 'pnpm', from: '../../package.json packageManager' },
+      test: { command: 'pnpm test', from: 'package.json scripts.test' },
+    })
+  })
+
+  it('asserts nothing it cannot know: lockfiles of two managers, no test script, no package.json, a broken one', () => {
+    expect(facts(files(dir(), { 'package.json': scripts(), 'pnpm-lock.yaml': '', 'package-lock.json': '' }))).toEqual({
+      lockfiles: ['pnpm-lock.yaml', 'package-lock.json'],
+    })
+    expect(facts(files(dir(), { 'package.json': scripts('vitest') }))).toEqual({ test: { command: 'npm test', from: 'package.json scripts.test' } })
+    expect(facts(dir())).toEqual({})
+    expect(facts(files(dir(), { 'package.json': '{ "scripts": ', 'yarn.lock': '' }))).toEqual({ packageManager: { name: 'yarn', from: 'yarn.lock' } })
+  })
+
+  it("stops at the repository root: a lockfile above it is not the project's", () => {
+    const outer = files(dir(), { 'pnpm-lock.yaml': '' })
+    const inner = join(outer, 'checkout')
+    mkdirSync(inner)
+    git(inner, 'init', '-q')
+    expect(facts(inner)).toEqual({})
+  })
+
+  it('the context says it and asserts it: a memory saying otherwise gets a [context-conflict] line that follows the lockfile', async () => {
+    await host.mount(workspace)
+    const memory = await host.mount({
+      name: 'old-memory',
+      inject: ['systemPrompt'],
+      apply: ctx =>
+        ctx.systemPrompt.context({ name: 'memory', order: 31, text: 'We use npm.', trust: 'user-confirmed', asserts: { 'package-manager': 'npm' } }),
+    })
+    const cwd = files(dir(), { 'package.json': scripts('vitest run'), 'pnpm-lock.yaml': '' })
+    const agent = host.agent(cwd)
+    const assembly = await host.ctx.systemPrompt.assemble({ agent, scope: agent })
+    expect(assembly.contexts.find(context => context.name === 'runtime:workspace')?.text).toBe(
+      `Working directory: ${cwd}\nPackage manager: pnpm (pnpm-lock.yaml)\nTests: pnpm test (package.json scripts.test)`,
+    )
+    expect(assembly.conflicts?.map(conflict => [conflict.rule, conflict.follow?.value, conflict.follow?.from])).toEqual([
+      ['package-manager', 'pnpm', 'pnpm-lock.yaml'],
+    ])
+    expect(assembly.contexts.find(context => context.name === 'context:conflicts')?.text).toMatch(
+      /^\[context-conflict\] "package-manager": pnpm-lock\.yaml says "pnpm" \(workspace; context "runtime:workspace" \(plugin "@loom\/context-workspace"\)\); context "memory" \(plugin "old-memory"\) says "npm" \(user-confirmed\)\. Follow pnpm-lock\.yaml: "pnpm"/,
+    )
+    await memory.dispose()
   })
 })
 

@@ -7,15 +7,15 @@ import { cleanPart, TOOL_PREFIX } from './mapping.ts'
 import { ServerConnection } from './server.ts'
 
 export { Config, isStdio, type HttpServerConfig, type RestartConfig, type ServerConfig, type StdioServerConfig } from './config.ts'
-export { callResultText, capText, resourceText, toolNames, TOOL_PREFIX } from './mapping.ts'
+export { callResultText, resourceText, toolNames, TOOL_PREFIX } from './mapping.ts'
 export { ServerConnection, type RemoteTool, type ServerStatus } from './server.ts'
 
 export const name = '@loom/mcp'
 export const inject = ['systemPrompt', 'tools']
 
-/** The guidance section: third-party integrations come after the first-party tool guidance (200..299). */
+/** The guidance section: session-stable (it follows the connected servers), so after every static section (300..399). */
 export const SECTION_NAME = 'mcp:servers'
-export const SECTION_ORDER = 250
+export const SECTION_ORDER = 300
 /** The status of every server, a runtime context: it changes between steps. */
 export const CONTEXT_NAME = 'mcp:status'
 export const CONTEXT_ORDER = 60
@@ -76,6 +76,7 @@ export async function apply(ctx: Context, config: Config) {
   const host = {
     config,
     register: (tool: Parameters<Context['tools']['register']>[0]) => ctx.tools.register(tool),
+    artifacts: ctx.tools.artifacts,
     changed: () => syncResourceTool(),
     // Info, not warn: a server that is down is a status the model and `--verbose` see, not a deployment problem.
     log: (message: string) => logger.info(message),
@@ -110,8 +111,8 @@ export async function apply(ctx: Context, config: Config) {
       effects: ['read'],
       async execute(args, exec) {
         const server = servers.find(candidate => candidate.name === args.server)!
-        const read = await server.readResource(args.uri, exec.signal)
-        return { content: read.text, meta: { server: server.name, uri: args.uri, chars: read.chars, omittedChars: read.omitted } }
+        const read = await server.readResource(args.uri, exec)
+        return { content: read.text, meta: { server: server.name, uri: args.uri, ...read.meta } }
       },
     })
     resourceTool = { key, dispose: ctx.tools.register(tool) }

@@ -92,13 +92,3 @@ export function resourceText(result: ReadResourceResult): string {
     })
     .join('\n')
 }
-
-/** At most `max` characters (never half a surrogate pair), with a note saying how much was cut. */
-export function capText(text: string, max: number): { text: string; omitted: number } {
-  if (text.length <= max) return { text, omitted: 0 }
-  let end = max
-  const last = text.charCodeAt(end - 1)
-  if (last >= 0xd800 && last <= 0xdbff) end--
-  const omitted = text.length - end
-  return { text: `${text.slice(0, end)}\n[… ${omitted} more characters not shown: the result is over the limit of ${max} characters]`, omitted }
-}

@@ -15,9 +15,10 @@ import {
   type Resource,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js'
-import { defineTool, ToolTimeoutError, type ToolDefinition } from '@loom/tools'
+import { defineTool, ToolTimeoutError, type ToolDefinition, type ToolRunContext } from '@loom/tools'
+import type { Artifacts } from '@loom/tools/artifacts'
 import { isStdio, type Config, type ServerConfig } from './config.ts'
-import { callResultText, capText, resourceText, toolNames } from './mapping.ts'
+import { callResultText, resourceText, toolNames } from './mapping.ts'
 
 /** Sent as `clientInfo` in `initialize`. */
 const CLIENT_INFO = { name: 'loom', version: '0.1.0' }
@@ -41,6 +42,8 @@ export interface ServerHost {
   config: Config
   /** Registers a tool for the plugin (an effect on its fiber); returns its disposer. */
   register(tool: ToolDefinition): () => void
+  /** Where a result over `maxOutputChars` is kept whole (`ctx.tools.artifacts`). */
+  artifacts: Artifacts
   /** The server's tools, resources or status changed. */
   changed(): void
   log(message: string): void
@@ -243,25 +246,26 @@ export class ServerConnection {
         await this.refreshing
         // `toolResult` is the pre-2024-11-05 result shape; it has no content blocks.
         const text = 'toolResult' in result ? JSON.stringify(result.toolResult, null, 2) : callResultText(result)
-        const capped = capText(text, maxOutputChars)
+        const shown = await this.host.artifacts.shorten(exec, text, { maxChars: maxOutputChars })
         // An error the tool reports is an error result: the model reads `Error: <its text>`.
-        if (result.isError === true) throw new Error(`MCP server "${server}", tool "${tool.name}": ${capped.text}`)
-        return { content: capped.text, meta: { server, tool: tool.name, chars: text.length, omittedChars: capped.omitted } }
+        if (result.isError === true) throw new Error(`MCP server "${server}", tool "${tool.name}": ${shown.text}`)
+        return { content: shown.text, meta: { server, tool: tool.name, chars: text.length, ...keptMeta(shown) } }
       },
     })
   }
 
-  /** Reads a resource of this server, as capped text. */
-  async readResource(uri: string, signal: AbortSignal): Promise<{ text: string; chars: number; omitted: number }> {
+  /** Reads a resource of this server: its text, or head and tail when it is over `maxOutputChars` (the whole kept as an artifact). */
+  async readResource(uri: string, exec: ToolRunContext): Promise<{ text: string; meta: Record<string, string | number> }> {
     const link = this.liveLink()
     const { timeoutMs, maxOutputChars } = this.host.config
+    let text: string
     try {
-      const result = await link.client.readResource({ uri }, { signal, timeout: timeoutMs })
-      const text = resourceText(result)
-      return { ...capText(text, maxOutputChars), chars: text.length }
+      text = resourceText(await link.client.readResource({ uri }, { signal: exec.signal, timeout: timeoutMs }))
     } catch (error) {
       throw this.callError(`resource <${uri}>`, error, link)
     }
+    const shown = await this.host.artifacts.shorten(exec, text, { maxChars: maxOutputChars })
+    return { text: shown.text, meta: { chars: text.length, ...keptMeta(shown) } }
   }
 
   private liveLink(): Link {
@@ -433,4 +437,9 @@ export class ServerConnection {
     // A stdio process that never started has nothing to close (the SDK's close would wait for it).
     if (transport instanceof StreamableHTTPClientTransport) await link.client.close().catch(() => {})
   }
+}
+
+/** What the result's meta says about a cut: characters not shown, and the artifact that keeps them. */
+function keptMeta(shown: { omitted?: { size: number }; reference?: string }): Record<string, string | number> {
+  return { omittedChars: shown.omitted?.size ?? 0, ...(shown.reference !== undefined && { artifact: shown.reference }) }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { TOOL_NAME } from '@loom/tools'
-import { callResultText, capText, toolNames } from '../src/index.ts'
+import { callResultText, toolNames } from '../src/index.ts'
 
 describe('toolNames', () => {
   it('is mcp__<server>__<tool>, other characters becoming _', () => {
@@ -23,11 +23,5 @@ describe('results', () => {
     expect(callResultText({ content: [{ type: 'text', text: '{"sum":5}' }], structuredContent: { sum: 5 } })).toBe('{"sum":5}')
     expect(callResultText({ content: [], structuredContent: { sum: 5 } })).toBe('{\n  "sum": 5\n}')
     expect(callResultText({ content: [] })).toBe('(no content)')
-  })
-
-  it('never cuts a surrogate pair in two', () => {
-    const { text, omitted } = capText('ab😀cd', 3)
-    expect(text.startsWith('ab\n')).toBe(true)
-    expect(omitted).toBe(4)
   })
 })

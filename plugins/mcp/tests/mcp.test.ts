@@ -107,10 +107,17 @@ describe('calls', () => {
     expect(textOf(result)).toBe('Error: MCP server "docs", tool "fail": the widget is broken')
   })
 
-  it('caps the output with a note', async () => {
+  it('shows the head and tail of a result over maxOutputChars and keeps the whole as an artifact', async () => {
     const result = await host.callTool('mcp__docs__big', { chars: 1000 })
-    expect(textOf(result)).toBe(`${'x'.repeat(300)}\n[… 700 more characters not shown: the result is over the limit of 300 characters]`)
-    expect(result.meta).toEqual({ server: 'docs', tool: 'big', chars: 1000, omittedChars: 700 })
+    const [head, notice, tail] = textOf(result).split('\n')
+    expect([head, tail]).toEqual(['x'.repeat(150), 'x'.repeat(150)])
+    const reference =
+      /^\[… part of line 1 not shown \(700 characters\)\. The whole output is kept as (artifact:\/\/\S+): read it with `read` \(path "\1", offset 1\)\.\]$/.exec(
+        notice,
+      )![1]
+    expect(result.meta).toEqual({ server: 'docs', tool: 'big', chars: 1000, omittedChars: 700, artifact: reference })
+    expect(await host.root.tools.artifacts.read({ callId: 'reader', agent: host.agent() }, reference)).toBe('x'.repeat(1000))
+    expect((await host.callTool('mcp__docs__big', { chars: 300 })).meta).toEqual({ server: 'docs', tool: 'big', chars: 300, omittedChars: 0 })
   })
 
   it('times out a call (code TIMEOUT) and cancels it on the server', async () => {

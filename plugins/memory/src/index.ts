@@ -5,7 +5,7 @@ import type { Message } from '@loom/llm'
 import { defineTool } from '@loom/tools'
 import type { AgentRef } from '@loom/scope'
 import type { SessionStore } from '@loom/session'
-import type { AssembleContext, SelfOmission } from '@loom/system-prompt'
+import { type Asserted, type AssembleContext, frontMatterAsserts, type SelfOmission } from '@loom/system-prompt'
 import type {} from '@loom/agent-loop'
 import { FileCache } from './files.ts'
 import { matchEntries, parseIndex } from './select.ts'
@@ -68,6 +68,13 @@ function lastUserTextInLog(sessions: SessionStore, agent: AgentRef): string | un
     if (text !== undefined) return text
   }
   return undefined
+}
+
+/** The records of one step: their text, what was left out, and the rules their front matter asserts. */
+interface Selection {
+  text: string
+  omitted: SelfOmission[]
+  asserts: Record<string, Asserted>
 }
 
 /** Keeps whole lines of `text` within `maxBytes`; the second value is what was left out. */
@@ -147,16 +154,24 @@ export function apply(ctx: Context, config: Config) {
     return state.ignored
   }
 
-  // The records of one assembly: its text, and what was left out (named in the budget notice).
-  const selections = new WeakMap<AssembleContext, { text: string; omitted: SelfOmission[] }>()
+  const logger = ctx.logger('memory')
+  const warned = new Set<string>()
+  const warnOnce = (message: string) => {
+    if (warned.has(message)) return
+    warned.add(message)
+    logger.warn(message)
+  }
+
+  // The records of one assembly: its text, what was left out (named in the budget notice), and the rules they assert.
+  const selections = new WeakMap<AssembleContext, Selection>()
   const records = (context: AssembleContext) => {
     let selection = selections.get(context)
     if (!selection) selections.set(context, (selection = selectRecords(context)))
     return selection
   }
 
-  const selectRecords = (context: AssembleContext): { text: string; omitted: SelfOmission[] } => {
-    const none = { text: '', omitted: [] }
+  const selectRecords = (context: AssembleContext): Selection => {
+    const none = { text: '', omitted: [], asserts: {} }
     const agent = context.agent
     if (ignored(agent)) return none
     const message = agent && (claimed.get(agent) ?? lastUserTextInLog(ctx.sessions, agent))
@@ -168,6 +183,8 @@ export function apply(ctx: Context, config: Config) {
     const omitted: SelfOmission[] = []
     const overBudget = `over the memory record budget of ${maxRecordBytes} bytes`
     const unusable: string[] = []
+    // Rule → value, from the newest record that asserts it.
+    const asserts: Record<string, { value: string; from: string; days: number }> = {}
     const now = Date.now()
     const seen = new Set<string>()
     let used = 0
@@ -210,15 +227,22 @@ export function apply(ctx: Context, config: Config) {
         continue
       }
       used += size
+      const declared = frontMatterAsserts(body)
+      for (const problem of declared.problems)
+        warnOnce(`memory record ${entry.target}: ${problem} (its asserts are read from front matter, see the @loom/memory README)`)
+      for (const [rule, value] of Object.entries(declared.asserts)) {
+        if ((asserts[rule]?.days ?? Infinity) <= days) continue
+        asserts[rule] = { value, from: `memory record ${entry.target} (${days === 0 ? 'written today' : days === 1 ? '1 day old' : `${days} days old`})`, days }
+      }
       blocks.push(
         `<memory-record file="${entry.target}" title="${entry.title.replaceAll('"', "'")}" matched="${words.join(' ')}" age="${days}d">\n${body}\n</memory-record>`,
       )
     }
-    if (!blocks.length && !unusable.length) return { text: '', omitted }
+    if (!blocks.length && !unusable.length) return { text: '', omitted, asserts: {} }
     const parts = ['Memory records relevant to the latest user message (their index line shares a word with it):']
     parts.push(...blocks)
     if (unusable.length) parts.push(`[Not included, could not be used: ${list(unusable)}.]`)
-    return { text: parts.join('\n\n'), omitted }
+    return { text: parts.join('\n\n'), omitted, asserts: Object.fromEntries(Object.entries(asserts).map(([rule, { value, from }]) => [rule, { value, from }])) }
   }
 
   // File text, never a template: a `{{` in the index or a record reaches the model as written.
@@ -233,6 +257,7 @@ export function apply(ctx: Context, config: Config) {
     ...memory,
     text: context => records(context).text,
     omissions: context => records(context).omitted,
+    asserts: context => records(context).asserts,
   })
   ctx.tools.register(
     defineTool({

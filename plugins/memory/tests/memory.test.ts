@@ -271,6 +271,62 @@ test('zero residue after dispose; the contexts are gone', async () => {
   expect(snapshotOf(run.requests[0])).toBeUndefined()
 })
 
+describe('what records assert', () => {
+  const NPM = '---\nasserts:\n  package-manager: npm\n---\nThe user installs with npm.'
+
+  test("a record's front matter asserts rules while it is in the step; the newest record wins; a project file saying otherwise is a [context-conflict]", async () => {
+    const root = tree({
+      '.loom/memory/MEMORY.md': '- [Package manager](records/npm.md): install with npm\n- [Old package manager](records/yarn.md): install with yarn\n',
+      '.loom/memory/records/npm.md': `${NPM}\n`,
+      '.loom/memory/records/yarn.md': '---\nasserts:\n  package-manager: yarn\n---\nWe used yarn.\n',
+    })
+    const old = (Date.now() - 12 * 86_400_000) / 1000
+    utimesSync(join(root, '.loom/memory/records/yarn.md'), old, old)
+    const h = await host(root)
+    await h.mount(plugin)
+    await h.mount({
+      name: 'lockfile',
+      inject: ['systemPrompt'],
+      apply: ctx =>
+        ctx.systemPrompt.context({
+          name: 'lockfile',
+          order: 20,
+          text: 'pnpm',
+          trust: 'workspace',
+          asserts: { 'package-manager': { value: 'pnpm', from: 'pnpm-lock.yaml' } },
+        }),
+    })
+    h.scriptedModel(['ok', 'ok'])
+    const run = await h.run('install the packages')
+    const snapshot = snapshotOf(run.requests[0])!
+    // The record is shown as written, front matter and all.
+    expect(snapshot).toContain(record('records/npm.md', 'Package manager', 'package install', NPM))
+    expect(snapshot).toContain(
+      '[context-conflict] "package-manager": pnpm-lock.yaml says "pnpm" (workspace; context "lockfile" (plugin "lockfile")); memory record records/npm.md (written today) says "npm" (user-confirmed; context "memory:records" (plugin "@loom/memory")). Follow pnpm-lock.yaml: "pnpm"',
+    )
+    expect(snapshot).not.toContain('says "yarn"')
+
+    // A message that selects no record asserts nothing: no conflict.
+    run.agent.followup(userText('thanks!'))
+    await run.agent.idle()
+    expect(snapshotOf(h.adapter.requests[1])).not.toContain('[context-conflict]')
+  })
+
+  test('a front matter it cannot read is named in one warning, with the record', async () => {
+    const root = tree({
+      '.loom/memory/MEMORY.md': '- [Package manager](records/npm.md): install with npm\n',
+      '.loom/memory/records/npm.md': '---\nasserts: npm\n---\nWe use npm.\n',
+    })
+    const h = await host(root)
+    await h.mount(plugin)
+    h.scriptedModel(['ok'])
+    await h.run('install the packages')
+    expect(h.logs.filter(log => log.type === 'warn').map(log => log.text)).toEqual([
+      'memory record records/npm.md: line 2: write each rule of "asserts:" on its own indented line ("  rule: value") (its asserts are read from front matter, see the @loom/memory README)',
+    ])
+  })
+})
+
 describe('age and ignoring memory', () => {
   test('records older than maxAgeDays are left out and named; the others say their age', async () => {
     const root = tree(FILES)

@@ -13,7 +13,8 @@ import {
 } from '@loom/session'
 import { existsSync, openSync, closeSync, fsyncSync, ftruncateSync, readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { resolve } from 'node:path'
+import { dirname, resolve } from 'node:path'
+import { JsonlArtifacts } from './artifacts.ts'
 import { installCheckpoints } from './checkpoint.ts'
 import { defaultCommand, Lease, lockPathOf, readHolder } from './lease.ts'
 import { scanLog } from './scanner.ts'
@@ -23,6 +24,7 @@ import type { FileOps } from './file.ts'
 export { SessionFormatUnsupportedError, SessionPersistenceCorruptionError } from './errors.ts'
 export { encodeSegment, logPath, projectKey } from './paths.ts'
 export { LOCK_FILENAME } from './lease.ts'
+export { ARTIFACTS_DIRNAME, JsonlArtifacts } from './artifacts.ts'
 export { SessionLeaseError, type SessionLeaseHolder, type StoredSession } from '@loom/session'
 
 export const name = '@loom/session-jsonl'
@@ -85,6 +87,8 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   static readonly Config = Config
 
   readonly files: JsonlFiles
+  /** Long tool output kept whole with each session (`@loom/tools/artifacts`), in `artifacts/` beside its log. */
+  readonly artifacts: JsonlArtifacts
   private readonly home: Context
   private readonly log: SessionTracker<Tracked>
   private readonly tracked: Map<string, Tracked>
@@ -107,6 +111,8 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     this.leaseCommand = config.leaseCommand ?? defaultCommand()
     const root = config.root.replace(/^~(?=$|\/)/, homedir())
     this.files = new JsonlFiles({ root: resolve(root), packChunks: config.packChunks ?? true, ops })
+    // A live session's folder is known (its log may not exist yet); another one is looked up.
+    this.artifacts = new JsonlArtifacts(async id => dirname(this.tracked.get(id)?.path ?? (await this.path(id))))
 
     ctx.on('session/created', session => this.attach(session))
     ctx.on('session/event', (session, event) => this.log.enqueue(session, event))

@@ -9,7 +9,7 @@ export const name = '@loom/skills'
 export const inject = ['systemPrompt', 'tools']
 
 export const SECTION = 'skills:catalog'
-export const ORDER = 120
+export const ORDER = 310
 export const TOOL = 'load_skill'
 
 export interface Config {

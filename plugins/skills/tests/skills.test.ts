@@ -48,7 +48,7 @@ describe('the catalog', () => {
     const mounted = await h.mount(plugin)
     const text = catalog('- release: Cut a release (bump, tag, publish).', '- review-diff: Review uncommitted changes before a commit.')
     expect(await mounted.delta()).toEqual({
-      sections: [{ name: 'skills:catalog', order: 120, stability: 'session', literal: true, text, rendered: text }],
+      sections: [{ name: 'skills:catalog', order: 310, stability: 'session', literal: true, text, rendered: text }],
       contexts: [],
       tools: [
         {
@@ -74,7 +74,7 @@ describe('the catalog', () => {
   test('no skills: an empty section (nothing in the system prompt)', async () => {
     const h = await host(tree({}))
     const mounted = await h.mount(plugin)
-    expect((await mounted.delta()).sections).toEqual([{ name: 'skills:catalog', order: 120, stability: 'session', literal: true, text: '', rendered: '' }])
+    expect((await mounted.delta()).sections).toEqual([{ name: 'skills:catalog', order: 310, stability: 'session', literal: true, text: '', rendered: '' }])
   })
 
   test('a multi-line YAML description is one line; `{{` in it reaches the model as written (the section is literal)', async () => {

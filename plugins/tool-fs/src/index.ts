@@ -2,9 +2,10 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
+import { ARTIFACT_SCHEME, isArtifactReference } from '@loom/tools/artifacts'
 import { editText, type EditArgs } from './edit.ts'
 import { ReadDeniedError, resolveInWorkspace, workspaceRootOf, type WorkspacePath } from '@loom/tools/workspace'
-import { readLines, type ReadArgs, type ReadLimits } from './read.ts'
+import { readLines, readTextLines, type ReadArgs, type ReadLimits } from './read.ts'
 import { writeText, type WriteArgs } from './write.ts'
 
 export const name = '@loom/tool-fs'
@@ -39,7 +40,7 @@ export const SECTIONS = { read: ['tool:read', 100], write: ['tool:write', 101], 
 /** The guidance sections the model sees, for a config (static: they change only with the config). */
 export function guidance(config: Pick<Config, 'readLimit' | 'maxLineLength'>) {
   return {
-    read: `Use \`read\` to look at a file, not \`cat\`, \`head\` or \`tail\` in a shell. It shows numbered lines like \`cat -n\`: the number and the tab before each line are not part of the file. One call shows at most ${config.readLimit} lines from \`offset\` (1-based, default 1); when a file is longer, the footer tells you the offset to continue from. Lines longer than ${config.maxLineLength} characters are cut. Binary files are refused.`,
+    read: `Use \`read\` to look at a file, not \`cat\`, \`head\` or \`tail\` in a shell. It shows numbered lines like \`cat -n\`: the number and the tab before each line are not part of the file. One call shows at most ${config.readLimit} lines from \`offset\` (1-based, default 1); when a file is longer, the footer tells you the offset to continue from. Lines longer than ${config.maxLineLength} characters are cut. Binary files are refused. A tool output too long to show whole is kept as an artifact: pass its reference (\`${ARTIFACT_SCHEME}...\`) as the path to read it the same way.`,
     write:
       'Use `write` to create a file or to replace all of its content; missing parent directories are created. Read an existing file before you overwrite it, and prefer `edit` for changing part of a file: it sends only the change.',
     edit: 'Use `edit` to change part of a file; read the file first. `old_string` is matched literally (no regex or wildcards), including whitespace and indentation: copy it from `read` output without the line-number prefix. It must occur exactly once; if it occurs several times, add surrounding lines to make it unique, or set `replace_all` to change every occurrence.',
@@ -49,6 +50,11 @@ export function guidance(config: Pick<Config, 'readLimit' | 'maxLineLength'>) {
 const pathProperty = {
   type: 'string',
   description: 'File path, relative to the workspace root (an absolute path must lie inside it).',
+}
+
+const readPathProperty = {
+  type: 'string',
+  description: `File path, relative to the workspace root (an absolute path must lie inside it), or an artifact reference (${ARTIFACT_SCHEME}...) a tool result gave.`,
 }
 
 /** Registers the `read`, `write` and `edit` tools and their guidance sections. */
@@ -85,7 +91,7 @@ export function apply(ctx: Context, config: Config) {
       parameters: {
         type: 'object',
         properties: {
-          path: pathProperty,
+          path: readPathProperty,
           offset: { type: 'integer', minimum: 1, description: 'Line number to start from (1-based). Default 1.' },
           limit: { type: 'integer', minimum: 1, description: `Lines to show (default and maximum ${config.readLimit}).` },
         },
@@ -96,6 +102,8 @@ export function apply(ctx: Context, config: Config) {
       effects: ['read'],
       timeoutMs: config.timeoutMs,
       async execute(args, exec) {
+        // Only ever the calling session's artifacts: the runtime resolves the reference in that session.
+        if (isArtifactReference(args.path)) return readTextLines(args.path, await ctx.tools.artifacts.read(exec, args.path), args, config)
         return readLines(await locate(exec, args.path), args, config, exec.signal)
       },
     }),

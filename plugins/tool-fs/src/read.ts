@@ -118,6 +118,30 @@ async function* linesOf(handle: FileHandle, file: WorkspacePath, size: number, c
  */
 export async function readLines(file: WorkspacePath, args: ReadArgs, limits: ReadLimits, signal: AbortSignal) {
   const info = await statRegularFile(file)
+  const handle = await open(file.path, 'r')
+  try {
+    return await numberLines(file.display, linesOf(handle, file, info.size, limits.maxLineLength, signal), info.size, args, limits)
+  } finally {
+    await handle.close()
+  }
+}
+
+/** The numbered lines of text held in memory (an artifact), paged like a file's: `display` names it in the footer and errors. */
+export function readTextLines(display: string, text: string, args: ReadArgs, limits: ReadLimits) {
+  return numberLines(display, textLines(text, limits.maxLineLength), Buffer.byteLength(text), args, limits)
+}
+
+async function* textLines(text: string, cap: number): AsyncGenerator<Line> {
+  if (text === '') return
+  const lines = text.split('\n')
+  if (lines.at(-1) === '') lines.pop()
+  for (const line of lines) {
+    const trimmed = line.endsWith('\r') ? line.slice(0, -1) : line
+    yield trimmed.length > cap + 1 ? { text: trimmed.slice(0, cap + 1), overlong: true } : { text: trimmed, overlong: false }
+  }
+}
+
+async function numberLines(display: string, lines: AsyncIterable<Line>, size: number, args: ReadArgs, limits: ReadLimits) {
   const offset = args.offset ?? 1
   const limit = Math.min(args.limit ?? limits.readLimit, limits.readLimit)
   const out: string[] = []
@@ -126,44 +150,39 @@ export async function readLines(file: WorkspacePath, args: ReadArgs, limits: Rea
   let stop: ReadMeta['stop'] | undefined // set once the output is complete
   let counted = true // lineNo ends as the file's line count
   let truncatedLines = 0
-  const handle = await open(file.path, 'r')
-  try {
-    for await (const line of linesOf(handle, file, info.size, limits.maxLineLength, signal)) {
-      lineNo++
-      if (lineNo < offset) continue
-      if (stop !== undefined) {
-        // Only counting now; a large file is not scanned to its end for that.
-        if (info.size > COUNT_LINES_MAX_BYTES) {
-          counted = false
-          break
-        }
-        continue
+  for await (const line of lines) {
+    lineNo++
+    if (lineNo < offset) continue
+    if (stop !== undefined) {
+      // Only counting now; a large file is not scanned to its end for that.
+      if (size > COUNT_LINES_MAX_BYTES) {
+        counted = false
+        break
       }
-      let text = line.text
-      if (line.overlong || text.length > limits.maxLineLength) {
-        text = `${cutChars(text, limits.maxLineLength)}... (line truncated to ${limits.maxLineLength} chars)`
-        truncatedLines++
-      }
-      const formatted = `${String(lineNo).padStart(6)}\t${text}\n`
-      const bytes = Buffer.byteLength(formatted)
-      if (out.length > 0 && outBytes + bytes > limits.maxBytes) {
-        stop = 'bytes'
-        continue
-      }
-      out.push(formatted)
-      outBytes += bytes
-      if (out.length >= limit) stop = 'limit'
+      continue
     }
-  } finally {
-    await handle.close()
+    let text = line.text
+    if (line.overlong || text.length > limits.maxLineLength) {
+      text = `${cutChars(text, limits.maxLineLength)}... (line truncated to ${limits.maxLineLength} chars)`
+      truncatedLines++
+    }
+    const formatted = `${String(lineNo).padStart(6)}\t${text}\n`
+    const bytes = Buffer.byteLength(formatted)
+    if (out.length > 0 && outBytes + bytes > limits.maxBytes) {
+      stop = 'bytes'
+      continue
+    }
+    out.push(formatted)
+    outBytes += bytes
+    if (out.length >= limit) stop = 'limit'
   }
 
   const total = counted ? lineNo : null
   if (out.length === 0) {
     if (lineNo === 0) {
-      return { content: `(File is empty: "${file.display}" has 0 lines.)`, meta: meta(file, 0, 0, 0, 'eof', 0) }
+      return { content: `(File is empty: "${display}" has 0 lines.)`, meta: meta(display, 0, 0, 0, 'eof', 0) }
     }
-    throw new Error(`offset ${offset} is past the end of "${file.display}" (${plural(lineNo, 'line')}); use an offset from 1 to ${lineNo}`)
+    throw new Error(`offset ${offset} is past the end of "${display}" (${plural(lineNo, 'line')}); use an offset from 1 to ${lineNo}`)
   }
   const first = offset
   const last = offset + out.length - 1
@@ -177,10 +196,10 @@ export async function readLines(file: WorkspacePath, args: ReadArgs, limits: Rea
         : `(Output capped at ${limits.maxBytes} bytes: showing lines ${first}-${last} ${of}. To read more, call read with offset=${last + 1}.)`
   return {
     content: `${out.join('')}\n${footer}`,
-    meta: meta(file, first, last, total, stop, truncatedLines),
+    meta: meta(display, first, last, total, stop, truncatedLines),
   }
 }
 
-function meta(file: WorkspacePath, startLine: number, endLine: number, totalLines: number | null, stop: ReadMeta['stop'], truncatedLines: number): ReadMeta {
-  return { path: file.display, startLine, endLine, totalLines, stop, truncatedLines }
+function meta(path: string, startLine: number, endLine: number, totalLines: number | null, stop: ReadMeta['stop'], truncatedLines: number): ReadMeta {
+  return { path, startLine, endLine, totalLines, stop, truncatedLines }
 }

@@ -7,7 +7,7 @@ import * as toolFs from '../src/index.ts'
 import { makeDirs, textOf } from './helpers.ts'
 
 const READ_TEXT =
-  'Use `read` to look at a file, not `cat`, `head` or `tail` in a shell. It shows numbered lines like `cat -n`: the number and the tab before each line are not part of the file. One call shows at most 2000 lines from `offset` (1-based, default 1); when a file is longer, the footer tells you the offset to continue from. Lines longer than 2000 characters are cut. Binary files are refused.'
+  'Use `read` to look at a file, not `cat`, `head` or `tail` in a shell. It shows numbered lines like `cat -n`: the number and the tab before each line are not part of the file. One call shows at most 2000 lines from `offset` (1-based, default 1); when a file is longer, the footer tells you the offset to continue from. Lines longer than 2000 characters are cut. Binary files are refused. A tool output too long to show whole is kept as an artifact: pass its reference (`artifact://...`) as the path to read it the same way.'
 const WRITE_TEXT =
   'Use `write` to create a file or to replace all of its content; missing parent directories are created. Read an existing file before you overwrite it, and prefer `edit` for changing part of a file: it sends only the change.'
 const EDIT_TEXT =
@@ -246,6 +246,43 @@ describe('read', () => {
     expect((await call('read', { path: join(ws, 'real', 'in.txt') })).text).toContain('\tinside\n')
     expect((await call('read', { path: 'alias/in.txt' })).text).toContain('\tinside\n')
     expect((await call('read', { path: 'real/../real/./in.txt' })).text).toContain('\tinside\n')
+  })
+})
+
+describe('read of an artifact', () => {
+  /** Keeps `text` as an artifact of the session `callTool` uses for `cwd`, as a tool with long output does. */
+  const keep = async (text: string, cwd = ws) => (await host.root.tools.artifacts.keep({ callId: 'call_long', agent: host.agent(cwd) }, text))!
+
+  it('pages through the artifact like a file, with offset and limit', async () => {
+    const reference = await keep(lines(3000).slice(0, -1))
+    expect(reference).toBe('artifact://call_long')
+    const first = await call('read', { path: reference })
+    expect(first.text).toBe(
+      `${numbered(
+        1,
+        Array.from({ length: 2000 }, (_, i) => `line ${i + 1}`),
+      )}\n(Showing lines 1-2000 of 3000. To read more, call read with offset=2001.)`,
+    )
+    const page = await call('read', { path: reference, offset: 2501, limit: 2 })
+    expect(page.text).toBe(`${numbered(2501, ['line 2501', 'line 2502'])}\n(Showing lines 2501-2502 of 3000. To read more, call read with offset=2503.)`)
+    expect(page.meta).toMatchObject({ path: reference, startLine: 2501, endLine: 2502, totalLines: 3000 })
+    const end = await call('read', { path: reference, offset: 3000 })
+    expect(end.text).toBe(`${numbered(3000, ['line 3000'])}\n(End of file: showed lines 3000-3000 of 3000.)`)
+    expect((await call('read', { path: reference, offset: 3001 })).text).toBe(
+      `Error: offset 3001 is past the end of "${reference}" (3000 lines); use an offset from 1 to 3000`,
+    )
+  })
+
+  it("reads only the calling session's artifacts, and nothing but artifact names", async () => {
+    const reference = await keep('mine\n')
+    const other = await call('read', { path: reference }, outside)
+    expect(other.isError).toBe(true)
+    expect(other.text).toMatch(/^Error: artifact:\/\/call_long is not an artifact of this session: .*another session's artifacts cannot be read/)
+    for (const path of ['artifact://../x', 'artifact://a/b', 'artifact://']) {
+      expect((await call('read', { path })).text).toBe(
+        `Error: "${path}" is not an artifact reference: one reads artifact://<name>, exactly as a tool result gave it`,
+      )
+    }
   })
 })
 

@@ -2,9 +2,9 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { workspaceRootOf } from '@loom/tools/workspace'
-import { defineTool } from '@loom/tools'
+import { defineTool, type ToolRunContext } from '@loom/tools'
 import { ScanWorkers } from './scan.ts'
-import { globFiles, grepFiles, type GlobArgs, type GrepArgs, type SearchLimits } from './search.ts'
+import { globFiles, grepFiles, type GlobArgs, type GrepArgs, type GrepOutput, type SearchLimits } from './search.ts'
 
 export const name = '@loom/tool-search'
 export const inject = ['tools', 'systemPrompt']
@@ -26,7 +26,12 @@ export const Config: Schema<Config> = Schema.object({
     "Workspace root every search is confined to (a leading ~/ is the home directory). Absent: the calling agent's session cwd, else the process cwd.",
   ),
   globMaxResults: Schema.natural().min(1).default(100).description('Files `glob` lists at most; past it a notice says "Showing N of M files".'),
-  grepMaxMatches: Schema.natural().min(1).default(250).description('Matching lines `grep` returns at most; past it the search stops with a notice.'),
+  grepMaxMatches: Schema.natural()
+    .min(1)
+    .default(250)
+    .description(
+      'Matching lines `grep` shows at most. Past it the result shows the first and the last matches and keeps them all as an artifact that `read` pages through (without a session, the search stops with a notice).',
+    ),
   grepMaxLineBytes: Schema.natural()
     .min(1)
     .default(2000)
@@ -53,7 +58,7 @@ export function guidance(config: Pick<Config, 'globMaxResults' | 'grepMaxMatches
   const skipped = ` Hidden files and files ignored by \`.gitignore\` or \`.ignore\` are skipped unless \`hidden\` or \`no_ignore\` is true${always}.`
   return {
     glob: `Use \`glob\` to find files by name, not \`find\` or \`ls -R\` in a shell. Patterns are relative to \`path\` (default: the workspace root): \`**\` matches any number of directories, \`*\` and \`?\` match within one name, and \`{a,b}\` and \`[abc]\` work, so \`**/*.ts\` finds every TypeScript file and \`*.ts\` only those directly in \`path\`. Results are the newest files first, at most ${config.globMaxResults}.${skipped}`,
-    grep: `Use \`grep\` to search file contents, not \`grep\` or \`rg\` in a shell. \`pattern\` is a JavaScript regular expression, matched line by line; narrow the search with \`path\` (a directory or one file) and \`glob\` (\`*.ts\` matches file names at any depth). Results read \`file:line: text\`, in path order, at most ${config.grepMaxMatches} lines. Binary files are skipped.${skipped}`,
+    grep: `Use \`grep\` to search file contents, not \`grep\` or \`rg\` in a shell. \`pattern\` is a JavaScript regular expression, matched line by line; narrow the search with \`path\` (a directory or one file) and \`glob\` (\`*.ts\` matches file names at any depth). Results read \`file:line: text\`, in path order, at most ${config.grepMaxMatches} lines: with more matches, the first and the last, and a reference \`read\` pages through. Binary files are skipped.${skipped}`,
   }
 }
 
@@ -74,6 +79,13 @@ const walkProperties = {
 
 /** Starting the search worker takes 50 to 150 ms: done this long after the plugin starts, unless it was disposed first. */
 const WARM_AFTER_MS = 1000
+
+/** A call made in a session keeps every match (up to one artifact) and shows the first and last `grepMaxMatches`. */
+function grepOutput(ctx: Context, exec: ToolRunContext): GrepOutput | undefined {
+  const { artifacts } = ctx.tools
+  if (!artifacts.available(exec)) return undefined
+  return { maxBytes: artifacts.limits.maxBytes, shorten: (text, limit) => artifacts.shorten(exec, text, limit) }
+}
 
 /** Registers the `glob` and `grep` tools and their guidance sections. */
 export function apply(ctx: Context, config: Config) {
@@ -129,7 +141,7 @@ export function apply(ctx: Context, config: Config) {
       isConcurrencySafe: true,
       effects: ['read'],
       timeoutMs: Math.min(config.timeoutMs + GREP_HOST_TIMEOUT_GRACE_MS, 2 ** 31 - 1),
-      execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal, ctx.tools.readRules()),
+      execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal, ctx.tools.readRules(), grepOutput(ctx, exec)),
     }),
   )
 }

@@ -89,6 +89,7 @@ function grep(job: GrepJob, progress: Progress): boolean {
   const literal = literalOf(job)
   let index = 0
   let matches = 0
+  let posted = 0
   for (const file of filesOf(job, progress)) {
     index++
     progress.searching(file.display)
@@ -114,10 +115,13 @@ function grep(job: GrepJob, progress: Progress): boolean {
       lineNo++
       if (!regex.test(line)) continue
       if (matches === job.maxMatches) return true
-      matches++
       const truncated = Buffer.byteLength(line) > job.maxLineBytes
       if (truncated) line = `${cutBytes(line, job.maxLineBytes)}... (line truncated to ${job.maxLineBytes} bytes)`
-      post({ kind: 'match', file: index, text: `${file.display}:${lineNo}: ${line}`, truncated })
+      const match = `${file.display}:${lineNo}: ${line}`
+      posted += Buffer.byteLength(match) + 1
+      if (posted > job.maxBytes) return true
+      matches++
+      post({ kind: 'match', file: index, text: match, truncated })
     }
   }
   progress.searching(undefined)

@@ -30,6 +30,8 @@ export interface GrepJob {
   source: string
   flags: string
   maxMatches: number
+  /** Bytes of matching lines (`file:line: text` and a newline each) at most: with an artifact to keep them, the real bound. */
+  maxBytes: number
   maxLineBytes: number
   maxFileBytes: number
 }
@@ -54,7 +56,7 @@ export interface ScanResult {
   lines: string[]
   /** Files with at least one line in `lines`. */
   files: number
-  /** The match cap was reached and another match exists. */
+  /** The match cap (or `maxBytes`) was reached and another match exists. */
   cut: boolean
   truncatedLines: number
   /** glob's answer: the newest files (relative to the workspace root) and how many matched. */

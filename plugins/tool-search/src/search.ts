@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { isAbsolute, posix } from 'node:path'
+import type { Shorten } from '@loom/tools/artifacts'
 import { allowedBelow, plural, ReadDeniedError, readDenial, resolveInWorkspace, rulesFor, type ReadRules, type WorkspacePath } from '@loom/tools/workspace'
 import { compileGlob, globDepth, splitGlob } from './pattern.ts'
 import type { GrepJob, ScanResult, ScanWorkers, WalkJob } from './scan.ts'
@@ -32,6 +33,12 @@ export interface GrepArgs extends WalkArgs {
   path?: string
   glob?: string
   ignore_case?: boolean
+}
+
+/** Where grep keeps the matches past `grepMaxMatches`: an artifact of at most `maxBytes`, shown as head and tail. */
+export interface GrepOutput {
+  maxBytes: number
+  shorten: Shorten
 }
 
 /** Files larger than this are not searched by grep (they are counted in a notice). */
@@ -168,7 +175,15 @@ export function compileRegExp(pattern: string, ignoreCase: boolean): RegExp {
  * searched as soon as the walk meets it. The call stops itself at `timeoutMs` and
  * answers with what was found so far, with a notice.
  */
-export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal, reads: ReadRules) {
+export async function grepFiles(
+  root: string,
+  args: GrepArgs,
+  limits: SearchLimits,
+  workers: ScanWorkers,
+  signal: AbortSignal,
+  reads: ReadRules,
+  output?: GrepOutput,
+) {
   const regex = compileRegExp(args.pattern, args.ignore_case === true)
   const { at, isFile } = await searchRoot(root, args.path, true, reads)
   const glob = args.glob === undefined || args.glob === '' ? undefined : args.glob
@@ -181,7 +196,9 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
       : { walk: walkJob(at, limits, args, Infinity, reads), glob: glob === undefined ? undefined : { pattern: glob, basename: !glob.includes('/') } },
     source: regex.source,
     flags: regex.flags,
-    maxMatches: limits.grepMaxMatches,
+    // With an artifact to keep them, every match up to its size; else the first grepMaxMatches.
+    maxMatches: output === undefined ? limits.grepMaxMatches : Number.MAX_SAFE_INTEGER,
+    maxBytes: output?.maxBytes ?? Number.POSITIVE_INFINITY,
     maxLineBytes: limits.grepMaxLineBytes,
     maxFileBytes: GREP_MAX_FILE_BYTES,
   }
@@ -201,7 +218,13 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
       `(grep timed out after ${limits.timeoutMs} ms and was stopped${where}: the results are partial. A pattern with nested quantifiers such as (a+)+ can take exponential time on one line; simplify it, or narrow the path or the glob.)`,
     )
   }
-  if (found.cut) notes.push(`(Showing the first ${limits.grepMaxMatches} matches; there are more. Narrow the pattern, the path or the glob to see the others.)`)
+  if (found.cut && output === undefined) {
+    notes.push(`(Showing the first ${limits.grepMaxMatches} matches; there are more. Narrow the pattern, the path or the glob to see the others.)`)
+  } else if (found.cut) {
+    notes.push(
+      `(The search stopped after ${found.lines.length} matches, the most one result keeps (${output!.maxBytes} bytes); there are more. Narrow the pattern, the path or the glob to see the others.)`,
+    )
+  }
   const { binary, large, ignored, hidden, denied } = found.skipped
   if (large > 0) notes.push(`(Skipped ${plural(large, 'file')} larger than ${GREP_MAX_FILE_BYTES / 1024 / 1024} MiB.)`)
   notes.push(...deniedNote(found))
@@ -228,5 +251,9 @@ export async function grepFiles(root: string, args: GrepArgs, limits: SearchLimi
       meta,
     }
   }
-  return { content: notes.length > 0 ? `${found.lines.join('\n')}\n\n${notes.join('\n')}` : found.lines.join('\n'), meta }
+  // Past grepMaxMatches lines: the first and the last matches, all of them kept as an artifact.
+  const listed = found.lines.join('\n')
+  const shown = output === undefined ? { text: listed } : await output.shorten(listed, { maxLines: limits.grepMaxMatches })
+  const text = notes.length > 0 ? `${shown.text}\n\n${notes.join('\n')}` : shown.text
+  return { content: text, meta: { ...meta, ...(shown.reference !== undefined && { artifact: shown.reference }) } }
 }

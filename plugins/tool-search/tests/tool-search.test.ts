@@ -10,7 +10,7 @@ import { compileGlob, splitGlob } from '../src/pattern.ts'
 const GLOB_TEXT =
   'Use `glob` to find files by name, not `find` or `ls -R` in a shell. Patterns are relative to `path` (default: the workspace root): `**` matches any number of directories, `*` and `?` match within one name, and `{a,b}` and `[abc]` work, so `**/*.ts` finds every TypeScript file and `*.ts` only those directly in `path`. Results are the newest files first, at most 100. Hidden files and files ignored by `.gitignore` or `.ignore` are skipped unless `hidden` or `no_ignore` is true; `.git` and `node_modules` always are.'
 const GREP_TEXT =
-  'Use `grep` to search file contents, not `grep` or `rg` in a shell. `pattern` is a JavaScript regular expression, matched line by line; narrow the search with `path` (a directory or one file) and `glob` (`*.ts` matches file names at any depth). Results read `file:line: text`, in path order, at most 250 lines. Binary files are skipped. Hidden files and files ignored by `.gitignore` or `.ignore` are skipped unless `hidden` or `no_ignore` is true; `.git` and `node_modules` always are.'
+  'Use `grep` to search file contents, not `grep` or `rg` in a shell. `pattern` is a JavaScript regular expression, matched line by line; narrow the search with `path` (a directory or one file) and `glob` (`*.ts` matches file names at any depth). Results read `file:line: text`, in path order, at most 250 lines: with more matches, the first and the last, and a reference `read` pages through. Binary files are skipped. Hidden files and files ignored by `.gitignore` or `.ignore` are skipped unless `hidden` or `no_ignore` is true; `.git` and `node_modules` always are.'
 
 type Host = Awaited<ReturnType<typeof createHost>>
 type Mounted = Awaited<ReturnType<Host['mount']>>
@@ -91,7 +91,7 @@ describe('what the model sees', () => {
       const [glob, grep] = (await m.delta({ cwd: ws })).sections
       expect(glob.text).toContain('at most 7. Hidden files')
       expect(glob.text).toMatch(/is true; `dist` always is\.$/)
-      expect(grep.text).toContain('at most 9 lines. Binary files are skipped.')
+      expect(grep.text).toContain('at most 9 lines: with more matches, the first and the last')
     } finally {
       await h.dispose()
     }
@@ -292,14 +292,44 @@ describe('grep', () => {
     expect(r.text).toMatch(/^Error: invalid regular expression "\(unclosed": /)
   })
 
-  it('stops at 250 matches with a notice', async () => {
-    await files(ws, { 'many/hits.txt': Array.from({ length: 300 }, (_, i) => `hit ${i + 1}\n`).join('') })
+  it('past 250 matches, shows the first and the last and keeps them all as an artifact `read` pages through', async () => {
+    const hits = Array.from({ length: 300 }, (_, i) => `hit ${i + 1}`)
+    await files(ws, { 'many/hits.txt': hits.map(hit => `${hit}\n`).join('') })
     const r = await call('grep', { pattern: '^hit', path: 'many' })
-    const [list, notice] = r.text.split('\n\n')
-    expect(list.split('\n')).toHaveLength(250)
-    expect(list.split('\n')[249]).toBe('many/hits.txt:250: hit 250')
-    expect(notice).toBe('(Showing the first 250 matches; there are more. Narrow the pattern, the path or the glob to see the others.)')
-    expect(r.meta).toMatchObject({ matches: 250, cut: true })
+    const lines = r.text.split('\n')
+    expect(lines).toHaveLength(251)
+    expect(lines[124]).toBe('many/hits.txt:125: hit 125')
+    const notice =
+      /^\[… lines 126-175 not shown \(\d+ characters\)\. The whole output is kept as (artifact:\/\/\S+): read it with `read` \(path "\1", offset 126\)\.\]$/.exec(
+        lines[125],
+      )!
+    expect(notice).not.toBeNull()
+    expect(lines[126]).toBe('many/hits.txt:176: hit 176')
+    expect(lines[250]).toBe('many/hits.txt:300: hit 300')
+    expect(r.meta).toMatchObject({ matches: 300, cut: false, artifact: notice[1] })
+    const whole = await host.root.tools.artifacts.read({ callId: 'reader', agent: host.agent(ws) }, notice[1])
+    expect(whole).toBe(hits.map((hit, i) => `many/hits.txt:${i + 1}: ${hit}`).join('\n'))
+  })
+
+  it('without a session, stops at 250 matches with a notice', async () => {
+    await files(ws, { 'many/hits.txt': Array.from({ length: 300 }, (_, i) => `hit ${i + 1}\n`).join('') })
+    const h = await createHost()
+    try {
+      await h.mount(toolSearch, { root: ws })
+      const result = await h.ctx.tools.execute({
+        callId: 'no-session',
+        name: 'grep',
+        arguments: { pattern: '^hit', path: 'many' },
+        signal: new AbortController().signal,
+      })
+      const [list, notice] = textOf(result).split('\n\n')
+      expect(list.split('\n')).toHaveLength(250)
+      expect(list.split('\n')[249]).toBe('many/hits.txt:250: hit 250')
+      expect(notice).toBe('(Showing the first 250 matches; there are more. Narrow the pattern, the path or the glob to see the others.)')
+      expect(result.meta).toMatchObject({ matches: 250, cut: true })
+    } finally {
+      await h.dispose()
+    }
   })
 
   it('does not announce a cut at exactly the cap', async () => {
@@ -324,8 +354,8 @@ describe('grep', () => {
     const h = await createHost()
     try {
       await h.mount(toolSearch, { grepMaxMatches: 1, grepMaxLineBytes: 5, globMaxResults: 1 })
-      expect(textOf(await h.callTool('grep', { pattern: 'TODO', glob: '*.ts' }, { cwd: ws }))).toBe(
-        'a.ts:3: TODO ... (line truncated to 5 bytes)\n\n(Showing the first 1 matches; there are more. Narrow the pattern, the path or the glob to see the others.)',
+      expect(textOf(await h.callTool('grep', { pattern: 'TODO', glob: '*.ts' }, { cwd: ws }))).toMatch(
+        /^a\.ts:3: TODO \.\.\. \(line truncated to 5 bytes\)\n\[… line 2 not shown \(\d+ characters\)\. The whole output is kept as artifact:\/\/testkit-call-\d+:/,
       )
       expect(textOf(await h.callTool('glob', { pattern: '*.ts' }, { cwd: ws }))).toMatch(/\n\n\(Showing 1 of 2 files, newest first\./)
     } finally {

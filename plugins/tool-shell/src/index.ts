@@ -5,6 +5,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { defineTool, type ToolRunContext } from '@loom/tools'
+import { excerpt } from '@loom/tools/artifacts'
 import { workspaceRootOf } from '@loom/tools/workspace'
 import { DEFAULT_SECRET_PATTERNS, createRedactor, hostRedactor, scrubEnv, type Redactor, type SecretPattern } from '@loom/secrets'
 import { reapOrphans } from './procs.ts'
@@ -14,7 +15,7 @@ import { probeBwrap, readMounts, resolveSandbox, type Confinement, type SandboxM
 export { ShellRun, DRAIN_MS, type RunOptions, type RunResult, type StreamOutput } from './run.ts'
 export { MARKER_VAR, reapOrphans } from './procs.ts'
 export { bwrapArgs, probeBwrap, readMounts, resolveSandbox, type BwrapProbe, type Confinement, type ReadMount, type SandboxMode } from './sandbox.ts'
-export { TailBuffer } from './tail.ts'
+export { StreamBuffer, TailBuffer } from './tail.ts'
 
 export const name = '@loom/tool-shell'
 export const inject = ['tools', 'systemPrompt']
@@ -31,7 +32,7 @@ export interface Config {
   timeoutMs: number
   /** Largest timeout a call may ask for; larger ones are clamped. */
   maxTimeoutMs: number
-  /** Bytes kept per stream (stdout, stderr): the tail. */
+  /** Bytes shown per stream (stdout, stderr): its head and tail; the whole is kept as an artifact. */
   maxOutputBytes: number
   /** Time between SIGTERM and SIGKILL when a command is stopped. */
   graceMs: number
@@ -59,7 +60,12 @@ export const Config: Schema<Config> = Schema.object({
   ),
   timeoutMs: Schema.natural().min(1).default(120_000).description('Timeout of a call that does not pass `timeout`, in ms.'),
   maxTimeoutMs: Schema.natural().min(1).default(600_000).description('Largest timeout a call may ask for, in ms; larger requests are clamped.'),
-  maxOutputBytes: Schema.natural().min(1).default(64_000).description('Bytes kept per stream (stdout, stderr); the tail is kept.'),
+  maxOutputBytes: Schema.natural()
+    .min(1)
+    .default(64_000)
+    .description(
+      'Bytes of each stream (stdout, stderr) the model is shown: a longer one shows its head and tail, and the whole output is kept as an artifact that `read` pages through.',
+    ),
   graceMs: Schema.natural().default(3_000).description('Time between SIGTERM and SIGKILL when a command is stopped, in ms.'),
   shell: Schema.string().default('bash').description('Shell executable, run as `<shell> -c <command>`.'),
   sandbox: Schema.union(['auto', 'bwrap', 'none'] as const)
@@ -118,7 +124,7 @@ export function guidance(config: Config, sandbox: 'bwrap' | 'none' = config.sand
     '`bash` runs each command in a fresh, non-interactive `bash -c` shell started in the workspace root: `cd`, variables and other shell state do not carry over to the next call, so chain dependent steps in one command (`cd sub && make`).',
     'Nothing can be typed into it (stdin is empty): pass flags that avoid prompts and pagers (`--yes`, `--no-pager`). Colours are off (`NO_COLOR=1`, `TERM=dumb`).',
     'The result is stdout, then stderr under `[stderr]`, then `[exit code: N]`: check the code, a non-zero code means the command failed even when its output looks fine.',
-    `A command is stopped after ${seconds(config.timeoutMs)} s; give long builds or test runs a larger \`timeout\` (in ms, at most ${seconds(config.maxTimeoutMs)} s). Only the last ${config.maxOutputBytes} bytes of stdout and of stderr are kept: filter long output (\`| tail\`, \`| grep\`).`,
+    `A command is stopped after ${seconds(config.timeoutMs)} s; give long builds or test runs a larger \`timeout\` (in ms, at most ${seconds(config.maxTimeoutMs)} s). Of stdout and of stderr you see at most ${config.maxOutputBytes} bytes each: of a longer stream its head and tail, and a reference to the whole output that \`read\` pages through (\`offset\`); filter long output (\`| tail\`, \`| grep\`) when you need only part of it.`,
     'Every process a command starts ends with the call, background ones too: start a server and use it in the same command (`server & sleep 2; curl localhost:8080`).',
     'Secret environment variables (API keys, tokens, passwords) are not set in the shell, and secrets in the output read `[REDACTED]`.',
     sandboxGuidance(config, sandbox),
@@ -143,30 +149,46 @@ interface BashArgs {
   timeout?: number
 }
 
-function truncationMarker(stream: StreamOutput): string | undefined {
-  return stream.truncated > 0 ? `[... ${stream.truncated} bytes truncated ...]` : undefined
-}
-
 /** One trailing newline is the line end, not content. */
 function body(text: string): string {
   return text.endsWith('\n') ? text.slice(0, -1) : text
 }
 
-/** The text the model reads: stdout, `[stderr]` section, notices, then the exit status. */
-export function formatResult(result: RunResult, notes: { clampedFromMs?: number; timeoutMs: number }): string {
+/** All a run kept of a stream: the stream, or its head and tail around a line saying how much was dropped. */
+function kept(stream: StreamOutput): string {
+  if (stream.truncated === 0) return body(stream.text)
+  const head = stream.text === '' || stream.text.endsWith('\n') ? stream.text : `${stream.text}\n`
+  return `${head}[… ${stream.truncated} bytes not kept: the stream is longer than one call keeps]\n${body(stream.tail)}`
+}
+
+/** The whole output as kept: stdout, then `[stderr]` and stderr; and the line each stream starts at in it. */
+export function keptOutput(result: Pick<RunResult, 'stdout' | 'stderr'>): { text: string; stdoutLine: number; stderrLine: number } {
+  const stdout = result.stdout.total > 0 ? kept(result.stdout) : undefined
+  const stderr = result.stderr.total > 0 ? kept(result.stderr) : undefined
+  const parts = [...(stdout === undefined ? [] : [stdout]), ...(stderr === undefined ? [] : ['[stderr]', stderr])]
+  const stdoutLines = stdout === undefined ? 0 : stdout.split('\n').length
+  return { text: parts.join('\n'), stdoutLine: 1, stderrLine: stdoutLines + 2 }
+}
+
+/** Whether a stream is longer than the model is shown: then the whole output is kept as an artifact. */
+export function overLimit(result: Pick<RunResult, 'stdout' | 'stderr'>, maxBytes: number): boolean {
+  return [result.stdout, result.stderr].some(stream => stream.truncated > 0 || Buffer.byteLength(stream.text) > maxBytes)
+}
+
+/**
+ * The text the model reads: stdout, `[stderr]` section, notices, then the exit status. A
+ * stream over `maxBytes` shows its head and tail around a line naming the artifact (`reference`)
+ * and the line of it to read on from.
+ */
+export function formatResult(result: RunResult, notes: { clampedFromMs?: number; timeoutMs: number; maxBytes: number; reference?: string }): string {
   const lines: string[] = []
   const { stdout, stderr } = result
-  if (stdout.total > 0) {
-    const marker = truncationMarker(stdout)
-    if (marker) lines.push(marker)
-    lines.push(body(stdout.text))
-  }
-  if (stderr.total > 0) {
-    lines.push('[stderr]')
-    const marker = truncationMarker(stderr)
-    if (marker) lines.push(marker)
-    lines.push(body(stderr.text))
-  }
+  const whole = keptOutput(result)
+  // Without a reference, nothing was kept beyond what the run held: the limit itself (see keepBytes).
+  const shown = (stream: StreamOutput, firstLine: number) =>
+    notes.reference === undefined ? kept(stream) : excerpt(kept(stream), { maxBytes: notes.maxBytes }, { firstLine, reference: notes.reference }).text
+  if (stdout.total > 0) lines.push(shown(stdout, whole.stdoutLine))
+  if (stderr.total > 0) lines.push('[stderr]', shown(stderr, whole.stderrLine))
   if (stdout.total === 0 && stderr.total === 0) lines.push('(no output)')
   if (notes.clampedFromMs !== undefined) {
     lines.push(`[requested timeout ${seconds(notes.clampedFromMs)} s exceeds the maximum; clamped to ${seconds(notes.timeoutMs)} s]`)
@@ -211,9 +233,29 @@ function shellEnv(patterns: readonly SecretPattern[], allow: readonly string[]):
 
 /** The stdout and stderr text with the host's secret values, and credentials in header echoes, redacted. */
 function redactOutput(result: RunResult, redactor: Redactor): RunResult {
-  const clean = (stream: StreamOutput): StreamOutput => ({ ...stream, text: redactor(stream.text, { headCut: stream.truncated > 0 }) })
+  // Around a cut, the head may end with the start of a secret and the tail begin with its end.
+  const cut = (stream: StreamOutput) => stream.truncated > 0
+  const clean = (stream: StreamOutput): StreamOutput => ({
+    ...stream,
+    text: redactor(stream.text, { tailCut: cut(stream) }),
+    tail: redactor(stream.tail, { headCut: cut(stream) }),
+  })
   return { ...result, stdout: clean(result.stdout), stderr: clean(result.stderr) }
 }
+
+/**
+ * Bytes a run keeps of each stream: with a session to keep the output in, as much as one
+ * artifact holds (stdout and stderr share it, with room for the marker lines); else what
+ * the model is shown.
+ */
+function keepBytes(ctx: Context, exec: ToolRunContext, maxOutputBytes: number): number {
+  const { artifacts } = ctx.tools
+  if (!artifacts.available(exec)) return maxOutputBytes
+  return Math.max(maxOutputBytes, Math.floor((artifacts.limits.maxBytes - ARTIFACT_MARKS_BYTES) / 2))
+}
+
+/** Room in an artifact for what a run adds to the streams: `[stderr]` and the lines saying what was not kept. */
+const ARTIFACT_MARKS_BYTES = 512
 
 // Processes left by a host of an earlier run that was killed with SIGKILL (only
 // possible without bwrap) are reaped once, when the plugin first starts here.
@@ -329,7 +371,7 @@ export function apply(ctx: Context, config: Config) {
               sandbox,
               timeoutMs,
               graceMs: config.graceMs,
-              maxOutputBytes: config.maxOutputBytes,
+              keepBytes: keepBytes(ctx, exec, config.maxOutputBytes),
               signal: exec.signal,
             },
             done => live.delete(done),
@@ -345,8 +387,15 @@ export function apply(ctx: Context, config: Config) {
           throw new Error(`cannot start shell "${config.shell}" (${name} config shell): ${(error as Error).message}`)
         }
         result = redactOutput(result, currentRedactor())
+        // A stream over the limit: the whole output is kept with the session, the model reads head and tail.
+        const reference = overLimit(result, config.maxOutputBytes) ? await ctx.tools.artifacts.keep(exec, keptOutput(result).text) : undefined
         return {
-          content: formatResult(result, { timeoutMs, ...(requested > timeoutMs && { clampedFromMs: requested }) }),
+          content: formatResult(result, {
+            timeoutMs,
+            maxBytes: config.maxOutputBytes,
+            ...(reference !== undefined && { reference }),
+            ...(requested > timeoutMs && { clampedFromMs: requested }),
+          }),
           meta: {
             exitCode: result.exitCode,
             signal: result.signal,
@@ -355,7 +404,9 @@ export function apply(ctx: Context, config: Config) {
             durationMs: result.durationMs,
             stdoutBytes: result.stdout.total,
             stderrBytes: result.stderr.total,
+            // Bytes kept nowhere: a stream longer than one artifact holds loses its middle.
             truncatedBytes: result.stdout.truncated + result.stderr.truncated,
+            ...(reference !== undefined && { artifact: reference }),
           },
         }
       },

@@ -3,7 +3,7 @@ import { constants } from 'node:os'
 import type { Readable } from 'node:stream'
 import { MARKER_VAR, callProcesses, killCall, newMarker, startTimeOf, type CallTree } from './procs.ts'
 import { bwrapArgs, findExecutable, type Confinement } from './sandbox.ts'
-import { TailBuffer } from './tail.ts'
+import { StreamBuffer } from './tail.ts'
 
 /**
  * How long the call waits, after the shell exited, for stdout/stderr to close.
@@ -22,13 +22,17 @@ export interface RunOptions {
   sandbox: Confinement | 'none'
   timeoutMs: number
   graceMs: number
-  maxOutputBytes: number
+  /** Bytes kept of each stream (stdout, stderr): all of it up to this, else its head and tail halves. */
+  keepBytes: number
   signal?: AbortSignal
 }
 
 export interface StreamOutput {
+  /** The stream, or its head when it was longer than what a run keeps (`truncated` > 0). */
   text: string
-  /** Bytes cut from the head of the stream (only the tail is kept). */
+  /** The tail of the stream when bytes were dropped between it and `text`; '' otherwise. */
+  tail: string
+  /** Bytes dropped between `text` and `tail`. */
   truncated: number
   /** Bytes the command wrote to the stream in total. */
   total: number
@@ -71,8 +75,8 @@ export class ShellRun {
   private shellPid: number | undefined
   /** The start time of the spawned process: no process of this call is older. */
   private since: number | undefined
-  private readonly stdout: TailBuffer
-  private readonly stderr: TailBuffer
+  private readonly stdout: StreamBuffer
+  private readonly stderr: StreamBuffer
   private readonly started = Date.now()
   private reason: Reason | undefined
   private exit: { code: number | null; signal: NodeJS.Signals | null } | undefined
@@ -92,8 +96,8 @@ export class ShellRun {
       this.resolve = resolve
       this.reject = reject
     })
-    this.stdout = new TailBuffer(options.maxOutputBytes)
-    this.stderr = new TailBuffer(options.maxOutputBytes)
+    this.stdout = new StreamBuffer(options.keepBytes)
+    this.stderr = new StreamBuffer(options.keepBytes)
     const env: NodeJS.ProcessEnv = { ...options.env, [MARKER_VAR]: this.marker }
     const common = { cwd: options.cwd, env, detached: true, windowsHide: true } as const
     if (options.sandbox !== 'none') {
@@ -222,7 +226,7 @@ export class ShellRun {
     // Nothing of a call outlives it: whatever the shell left running is killed now.
     const leftovers = this.killTree()
     for (const stream of this.child.stdio) stream?.destroy()
-    const out = (buffer: TailBuffer): StreamOutput => ({ ...buffer.read(), total: buffer.total })
+    const out = (buffer: StreamBuffer): StreamOutput => ({ ...buffer.read(), total: buffer.total })
     this.resolve({
       stdout: out(this.stdout),
       stderr: out(this.stderr),

@@ -91,11 +91,25 @@ describe('redacted output', () => {
     )
   })
 
-  it('redacts the end of a secret that the output cap cut in two', async () => {
-    await host.mount(shell, { maxOutputBytes: 20 })
-    // The kept 20-byte tail starts with the last 10 characters of the key.
-    const text = await bash(`printf '%s' '${KEY}'; printf 'ABCDEFGHIJ'`)
-    expect(text).toBe(`[... ${KEY.length - 10} bytes truncated ...]\n[REDACTED]ABCDEFGHIJ\n[exit code: 0]`)
+  it('redacts both ends of a secret that a cut split, where nothing keeps the rest', async () => {
+    await host.mount(shell, { root: work.dir, maxOutputBytes: 20 })
+    // No session: the run keeps 10 bytes of head (the key's start) and 10 of tail (its last 5 characters, then ABCDE).
+    const result = await host.ctx.tools.execute({
+      callId: 'no-session',
+      name: 'bash',
+      arguments: { command: `printf '%s' '${KEY}'; printf 'ABCDE'` },
+      signal: new AbortController().signal,
+    })
+    expect(textOf(result)).toBe(`[REDACTED]\n[… ${KEY.length - 15} bytes not kept: the stream is longer than one call keeps]\n[REDACTED]ABCDE\n[exit code: 0]`)
+  })
+
+  it('redacts what it keeps as an artifact', async () => {
+    await host.mount(shell, { maxOutputBytes: 50 })
+    const result = await host.callTool('bash', { command: `seq 1 100; printf '%s\\n' '${KEY}'; seq 1 100` })
+    const reference = (result.meta as { artifact: string }).artifact
+    const whole = await host.root.tools.artifacts.read({ callId: 'reader', agent: host.agent() }, reference)
+    expect(whole).toContain('\n[REDACTED]\n')
+    expect(whole).not.toContain(KEY)
   })
 
   it('changes nothing in ordinary output', async () => {

@@ -35,7 +35,8 @@ describe('prompt delta', () => {
       '[exit code: N]',
       'stopped after 120 s',
       'at most 600 s',
-      'last 64000 bytes',
+      'at most 64000 bytes each',
+      '`read` pages through',
       'ends with the call',
       '`[REDACTED]`',
     ]) {
@@ -48,7 +49,7 @@ describe('prompt delta', () => {
     const [section] = (await mounted.delta()).sections
     expect(section.text).toContain('stopped after 30 s')
     expect(section.text).toContain('at most 90 s')
-    expect(section.text).toContain('last 1000 bytes')
+    expect(section.text).toContain('at most 1000 bytes each')
   })
 
   it('is exclusive: a bash call never runs alongside another call', async () => {
@@ -133,35 +134,103 @@ describe('config', () => {
 })
 
 describe('output limits', () => {
-  it('keeps the tail of a 200 KB stdout with a truncation marker', async () => {
+  /** The reference a result names, and the line of its artifact the notice says to read on from. */
+  const noticeOf = (text: string) => {
+    const match =
+      /^\[… (?:part of )?lines? (\d+)(?:-(\d+))? not shown \((\d+) bytes\)\. The whole output is kept as (artifact:\/\/\S+): read it with `read` \(path "\4", offset \1\)\.\]$/m.exec(
+        text,
+      )
+    if (!match) throw new Error(`no artifact notice in:\n${text.slice(0, 2000)}`)
+    return { from: Number(match[1]), to: Number(match[2] ?? match[1]), reference: match[4] }
+  }
+  const readArtifact = (reference: string, cwd = work.dir) => host.root.tools.artifacts.read({ callId: 'reader', agent: host.agent(cwd) }, reference)
+
+  it('shows the head and tail of a long stdout and keeps the whole as an artifact of the session', async () => {
     await host.mount(shell)
-    // 200000 'x', a newline, then 'END' and a newline: 200005 bytes.
-    const result = await bash(`head -c 200000 /dev/zero | tr '\\0' x; echo; echo END`)
+    const result = await bash('seq 1 40000')
     const text = textOf(result)
     const lines = text.split('\n')
-    expect(lines[0]).toBe('[... 136005 bytes truncated ...]')
-    expect(lines[1]).toBe('x'.repeat(63_995))
-    expect(lines.slice(2)).toEqual(['END', '[exit code: 0]'])
-    expect(result.meta).toMatchObject({ stdoutBytes: 200_005, truncatedBytes: 136_005 })
+    const { from, to, reference } = noticeOf(text)
+    expect(lines[0]).toBe('1')
+    expect(lines[from - 2]).toBe(String(from - 1))
+    expect(lines.slice(-2)).toEqual(['40000', '[exit code: 0]'])
+    expect(Buffer.byteLength(text)).toBeLessThan(64_000 + 400)
+    expect(result.meta).toMatchObject({ stdoutBytes: 228_894, truncatedBytes: 0, artifact: reference })
+    const whole = await readArtifact(reference)
+    expect(whole).toBe(Array.from({ length: 40000 }, (_, i) => i + 1).join('\n'))
+    // The notice's lines are the artifact's: the first one left out is where reading goes on.
+    expect(whole.split('\n')[from - 1]).toBe(String(from))
+    expect(whole.split('\n')[to]).toBe(lines[from])
   })
 
-  it('caps each stream on its own, keeping the tail of stderr under [stderr]', async () => {
+  it('writes no artifact for output that fits', async () => {
     await host.mount(shell, { maxOutputBytes: 1000 })
-    const result = await bash(`seq 1 2000; seq 1 3000 >&2; exit 2`)
-    const text = textOf(result)
-    expect(text.startsWith('[... 7893 bytes truncated ...]\n')).toBe(true)
-    const [stdout, stderr] = text.split('\n[stderr]\n')
-    expect(stdout.endsWith('\n1999\n2000')).toBe(true)
-    expect(stdout.length).toBe('[... 7893 bytes truncated ...]\n'.length + 999)
-    expect(stderr.startsWith('[... 12893 bytes truncated ...]\n')).toBe(true)
-    expect(stderr.endsWith('\n2999\n3000\n[exit code: 2]')).toBe(true)
+    const result = await bash('seq 1 10')
+    expect(result.meta).not.toHaveProperty('artifact')
+    expect(textOf(result)).toBe(`${Array.from({ length: 10 }, (_, i) => i + 1).join('\n')}\n[exit code: 0]`)
   })
 
-  it('never splits a UTF-8 character at the cut', async () => {
+  it('cuts each stream on its own; stderr lines are numbered after stdout in the artifact', async () => {
+    await host.mount(shell, { maxOutputBytes: 1000 })
+    const text = textOf(await bash(`seq 1 2000; seq 1 3000 >&2; exit 2`))
+    const [stdout, stderr] = text.split('\n[stderr]\n')
+    expect(stdout.startsWith('1\n2\n')).toBe(true)
+    expect(stdout.endsWith('\n1999\n2000')).toBe(true)
+    expect(stderr.endsWith('\n2999\n3000\n[exit code: 2]')).toBe(true)
+    const out = noticeOf(stdout)
+    const err = noticeOf(stderr)
+    expect(err.reference).toBe(out.reference)
+    const whole = (await readArtifact(out.reference)).split('\n')
+    expect(whole[2000]).toBe('[stderr]')
+    expect(whole[out.from - 1]).toBe(String(out.from))
+    // stderr's first line is line 2002 of the artifact.
+    expect(whole[err.from - 1]).toBe(String(err.from - 2001))
+    expect(err.from).toBeGreaterThan(2002)
+  })
+
+  it('never splits a UTF-8 character at a cut', async () => {
     await host.mount(shell, { maxOutputBytes: 9 })
-    // 12 × 'é' (2 bytes each) is 24 bytes; the 9-byte tail starts inside a character,
-    // so its first byte is dropped too: 4 whole characters remain.
-    expect(textOf(await bash(`printf 'éééééééééééé'`))).toBe('[... 16 bytes truncated ...]\néééé\n[exit code: 0]')
+    // 12 × 'é' (2 bytes each) is 24 bytes on one line: 5 bytes of head keep 2 characters, 4 of tail 2.
+    const text = textOf(await bash(`printf 'éééééééééééé'`))
+    const lines = text.split('\n')
+    expect([lines[0], lines[2], lines[3]]).toEqual(['éé', 'éé', '[exit code: 0]'])
+    expect(noticeOf(text)).toMatchObject({ from: 1, to: 1 })
+    expect(lines[1]).toMatch(/^\[… part of line 1 not shown \(16 bytes\)/)
+  })
+
+  it("another session cannot read a session's artifact", async () => {
+    await host.mount(shell, { maxOutputBytes: 100 })
+    const { reference } = noticeOf(textOf(await bash('seq 1 1000')))
+    const elsewhere = tempDir()
+    try {
+      await expect(readArtifact(reference, elsewhere.dir)).rejects.toThrow(/is not an artifact of this session/)
+    } finally {
+      elsewhere.remove()
+    }
+  })
+
+  it('keeps at most one artifact of a stream, its head and tail, however much the command prints', async () => {
+    await host.mount(shell, { maxOutputBytes: 1000 })
+    const limit = host.root.tools.artifacts.limits.maxBytes
+    const result = await bash(`head -c ${3 * limit} /dev/zero | tr '\\0' x; echo; echo END`)
+    const { reference } = noticeOf(textOf(result))
+    const whole = await readArtifact(reference)
+    expect(Buffer.byteLength(whole)).toBeLessThanOrEqual(limit)
+    expect(whole).toMatch(/^x+\n\[… \d+ bytes not kept: the stream is longer than one call keeps\]\nx+\nEND$/)
+    expect((result.meta as { truncatedBytes: number }).truncatedBytes).toBeGreaterThan(2 * limit)
+  })
+
+  it('without a session, shows the head and tail it kept and says the rest was not kept', async () => {
+    await host.mount(shell, { root: work.dir, maxOutputBytes: 100 })
+    const result = await host.ctx.tools.execute({
+      callId: 'no-session',
+      name: 'bash',
+      arguments: { command: 'seq 1 1000' },
+      signal: new AbortController().signal,
+    })
+    const text = textOf(result)
+    expect(text).toMatch(/^1\n2\n[^]*\n\[… \d+ bytes not kept: the stream is longer than one call keeps\]\n[^]*\n999\n1000\n\[exit code: 0\]$/)
+    expect(result.meta).not.toHaveProperty('artifact')
   })
 })
 

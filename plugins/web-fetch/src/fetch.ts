@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http'
-import { cutChars, looksBinary, SNIFF_BYTES } from '@loom/tools/workspace'
+import { excerpt, type Shorten } from '@loom/tools/artifacts'
+import { looksBinary, SNIFF_BYTES } from '@loom/tools/workspace'
 import { htmlToMarkdown, prettyJson } from './convert.ts'
 import { checkUrl, type HostRules, type Resolver, resolveAll } from './rules.ts'
 
@@ -35,9 +36,14 @@ export interface FetchMeta {
   bodyCut: boolean
   /** Characters of the converted text before the output cut. */
   chars: number
-  /** The converted text was longer than the output limit and was cut. */
+  /** The converted text was longer than the output limit: its head and tail are shown. */
   outputCut: boolean
+  /** The artifact keeping the whole converted text when it was cut (`read` pages through it), else null. */
+  artifact: string | null
 }
+
+/** Without a session to keep the rest in: head and tail only. */
+const excerptOnly: Shorten = async (text, limit) => excerpt(text, limit)
 
 type Kind = 'html' | 'json' | 'text'
 
@@ -69,7 +75,7 @@ export function kindOf(mediaType: string): Kind | undefined {
  * HTTP error statuses, refused URLs and content types, and network failures throw
  * an error naming the URL.
  */
-export async function fetchPage(args: FetchArgs, limits: FetchLimits, signal: AbortSignal, resolve: Resolver = resolveAll) {
+export async function fetchPage(args: FetchArgs, limits: FetchLimits, signal: AbortSignal, resolve: Resolver = resolveAll, shorten: Shorten = excerptOnly) {
   const start = parseUrl(args.url)
   const requested = start.href
   const { response, url, redirects } = await follow(start, limits, signal, resolve)
@@ -110,11 +116,11 @@ export async function fetchPage(args: FetchArgs, limits: FetchLimits, signal: Ab
     else if (!body.cut) notes.push('(The body is not valid JSON; shown as sent.)')
   }
   const max = Math.min(args.max_chars ?? limits.maxOutputChars, limits.maxOutputChars)
-  const outputCut = converted.length > max
-  const shown = outputCut ? cutChars(converted, max) : converted
+  // Over the limit: head and tail, the whole kept as an artifact the model can page through.
+  const { text: shown, omitted, reference } = await shorten(converted, { maxChars: max })
+  const outputCut = omitted !== undefined
   if (body.cut)
     notes.push(`(Response cut: only its first ${limits.maxResponseBytes} bytes were read${body.declared === undefined ? '' : ` of ${body.declared}`}.)`)
-  if (outputCut) notes.push(`(Output cut at ${shown.length} of ${converted.length} characters.)`)
 
   const meta: FetchMeta = {
     url: requested,
@@ -126,6 +132,7 @@ export async function fetchPage(args: FetchArgs, limits: FetchLimits, signal: Ab
     bodyCut: body.cut,
     chars: converted.length,
     outputCut,
+    artifact: reference ?? null,
   }
   const content = [header.join('\n'), shown === '' ? emptyNote(body.bytes.length, kind) : shown, ...notes].join('\n\n')
   return { content, meta }

@@ -134,23 +134,35 @@ export function headerSummary(header: RequestHeader): string {
   return `${route(header.config)} · system ${(header.system ?? '').length} chars · ${(header.tools ?? []).length} tools: ${toolNames(header.tools)}`
 }
 
-/** `added @loom/web-fetch 0.1.0; removed @loom/mcp 0.1.0; upgraded @loom/tool-fs 0.1.0 → 0.2.0` */
-export function describeDrift({ added, removed, upgraded }: PluginDrift): string {
+/** `added @loom/web-fetch 0.1.0; removed @loom/mcp 0.1.0; upgraded @loom/tool-fs 0.1.0 → 0.2.0; edited greeter (source 3f2a1b9c04d2 → 9c8d7e11aa00)` */
+export function describeDrift({ added, removed, upgraded, changed = [] }: PluginDrift): string {
   const at = (version: string | undefined) => version ?? '(version unknown)'
   return [
     ...added.map(plugin => `added ${plugin.name} ${at(plugin.version)}`),
     ...removed.map(plugin => `removed ${plugin.name} ${at(plugin.version)}`),
     ...upgraded.map(plugin => `upgraded ${plugin.name} ${at(plugin.from)} → ${at(plugin.to)}`),
+    ...changed.map(
+      plugin => `edited ${plugin.name}${plugin.version ? ` ${plugin.version}` : ''} (source ${plugin.from.slice(0, 12)} → ${plugin.to.slice(0, 12)})`,
+    ),
   ].join('; ')
 }
 
 /**
  * The attribution of a `change` header in words: `request header changed (section
- * "greeter:one" of plugin "greeter" changed; first difference at byte 1234)`.
+ * "greeter:one" of plugin "greeter" changed; first difference at byte 1234)`; a
+ * resumed one's names the plugins that drifted first.
  */
-export function describeHeaderChanges(changes: RequestHeaderChanges): string {
+export function describeHeaderChanges(changes: RequestHeaderChanges, drift?: PluginDrift): string {
   const parts = [
-    ...changes.sections.map(entry => `section "${entry.name}" of plugin "${entry.owner}" ${entry.change}`),
+    ...(drift ? [`other plugins than before: ${describeDrift(drift)}`] : []),
+    ...changes.sections.map(
+      entry =>
+        `section "${entry.name}" of plugin "${entry.owner}" ${entry.byBudget ? (entry.change === 'removed' ? 'left out by the prompt budgets' : 'back within the prompt budgets') : entry.change}`,
+    ),
+    ...(changes.resized ?? []).map(
+      entry =>
+        `section "${entry.name}" of plugin "${entry.owner}" ${entry.toChars > entry.fromChars ? 'grew' : 'shrank'} from ${entry.fromChars} to ${entry.toChars} characters`,
+    ),
     ...changes.tools.map(entry => `tool "${entry.name}" of plugin "${entry.owner}" ${entry.change}`),
     ...(changes.config.length ? [`config ${changes.config.map(key => `"${key}"`).join(', ')} changed`] : []),
     ...(changes.firstDifference !== undefined ? [`first difference at byte ${changes.firstDifference}`] : []),
@@ -202,7 +214,7 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
         out.push(
           reason === 'change'
             ? `[request header, change] ${changes ? describeHeaderChanges(changes) : 'request header changed'}`
-            : `[request header, ${reason}] ${headerSummary(header)}${drift ? ` · other plugins than before: ${describeDrift(drift)}` : ''}`,
+            : `[request header, ${reason}] ${headerSummary(header)}${drift ? ` · other plugins than before: ${describeDrift(drift)}` : ''}${changes ? ` · ${describeHeaderChanges(changes)}` : ''}`,
         )
         break
       }

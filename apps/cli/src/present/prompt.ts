@@ -9,6 +9,7 @@ import { diffManifests, type ManifestRow } from '@loom/agent-loop'
 import { hostSecrets, styler, type Io } from './term.ts'
 
 export function printPrompt(io: Io, report: PromptReport, json: boolean) {
+  printUnstable(io, report.unstable)
   if (json) {
     io.stdout.write(JSON.stringify(redactDeep(report, hostSecrets()), null, 2) + '\n')
     return
@@ -25,10 +26,19 @@ export function printPrompt(io: Io, report: PromptReport, json: boolean) {
   if (report.omitted.length) {
     text += '\n' + rule(`left out by the budgets (${report.omitted.length})`)
     for (const o of report.omitted)
-      text += `${o.kind} ${out.bold(o.name)}  ${out.dim(`← ${o.owner}`)}  ${o.category}, ${o.chars} chars, over the ${o.over === 'category' ? `${o.category} cap` : 'total'}\n`
+      text += `${o.kind} ${out.bold(o.name)}  ${out.dim(`← ${o.owner}`)}  ${o.category}, ${o.chars} chars ${o.cut ? 'cut' : 'left out'}, over the ${o.over === 'category' ? `${o.category} cap` : 'total'}\n`
   }
   io.stdout.write(redact(text, hostSecrets()))
   printManifest(io, report.manifest)
+}
+
+/** On stderr, one line each: what changed between the two assemblies on its own (an error where `loom dev` would fail the turn). */
+function printUnstable(io: Io, unstable: PromptReport['unstable']) {
+  const err = styler(io.stderr)
+  for (const { severe, message } of unstable) {
+    const line = `loom: ${severe ? 'error' : 'warning'}: ${redact(message, hostSecrets())}`
+    io.stderr.write((severe ? err.red(line) : err.yellow(line)) + '\n')
+  }
 }
 
 /** `loom prompt --diff A B`: what B has that A has not, what A had that B lost, what moved, what changed. */

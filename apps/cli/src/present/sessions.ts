@@ -67,9 +67,11 @@ export function printStats(io: Io, stats: StatsReport, json: boolean) {
   if (json) return io.stdout.write(pretty(stats))
   const { requests, totals, prices } = stats
   const percent = (share: number | null) => (share === null ? '-' : `${(Math.floor(share * 1000) / 10).toFixed(1)}%`)
-  const money = (value: number) => `$${value.toFixed(6)}`
+  const money = (value: number | null) => (value === null ? '-' : `$${value.toFixed(6)}`)
+  const sum = (a: number | null, b: number | null) => (a === null || b === null ? null : a + b)
   const head = ['#', 'TURN', 'STEP', 'CHARS', 'REUSE', 'HIT TOK', 'MISS TOK', 'OUT TOK', 'INPUT COST', 'REPORTED IN', 'CACHED', 'REPORTED COST']
-  const reported = (r: ReportedEconomics | null) => (r ? [String(r.inputTokens), percent(r.hitShare), money(r.inputCost + r.outputCost)] : ['-', '-', '-'])
+  const reported = (r: ReportedEconomics<number | null> | null) =>
+    r ? [String(r.inputTokens), percent(r.hitShare), money(sum(r.inputCost, r.outputCost))] : ['-', '-', '-']
   const rows = requests.map(r => [
     String(r.index + 1),
     String(r.turn ?? '-'),
@@ -98,7 +100,9 @@ export function printStats(io: Io, stats: StatsReport, json: boolean) {
   const fmt = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')
   const lines = [
     `session ${stats.id}: ${totals.requests} request${totals.requests === 1 ? '' : 's'}`,
-    `  prices per million tokens: cache hit ${prices.hit}, cache miss ${prices.miss}, output ${prices.output}; tokens ~ characters / 4 of the serialized request`,
+    prices
+      ? `  prices per million tokens: cache hit ${prices.hit}, cache miss ${prices.miss}, output ${prices.output}${prices.write === undefined ? '' : `, cache write ${prices.write}`}; tokens ~ characters / 4 of the serialized request`
+      : `  unknown price: this model has no built-in list price (set the runner row's prices, or give --hit-price, --miss-price and --output-price); tokens ~ characters / 4 of the serialized request`,
     `  REUSE: share of the previous request's serialization (tools, system, messages) reused unchanged as this one's prefix`,
     `  REPORTED: what the provider reported (input tokens incl. cache reads, share of them read from its cache, cost of input and output)`,
     '',
@@ -107,9 +111,11 @@ export function printStats(io: Io, stats: StatsReport, json: boolean) {
     fmt(total),
     '',
     `prefix reuse: mean ${percent(totals.meanReuse)}, min ${percent(totals.minReuse)}`,
-    `estimated input cost: ${money(totals.inputCost)} (${money(totals.uncachedInputCost)} with no cache); output cost: ${money(totals.outputCost)}`,
+    totals.inputCost === null
+      ? 'estimated cost: unknown price'
+      : `estimated input cost: ${money(totals.inputCost)} (${money(totals.uncachedInputCost)} with no cache); output cost: ${money(totals.outputCost)}`,
     totals.reported
-      ? `reported by the provider (${totals.reported.requests} of ${totals.requests} requests): ${totals.reported.inputTokens} input tokens, ${percent(totals.reported.hitShare)} from its cache; cost ${money(totals.reported.inputCost)} input + ${money(totals.reported.outputCost)} output`
+      ? `reported by the provider (${totals.reported.requests} of ${totals.requests} requests): ${totals.reported.inputTokens} input tokens, ${percent(totals.reported.hitShare)} from its cache${totals.reported.writeTokens ? `, ${totals.reported.writeTokens} written to it` : ''}; ${totals.reported.inputCost === null ? 'unknown price' : `cost ${money(totals.reported.inputCost)} input + ${money(totals.reported.outputCost)} output`}`
       : 'the provider reported no usage',
   ]
   io.stdout.write(lines.join('\n') + '\n')

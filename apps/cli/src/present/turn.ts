@@ -6,8 +6,8 @@
 // line per thing that happened (stream-json.ts). Both live views read the turn
 // through `readTurn`, so they show the same things at the same moments.
 import type { TokenUsage } from '@loom/llm'
-import type { RequestHeaderChanges, SessionEvent, SessionEventMap, TurnEndReason } from '@loom/session'
-import { DEFAULT_CACHE_PRICES, type CachePrices } from '@loom/session'
+import type { PluginDrift, RequestHeaderChanges, SessionEvent, SessionEventMap, TurnEndReason } from '@loom/session'
+import { usageCost, type CachePrices } from '@loom/session'
 import type { TurnResult, TurnWatcher } from '../runner.ts'
 import { assistantText, describeCall, describeHeaderChanges, describeReason, describeResult, describeRetry, parseArguments, resultOf } from './describe.ts'
 import { editDiff } from './diff.ts'
@@ -35,8 +35,8 @@ export interface RunReport {
   usage: Required<TokenUsage>
   /** Cache reads over all input tokens, as the provider reported them; null without usage. */
   cacheHitShare: number | null
-  /** Estimated US dollars at the model's prices (an upper bound where off-peak hours bill less). */
-  costUsd: number
+  /** Estimated US dollars at the model's prices (an upper bound where off-peak hours bill less); null when its price is unknown. */
+  costUsd: number | null
   provider: string
   model: string
 }
@@ -81,8 +81,12 @@ export interface TurnView {
   begin(session: { id: string; provider: string | null; model: string | null }): void
   /** A model request starts. */
   step(): void
-  /** The request's system text, tools or config differ from the previous request's (a reload, a new plugin): `changes` says whose. */
-  headerChange(changes: RequestHeaderChanges): void
+  /**
+   * The request's system text, tools or config differ from the previous request's
+   * (a reload, a new plugin, a resume on edited plugins): `changes` says whose, and
+   * on a resume `drift` which plugins differ from those the session last ran on.
+   */
+  headerChange(changes: RequestHeaderChanges, drift?: PluginDrift): void
   text(delta: string): void
   /** `shown`: reasoning is to be shown (`--show-reasoning`); otherwise a view may only say that the model reasons. */
   reasoning(delta: string, shown: boolean): void
@@ -114,8 +118,8 @@ export function readTurn(view: TurnView, options: { reasoning: boolean }): TurnW
         case 'step/start':
           return shown.live(() => view.step())
         case 'request/header': {
-          const { reason, changes } = event.data
-          if (reason === 'change' && changes) shown.live(() => view.headerChange(changes))
+          const { changes, drift } = event.data
+          if (changes) shown.live(() => view.headerChange(changes, drift))
           return
         }
         case 'assistant/chunk': {
@@ -190,8 +194,8 @@ class LiveTurn implements TurnView {
     this.spinner.start('thinking')
   }
 
-  headerChange(changes: RequestHeaderChanges) {
-    this.line(this.out.yellow(`↻ ${describeHeaderChanges(changes)}`))
+  headerChange(changes: RequestHeaderChanges, drift?: PluginDrift) {
+    this.line(this.out.yellow(`↻ ${describeHeaderChanges(changes, drift)}`))
     this.spinner.start('thinking')
   }
 
@@ -298,7 +302,7 @@ export function runReport(
   route: { provider: string; model: string },
   events: readonly SessionEvent[],
   reason: TurnEndReason | undefined,
-  prices: CachePrices = DEFAULT_CACHE_PRICES,
+  prices: CachePrices | null = null,
 ): RunReport {
   const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
   const calls = new Map<string, ToolCallReport>()
@@ -326,7 +330,7 @@ export function runReport(
   }
   const detail = reason?.kind === 'error' ? reason.error : reason?.kind === 'aborted' ? reason.reason : reason?.kind === 'limit' ? reason : null
   const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
-  const costUsd = (usage.cacheReadTokens * prices.hit + (input - usage.cacheReadTokens) * prices.miss + usage.outputTokens * prices.output) / 1e6
+  const cost = prices && usageCost(usage, prices)
   return {
     sessionId,
     status: reason?.kind ?? 'not-started',
@@ -335,16 +339,16 @@ export function runReport(
     toolCalls: [...calls.values()],
     usage,
     cacheHitShare: input ? usage.cacheReadTokens / input : null,
-    costUsd,
+    costUsd: cost && cost.input + cost.output,
     provider: route.provider,
     model: route.model,
   }
 }
 
-/** `8194 in (6144 cached, 75%) / 216 out tokens · ~$0.0012` */
+/** `8194 in (6144 cached, 75%) / 216 out tokens · ~$0.0012`, or `· unknown price` for a model with none. */
 export function describeUsage(report: RunReport): string {
   const { usage } = report
   const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
   const cached = report.cacheHitShare === null ? '' : ` (${usage.cacheReadTokens} cached, ${Math.round(report.cacheHitShare * 100)}%)`
-  return `${input} in${cached} / ${usage.outputTokens} out tokens · ~$${report.costUsd.toFixed(4)}`
+  return `${input} in${cached} / ${usage.outputTokens} out tokens · ${report.costUsd === null ? 'unknown price' : `~$${report.costUsd.toFixed(4)}`}`
 }
