@@ -1,7 +1,7 @@
 // Figures of the `loom` command: how long a deployment takes to boot, and how
 // long `loom dev` takes from saving a plugin file to the next assembly.
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -70,15 +70,30 @@ export async function benchBoot(bundles = ['default', 'minimal'], runs = 5): Pro
  * The loop's step inside the default deployment, whose plugins (runtime contexts,
  * memory, compaction, the JSONL log and its checkpoints...) all run at every
  * step, over histories of several lengths: what a step costs a user, and
- * whether that grows with the session. In a folder outside any repository.
+ * whether that grows with the session. The agents work in a small git
+ * repository with one uncommitted change, as a user's agent does, so the
+ * workspace's git state is part of the figure (not the state of the checkout
+ * the bench runs in).
  */
 export async function benchDefaultStep(): Promise<StepFigure[]> {
   const cwd = mkdtempSync(join(tmpdir(), 'loom-bench-step-'))
+  const project = join(cwd, 'project')
+  mkdirSync(join(project, 'src'), { recursive: true })
+  writeFileSync(join(project, 'package.json'), '{ "scripts": { "test": "node --test" } }\n')
+  writeFileSync(join(project, 'src', 'index.js'), 'export const answer = 42\n')
+  const git = (...args: string[]) => {
+    const child = spawnSync('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@example.invalid', '-c', 'commit.gpgsign=false', ...args], { cwd: project })
+    if (child.status !== 0) throw new Error(`agent-loop/step (default): git ${args.join(' ')} failed: ${child.stderr}`)
+  }
+  git('init', '-q', '-b', 'main')
+  git('add', '-A')
+  git('commit', '-q', '-m', 'start')
+  writeFileSync(join(project, 'src', 'index.js'), 'export const answer = 43\n')
   const home = process.env.LOOM_HOME
   process.env.LOOM_HOME = join(cwd, 'home')
-  const deployment = await boot({ cwd, bundles: ['default'], project: false, user: false, log: () => {} })
+  const deployment = await boot({ cwd: project, bundles: ['default'], project: false, user: false, log: () => {} })
   try {
-    return await benchStep([10, 1_000, 10_000], 100, 5, { name: 'default', root: deployment.root })
+    return await benchStep([10, 1_000, 10_000], 100, 5, { name: 'default', root: deployment.root, cwd: project })
   } finally {
     await deployment.dispose()
     if (home === undefined) delete process.env.LOOM_HOME

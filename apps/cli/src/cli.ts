@@ -2,7 +2,7 @@
 // run the command on what it needs (`loom` alone, on a terminal, is the
 // conversation: conversation.ts): nothing booted (`config`, `schema`,
 // `plugins`, `new plugin`, `dev`, which boots its own), the session store alone
-// (`sessions list`, `show`, `verify`, `repair`, `stats`), or the whole
+// (`sessions list`, `show`, `verify`, `repair`, `stats`, `manifest`), or the whole
 // deployment and its runner (`run`, `prompt`, the conversation, `sessions
 // resume`, `compact`).
 // present/ does the printing. Everything heavy is imported by the command that

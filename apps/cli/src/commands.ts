@@ -191,15 +191,16 @@ export const COMMANDS = [
     name: 'sessions verify',
     args: [REF],
     summary: 'check a log: torn tail, open turn, corruption (exit 1 if not clean)',
-    details: 'Writes nothing.',
+    details: "Writes nothing and takes no lease. Reads the deployment's store: JSONL files, or PostgreSQL with a @loom/session-postgres row.",
     options: STORED,
     examples: [`loom sessions verify ${SESSION}`],
   },
   {
     name: 'sessions repair',
     args: [REF],
-    summary: 'repair a log on disk and say what was done',
-    details: 'A torn tail is cut and an open turn is closed with explicit results; corruption is never "repaired" (exit 1).',
+    summary: 'repair a log in its store and say what was done',
+    details:
+      'A torn tail is cut and an open turn is closed with explicit results, under the session\'s lease (refused while another process writes it); a clean log is left alone; corruption is never "repaired" (exit 1).',
     options: STORED,
     examples: [`loom sessions repair ${SESSION}`],
   },
@@ -304,7 +305,7 @@ export const CONVERSATION = {
 
 /** Commands with subcommands, and what they are about. */
 export const GROUPS: Record<string, string> = {
-  sessions: 'stored sessions ($LOOM_HOME/sessions): list, read, continue, check, repair, measure and compact them',
+  sessions: "stored sessions (the deployment's store: $LOOM_HOME/sessions, or PostgreSQL): list, read, continue, check, repair, measure and compact them",
   new: 'create a project from a template',
 }
 

@@ -58,7 +58,8 @@ export const Config: Schema<RunnerConfig> = Schema.object({
     ),
 })
 
-export const NO_STORE = 'this deployment stores no sessions: add a session persistence row (@loom/session-jsonl) to use `loom sessions`'
+export const NO_STORE =
+  'this deployment stores no sessions: add a session persistence row (@loom/session-jsonl or @loom/session-postgres) to use `loom sessions`'
 
 /**
  * USD per million tokens for `model` on `provider`: `configured` (the runner's

@@ -27,6 +27,8 @@ export interface RouteFlags {
 export interface RunFlags extends RouteFlags {
   /** Working directory of the agent (default: process.cwd()). */
   cwd?: string
+  /** The id of a new session (default: a fresh `newSessionId()`); `loom serve` derives it from an Idempotency-Key. */
+  sessionId?: string
   /** `off` sends reasoning effort `off`; `on` the route's default effort. */
   thinking?: 'on' | 'off'
   reasoningEffort?: string
@@ -179,7 +181,7 @@ export class Runner extends Service {
   async open(flags: RunFlags = {}, id?: string): Promise<Agent> {
     if (id === undefined) {
       const route = await this.route(flags)
-      return this.home.agents.create(newSessionId(), { ...route, cwd: flags.cwd ?? process.cwd(), ...this.agentOptions(route, flags) })
+      return this.home.agents.create(flags.sessionId ?? newSessionId(), { ...route, cwd: flags.cwd ?? process.cwd(), ...this.agentOptions(route, flags) })
     }
     const { route, last } = await this.resumeRoute(id, flags)
     const used = { provider: route.provider ?? last?.provider ?? '', model: route.model ?? last?.model ?? '' }

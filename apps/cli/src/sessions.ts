@@ -1,20 +1,24 @@
-// Stored sessions without the deployment: `loom sessions list|show|verify|stats`
-// and `repair` mount only the rows that store sessions (@loom/session and
-// @loom/session-jsonl, with the config the composed deployment gives them), so
-// a broken row that has nothing to do with storage cannot stop them. Resuming
-// and compacting need an agent and a model: they go through the runner.
+// Stored sessions without the deployment: `loom sessions list|show|verify|repair`,
+// `stats` and `manifest` mount only the rows that store sessions (@loom/session
+// and the deployment's persistence, JSONL files or PostgreSQL, with the config
+// the composed deployment gives them), so a broken row that has nothing to do
+// with storage cannot stop them. Every command reads and repairs through the
+// SessionPersistence contract, whatever the backend. Resuming and compacting
+// need an agent and a model: they go through the runner.
 import { interpolate, type EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
-import type { SessionEvent, SessionHeader } from '@loom/session'
+import type { SessionEvent, SessionPersistence } from '@loom/session'
 import { reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics, type StoredSession } from '@loom/session'
-import type { JsonlPersistence } from '@loom/session-jsonl'
 import type { Manifest } from '@loom/agent-loop'
 import { boot, startMessage, type BootOptions } from './boot.ts'
 import { resolveSessionRef } from './session-ref.ts'
 import { ConfigError, UsageError } from './errors.ts'
 import { Config as RunnerConfig, lastRoute, modelPrices, NO_STORE, name as RUNNER } from './runner-config.ts'
 
-/** The modules a store needs: the session service and its JSONL backend. */
-const STORE_MODULES = new Set(['@loom/session', '@loom/session-jsonl'])
+/** The modules a store needs: the session service and a persistence backend. */
+const STORE_MODULES = new Set(['@loom/session', '@loom/session-jsonl', '@loom/session-postgres'])
+
+/** The deployment's `sessionPersistence`, whichever backend provides it; the CLI names the leases it takes. */
+export type Persistence = SessionPersistence & { leaseCommand?: string }
 
 export interface SessionSummary {
   id: string
@@ -29,6 +33,7 @@ export interface SessionSummary {
 
 export interface VerifyReport {
   id: string
+  /** Where the log is stored: its file (JSONL), its row (PostgreSQL: `host:port/database schema.sessions id="…"`). */
   path: string
   clean: boolean
   events: number
@@ -44,11 +49,11 @@ export type StatsReport = SessionEconomics<number | null> & { id: string }
 
 /**
  * Boots the deployment's store rows alone and returns its stored sessions.
- * Without a JSONL store row it throws the usage error `loom sessions` gives.
+ * Without a persistence row it throws the usage error `loom sessions` gives.
  */
 export async function openStore(options: BootOptions): Promise<StoredSessions> {
   const deployment = await boot({ ...options, select: storeRows })
-  const persistence = deployment.root.get('sessionPersistence')
+  const persistence: Persistence | undefined = deployment.root.get('sessionPersistence')
   if (!persistence) {
     await deployment.dispose()
     throw new UsageError(NO_STORE)
@@ -80,7 +85,6 @@ function flatten(rows: readonly EntryOptions[]): EntryOptions[] {
   return rows.flatMap(row => (row.group ? flatten(Array.isArray(row.config) ? row.config : []) : [row]))
 }
 
-/** The stored sessions of one JSONL store: read, checked and repaired. */
 /** What `loom sessions manifest --json` prints. */
 export interface SessionManifestReport {
   id: string
@@ -91,13 +95,14 @@ export interface SessionManifestReport {
   manifest: Manifest
 }
 
+/** The stored sessions of one store, through its SessionPersistence: read, checked and repaired. */
 export class StoredSessions {
-  readonly persistence: JsonlPersistence
+  readonly persistence: Persistence
   private readonly prices: Record<string, CachePrices>
   /** Unmounts the store rows. */
   readonly dispose: () => Promise<void>
 
-  constructor(persistence: JsonlPersistence, prices: Record<string, CachePrices>, dispose: () => Promise<void>) {
+  constructor(persistence: Persistence, prices: Record<string, CachePrices>, dispose: () => Promise<void>) {
     this.persistence = persistence
     this.prices = prices
     this.dispose = dispose
@@ -106,7 +111,7 @@ export class StoredSessions {
   /**
    * The id `ref` names: an id, a unique prefix of one, or `last` (see
    * session-ref.ts). A name that matches nothing is passed on as it is, so the
-   * command's own "not found" names the folder it looked in.
+   * command's own "not found" names the store it looked in.
    */
   async resolve(ref: string, cwd: string): Promise<string> {
     const headers = await this.persistence.list()
@@ -118,7 +123,7 @@ export class StoredSessions {
   async list(): Promise<SessionSummary[]> {
     const headers = await this.persistence.list()
     return Promise.all(
-      headers.map(async (header: SessionHeader) => {
+      headers.map(async header => {
         const known = {
           id: header.id,
           createdAt: header.createdAt,
@@ -188,41 +193,32 @@ export class StoredSessions {
 
   /** Checks a stored log without writing: a torn tail, an open turn, an unfinished compaction, corruption. */
   async verify(id: string): Promise<VerifyReport> {
-    const { files } = this.persistence
-    const path = await files.find(id)
-    if (!path) throw new UsageError(`session "${id}" not found in ${files.root}`)
-    try {
-      const log = await files.read(path, id)
-      // `inspect` also validates the log as one Session would hold it.
-      await this.persistence.inspect(id)
-      const tornBytes = log.fileBytes - log.committedBytes
-      // The closers end unfinished compactions first, then close the open turn.
-      const compactionEnds = log.closers.filter((event): event is SessionEvent<'compaction/end'> => event.type === 'compaction/end')
-      const turnClosers = log.closers.filter(event => event.type !== 'compaction/end')
-      const openTurn = turnClosers.length ? { turn: openTurnOf(log.events), closers: turnClosers.map(describeCloser) } : null
-      const unfinishedCompactions = compactionEnds.map(({ data }) => ({ compactionId: data.compactionId, turn: data.turn }))
-      const clean = tornBytes === 0 && !openTurn && !unfinishedCompactions.length
-      return { id, path, clean, events: log.events.length, tornBytes, openTurn, unfinishedCompactions, corruption: null }
-    } catch (error) {
-      return { id, path, clean: false, events: 0, tornBytes: 0, openTurn: null, unfinishedCompactions: [], corruption: (error as Error).message }
-    }
+    const { location, events, tornBytes, closers, corruption } = await this.persistence.check(id).catch(missingIsUsage)
+    // The closers end unfinished compactions first, then close the open turn (its turn/end comes last).
+    const compactionEnds = closers.filter((event): event is SessionEvent<'compaction/end'> => event.type === 'compaction/end')
+    const turnClosers = closers.filter(event => event.type !== 'compaction/end')
+    const turnEnd = turnClosers.at(-1) as SessionEvent<'turn/end'> | undefined
+    const openTurn = turnEnd ? { turn: turnEnd.data.turn, closers: turnClosers.map(describeCloser) } : null
+    const unfinishedCompactions = compactionEnds.map(({ data }) => ({ compactionId: data.compactionId, turn: data.turn }))
+    const clean = !corruption && tornBytes === 0 && !openTurn && !unfinishedCompactions.length
+    return { id, path: location, clean, events, tornBytes, openTurn, unfinishedCompactions, corruption }
   }
 
-  /** Repairs a stored log on disk (`load` under the session's lease): cuts a torn tail, closes what is open. */
+  /** Repairs a stored log (`load` under the session's lease, given back after): cuts a torn tail, closes what is open. */
   async repair(id: string): Promise<{ before: VerifyReport; after: VerifyReport }> {
     const before = await this.verify(id)
-    if (before.corruption) return { before, after: before }
+    // Nothing to write: a clean log is left alone, even while another process holds its lease.
+    if (before.corruption || before.clean) return { before, after: before }
     await this.persistence.load(id)
+    await this.persistence.close(id)
     return { before, after: await this.verify(id) }
   }
 }
 
-function openTurnOf(events: readonly SessionEvent[]): number {
-  for (let i = events.length - 1; i >= 0; i--) {
-    const event = events[i]
-    if (event.type === 'turn/start') return event.data.turn
-  }
-  return 0
+/** A session the store does not hold is the caller's mistake (exit 2); the message names where the store looked. */
+function missingIsUsage(error: unknown): never {
+  const message = (error as Error)?.message ?? ''
+  throw /^session ".*" not found\b/.test(message) ? new UsageError(message) : error
 }
 
 function describeCloser(event: SessionEvent): string {

@@ -1,6 +1,9 @@
 // A client of `loom serve` for the tests: JSON requests with the bearer token,
 // and an event-stream reader that parses the SSE frames and stops when a
-// condition holds (or after a timeout).
+// condition holds (or after a timeout); and `startHost`, one `loom serve`
+// process of a multi-host test.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { cleanEnv, MAIN } from './helpers.ts'
 
 export interface Reply {
   status: number
@@ -119,4 +122,39 @@ export async function eventually<T>(check: () => T | undefined | Promise<T | und
     if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
     await new Promise(resolve => setTimeout(resolve, 50))
   }
+}
+
+export interface Host {
+  name: string
+  child: ChildProcess
+  url: string
+  stderr: () => string
+  exited: Promise<number | null>
+}
+
+/** A `loom serve` process on a free port in `at`, with `env` on top of a clean environment; resolves once it listens. */
+export function startHost(name: string, at: { cwd: string; home: string }, env: Record<string, string>): Promise<Host> {
+  const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--drain-ms', '2000'], {
+    cwd: at.cwd,
+    env: cleanEnv(at.home, env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.setEncoding('utf8').on('data', (data: string) => {
+    stdout += data
+  })
+  child.stderr!.setEncoding('utf8').on('data', (data: string) => {
+    stderr += data
+  })
+  const exited = new Promise<number | null>(resolve => child.on('exit', code => resolve(code)))
+  return eventually<Host>(
+    () => {
+      if (child.exitCode !== null) throw new Error(`host ${name} exited ${child.exitCode}: ${stderr}`)
+      const url = /listening on (http:\S+)/.exec(stdout)?.[1]
+      return url === undefined ? undefined : { name, child, url, stderr: () => stderr, exited }
+    },
+    30_000,
+    `host ${name} to listen`,
+  )
 }

@@ -8,11 +8,10 @@
 // is still stored, the new message is answered on B, and the client, reconnected
 // to host C with Last-Event-ID, goes on from its last seq with no gap and no
 // duplicate.
-import { spawn, type ChildProcess } from 'node:child_process'
 import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { cleanEnv, MAIN, project } from './helpers.ts'
-import { client, eventually, turnEnded, type Frame } from './serve-client.ts'
+import { project } from './helpers.ts'
+import { client, eventually, type Frame, type Host, startHost as start, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'failover-test-token-0123456789'
 const STALE_MS = 1500
@@ -46,45 +45,13 @@ const layer = (schema: string) => `
 const SLOW = [{ text: 'Working on it.', toolCalls: [{ name: 'bash', arguments: { command: 'sleep 30' } }] }]
 const ANSWER = ['Continued on a survivor.']
 
-interface Host {
-  name: string
-  child: ChildProcess
-  url: string
-  stderr: () => string
-  exited: Promise<number | null>
-}
-
 const hosts: Host[] = []
 let pg: TestPostgres
 
-function startHost(name: string, at: { cwd: string; home: string }, script: unknown): Promise<Host> {
-  const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--drain-ms', '2000'], {
-    cwd: at.cwd,
-    env: cleanEnv(at.home, { LOOM_SERVE_TOKEN: TOKEN, LOOM_PG_URL: pg.url, LOOM_TEST_HOST: name, LOOM_TEST_SCRIPT: JSON.stringify(script) }),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.setEncoding('utf8').on('data', (data: string) => {
-    stdout += data
-  })
-  child.stderr!.setEncoding('utf8').on('data', (data: string) => {
-    stderr += data
-  })
-  const exited = new Promise<number | null>(resolve => child.on('exit', code => resolve(code)))
-  const host = eventually<Host>(
-    () => {
-      if (child.exitCode !== null) throw new Error(`host ${name} exited ${child.exitCode}: ${stderr}`)
-      const url = /listening on (http:\S+)/.exec(stdout)?.[1]
-      return url === undefined ? undefined : { name, child, url, stderr: () => stderr, exited }
-    },
-    30_000,
-    `host ${name} to listen`,
-  )
-  return host.then(started => {
-    hosts.push(started)
-    return started
-  })
+async function startHost(name: string, at: { cwd: string; home: string }, script: unknown): Promise<Host> {
+  const host = await start(name, at, { LOOM_SERVE_TOKEN: TOKEN, LOOM_PG_URL: pg.url, LOOM_TEST_HOST: name, LOOM_TEST_SCRIPT: JSON.stringify(script) })
+  hosts.push(host)
+  return host
 }
 
 describe('loom serve on three hosts sharing PostgreSQL', () => {

@@ -19,6 +19,8 @@ const SCRIPT = scriptedModel(`
 - Noted both.
 - The first answer of the guide.
 - The second answer of the guide.
+- Once, for the key.
+- Once more, for the key.
 - text: Sleeping again.
   toolCalls:
     - { name: bash, arguments: { command: 'sleep 30' } }
@@ -78,6 +80,12 @@ describe('loom serve (JSONL, one host)', () => {
     const health = await api.request('GET', '/healthz', undefined, {})
     expect(health.status).toBe(200)
     expect(health.body).toMatchObject({ status: 'ok', store: 'jsonl', agents: { open: 0, running: 0 } })
+  })
+
+  it('/readyz answers without a token: ready while the store answers and the server is not draining', async () => {
+    const ready = await api.request('GET', '/readyz', undefined, {})
+    expect(ready.status).toBe(200)
+    expect(ready.body).toMatchObject({ status: 'ready', store: 'jsonl' })
   })
 
   it('without a valid bearer token: 401 with the error alone, and nothing happens', async () => {
@@ -237,7 +245,38 @@ describe('loom serve (JSONL, one host)', () => {
     }
   })
 
-  it('SIGTERM drains: 503 for new work, /healthz says draining, the turn past --drain-ms is closed in its log, the stream ends after it, exit 0', async () => {
+  it('Idempotency-Key: a retry gets the first answer and starts nothing; the same key with another body is 422', async () => {
+    const keyed = (key: string) => ({ authorization: `Bearer ${TOKEN}`, 'idempotency-key': key })
+    const created = await api.request('POST', '/v1/sessions', { task: 'count once' }, keyed('create-once'))
+    expect(created.status).toBe(201)
+    const id = created.body.id
+    expect(await api.request('POST', '/v1/sessions', { task: 'count once' }, keyed('create-once'))).toMatchObject({ status: 201, body: created.body })
+    await api.events(id, { until: turnEnded(1) })
+    const sent = await api.request('POST', `/v1/sessions/${id}/messages`, { text: 'once more' }, keyed('message-once'))
+    expect(sent.status).toBe(202)
+    const again = await api.request('POST', `/v1/sessions/${id}/messages`, { text: 'once more' }, keyed('message-once'))
+    expect(again.body).toEqual({ ...sent.body, status: expect.any(String) })
+    await api.events(id, { until: turnEnded(2) })
+    for (const [path, body, key] of [
+      [`/v1/sessions/${id}/messages`, { text: 'once more', mode: 'steer' }, 'message-once'],
+      ['/v1/sessions', { task: 'count twice' }, 'create-once'],
+    ] as const) {
+      const refused = await api.request('POST', path, body, keyed(key))
+      expect(refused.status).toBe(422)
+      expect(refused.body.error).toMatchObject({ code: 'IDEMPOTENCY_MISMATCH', field: 'Idempotency-Key' })
+    }
+    const bad = await api.request('POST', `/v1/sessions/${id}/messages`, { text: 'x' }, keyed('not a key'))
+    expect(bad.body.error).toMatchObject({ code: 'INVALID_REQUEST', field: 'Idempotency-Key' })
+    // One session from the two creates, two turns from the three messages; the message is in the log once.
+    const read = (await api.request('GET', `/v1/sessions/${id}`)).body
+    expect(read.session.turns).toBe(2)
+    expect(
+      read.events.filter((event: { type: string; data: any }) => event.type === 'user/message' && JSON.stringify(event.data).includes('once more')),
+    ).toHaveLength(1)
+    expect((await api.request('GET', '/v1/sessions')).body.sessions.filter((session: { id: string }) => session.id === id)).toHaveLength(1)
+  })
+
+  it('SIGTERM drains: 503 for new work, /readyz 503 and /healthz says draining, the turn past --drain-ms is closed in its log, the stream ends after it, exit 0', async () => {
     const created = await api.request('POST', '/v1/sessions', { task: 'sleep until stopped' })
     const id = created.body.id
     await api.events(id, { until: frames => frames.some(frame => frame.event.type === 'tool/call') })
@@ -246,9 +285,13 @@ describe('loom serve (JSONL, one host)', () => {
     await new Promise(resolve => setTimeout(resolve, 200))
     const started = Date.now()
     signal('SIGTERM')
+    // Alive (a liveness probe must not restart it mid-drain), but not ready for work.
     const health = await api.request('GET', '/healthz', undefined, {})
-    expect(health.status).toBe(503)
+    expect(health.status).toBe(200)
     expect(health.body.status).toBe('draining')
+    const ready = await api.request('GET', '/readyz', undefined, {})
+    expect(ready.status).toBe(503)
+    expect(ready.body).toMatchObject({ status: 'draining', reason: 'this server is shutting down' })
     const refused = await api.request('POST', '/v1/sessions', { task: 'too late' })
     expect(refused.status).toBe(503)
     expect(refused.body.error.code).toBe('DRAINING')
@@ -270,7 +313,7 @@ describe('loom serve (JSONL, one host)', () => {
     const logged = events(file)
     expect(logged.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: { kind: 'aborted' } } })
     expect(logged.some(event => event.type === 'tool/result')).toBe(true)
-    expect(sessionFiles(at.home).length).toBe(4)
+    expect(sessionFiles(at.home).length).toBe(5)
     expect((await loom(['sessions', 'verify', id], at)).code).toBe(0)
   })
 })

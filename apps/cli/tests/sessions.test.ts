@@ -249,6 +249,6 @@ describe('loom sessions', () => {
   it('a deployment without a session store says so', async () => {
     const run = await loom(['--bundle', 'minimal', 'sessions', 'list'], at)
     expect(run.code).toBe(2)
-    expect(run.stderr).toContain('this deployment stores no sessions: add a session persistence row (@loom/session-jsonl)')
+    expect(run.stderr).toContain('this deployment stores no sessions: add a session persistence row (@loom/session-jsonl or @loom/session-postgres)')
   })
 })

@@ -62,15 +62,20 @@ async function spine(): Promise<Context> {
 /**
  * Steps of agents over histories of several lengths. `deployment`: the context of
  * a booted deployment to measure in instead of the spine (its own plugins then
- * run at every step, as they would for a user).
+ * run at every step, as they would for a user), and the folder its agents work in.
  */
-export async function benchStep(histories = [10, 1_000, 10_000], steps = 100, rounds = 5, deployment?: { name: string; root: Context }): Promise<StepFigure[]> {
+export async function benchStep(
+  histories = [10, 1_000, 10_000],
+  steps = 100,
+  rounds = 5,
+  deployment?: { name: string; root: Context; cwd?: string },
+): Promise<StepFigure[]> {
   const root = deployment?.root ?? (await spine())
   const host = await root.plugin({ name: 'bench-agents', inject: ['llm', 'agents'], apply() {} })
   host.ctx.llm.registerAdapter(['instant'], new InstantAdapter())
 
   const agents = histories.map(history => {
-    const agent = host.ctx.agents.create(`bench-${history}`, { provider: 'instant', model: 'm' })
+    const agent = host.ctx.agents.create(`bench-${history}`, { provider: 'instant', model: 'm', ...(deployment?.cwd && { cwd: deployment.cwd }) })
     writeHistory(agent.session, history)
     return agent
   })

@@ -28,6 +28,7 @@ import {
   type CachePrices,
   type RequestSources,
   type Session,
+  type SessionEvent,
   type TurnEndReason,
 } from '@loom/session'
 import { joinContextSections, PromptUnstableError, renderPrompt, type PromptAssembly } from '@loom/system-prompt'
@@ -82,6 +83,13 @@ type Phase =
 type StepEnd = TurnEndReason | null
 
 /**
+ * What follows each live agent's session, looked up by the loop's one
+ * `session/event` listener: a listener per agent would make every append of
+ * every session call all of them (a host with 200 sessions, 200 calls an event).
+ */
+export const sessionObservers = new WeakMap<Session, (event: SessionEvent) => void>()
+
+/**
  * One agent: a session, an inbox and a driver. `followup` queues a prompt for a
  * new turn, `steer` adds input to the next step and wakes the driver, `inject`
  * adds input without waking it. Each turn claims its input, assembles the prompt
@@ -119,9 +127,10 @@ export class Agent implements AgentRef {
       claimed: (message, turn) => loop.emit(this, 'agent/inbox/claimed', { agent: this, message, turn }),
     })
     this.#projection = new RuntimeContextProjection(session)
-    this.ctx.on('session/event', (target, event) => {
-      if (target === session) this.#projection.observe(event)
-    })
+    this.ctx.effect(() => {
+      sessionObservers.set(session, event => this.#projection.observe(event))
+      return () => sessionObservers.delete(session)
+    }, 'agent: runtime-context projection')
   }
 
   get id(): string {

@@ -6,7 +6,7 @@ import type { Session, SessionHeader, SessionStore } from '@loom/session'
 import type { AssembleContext, SystemPrompt } from '@loom/system-prompt'
 import type { ToolRuntime } from '@loom/tools'
 import { isAbsolute } from 'node:path'
-import { Agent, type AgentOptions } from './agent.ts'
+import { Agent, sessionObservers, type AgentOptions } from './agent.ts'
 import { pluginIdentity, type PluginIdentity } from './identity.ts'
 import type {} from './events.ts' // the agent/* event declarations
 
@@ -82,6 +82,7 @@ export class AgentLoop extends Service {
     ctx.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)
     ctx.systemPrompt.variable('model', c => agentOf(c)?.options.model)
     ctx.systemPrompt.variable('cwd', c => c.agent?.cwd)
+    ctx.on('session/event', (session, event) => sessionObservers.get(session)?.(event))
   }
 
   get systemPrompt(): SystemPrompt {

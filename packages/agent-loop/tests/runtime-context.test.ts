@@ -256,6 +256,21 @@ describe('5.3 runtime context', () => {
     expect(ownedInRequest(h.adapter.requests[1].messages).map(textOf)).toEqual([snapshot('Mode: read-only.')])
   })
 
+  it("follows every agent's session through one listener, so an append runs no other agent's code", async () => {
+    const h = await harness({ script: [textResponse('one'), textResponse('two')] })
+    h.ctx.systemPrompt.context({ name: 'policy', order: 0, text: 'Mode: read-only.' })
+    // Cordis keeps a listener list per event; each append of any session calls every entry.
+    const listeners = () => (h.root.events as unknown as { _hooks: Record<string, unknown[]> })._hooks['session/event'].length
+    const before = listeners()
+    const others = Array.from({ length: 20 }, (_, i) => h.ctx.agents.create(`other-${i}`, { provider: 'mock', model: 'mock' }))
+    expect(listeners()).toBe(before)
+    await turn(h.agent, 'first')
+    await turn(h.agent, 'second')
+    expect(ownedTexts(h.events())).toEqual([snapshot('Mode: read-only.')])
+    for (const other of others) await other.dispose()
+    expect(listeners()).toBe(before)
+  })
+
   it('emits CLEARED once when runtime context becomes suppressed (67)', async () => {
     const h = await harness({
       script: [textResponse('one'), toolCallResponse('c1', 'noop', {}), textResponse('two'), textResponse('three')],

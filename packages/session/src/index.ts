@@ -31,6 +31,7 @@ export {
 } from './surface.ts'
 export { dataProblem, envelopeProblem } from './validate.ts'
 export { SessionFormatUnsupportedError, SessionPersistenceCorruptionError } from './errors.ts'
+export { checkStored, type StoredSessionCheck } from './check.ts'
 export { defaultLeaseCommand, processExists } from './lease.ts'
 export { SessionWriteBehind, type SessionWriteBehindOptions } from './write-behind.ts'
 export { SessionTracker, type TrackedLog } from './tracker.ts'

@@ -2,6 +2,7 @@ import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { SessionId } from '@loom/llm'
 import { isAbsolute } from 'node:path'
+import type { StoredSessionCheck } from './check.ts'
 import { SESSION_FORMAT_VERSION, type SessionEvent, type SessionHeader } from './events.ts'
 import { bindPublisher, Session } from './session.ts'
 
@@ -121,8 +122,8 @@ function describeHolder({ pid, host, since, command }: SessionLeaseHolder): stri
  * died is detected and its lease taken over. Every batch is fenced: a writer
  * whose lease was taken over fails with `SESSION_LEASE_LOST` instead of writing.
  * The lease is released by `close(id)`, when the live session is disposed, when
- * the backend unloads, and when the process exits. Reads (`inspect`, `readFrom`,
- * `list`) take no lease and work while another process writes.
+ * the backend unloads, and when the process exits. Reads (`inspect`, `check`,
+ * `readFrom`, `list`) take no lease and work while another process writes.
  *
  * **Durable before shown.** After each batch is durably stored the backend emits
  * `session/durable` (id, seq); `whenDurable(id, seq)` resolves once event `seq`
@@ -137,6 +138,12 @@ export interface SessionPersistence {
   load(id: SessionId): Promise<StoredSession>
   /** What `load` would return, without writing or taking the lease. */
   inspect(id: SessionId): Promise<StoredSession>
+  /**
+   * What `load` would repair in the stored log of `id` (a torn tail, closers),
+   * or why it cannot read it (`corruption`), from storage: writes nothing, takes
+   * no lease. Rejects when nothing is stored for `id`, as `inspect` does.
+   */
+  check(id: SessionId): Promise<StoredSessionCheck>
   /** An unpublished Session to resume `id`; takes the lease, which publishing it keeps. */
   prepare(id: SessionId): Promise<Session>
   /** Stored events with `seq >= fromSeq`, no repair, no lease. */

@@ -135,7 +135,8 @@ export class SessionTracker<T extends TrackedLog> {
     tracked.reserved = undefined
     tracked.writer = new SessionWriteBehind({
       maxDelayMs: this.maxDelayMs,
-      write: batch => this.serial(session.id, () => store(batch)),
+      // A batch taken before the log was abandoned is dropped, not written.
+      write: batch => this.serial(session.id, () => (this.tracked.get(session.id) === tracked ? store(batch) : Promise.reject(abandoned(session.id)))),
       reportBackgroundFailure: error =>
         this.home
           .logger(this.logger)
@@ -170,6 +171,24 @@ export class SessionTracker<T extends TrackedLog> {
     }
   }
 
+  /**
+   * Stops writing the live session `id` unless its event `seq` is stored already
+   * (`false`: it is, and the session is written on). Otherwise what is not stored
+   * is dropped, never written, and `forget` lets the log go: the session's log
+   * ends where it was durable. Runs in the id's chain, so no write is in flight
+   * when it decides.
+   */
+  abandon(id: string, seq: number, forget: (id: string, tracked: T) => unknown): Promise<boolean> {
+    return this.serial(id, async () => {
+      const tracked = this.tracked.get(id)
+      if (!tracked?.writer) return true
+      if (tracked.cursor > seq) return false
+      tracked.writer.discard()
+      await forget(id, tracked)
+      return true
+    })
+  }
+
   /** Stops tracking `id`: whoever still waits for its events is told they will not be stored. */
   untrack(id: string, tracked: TrackedLog | undefined = this.tracked.get(id)): void {
     if (!tracked) return
@@ -185,3 +204,5 @@ export class SessionTracker<T extends TrackedLog> {
     return results.filter(result => result.status === 'rejected').map(result => (result as PromiseRejectedResult).reason)
   }
 }
+
+const abandoned = (id: string) => new Error(`session "${id}" was abandoned: this batch is dropped, not written`)

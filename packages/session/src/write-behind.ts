@@ -99,6 +99,13 @@ export class SessionWriteBehind {
     return this.flush()
   }
 
+  /** Refuses further events and drops what is queued, never writing it (the session is abandoned). */
+  discard(): void {
+    this.#closed = true
+    this.#clearTimer()
+    this.#queue = []
+  }
+
   async #drain(): Promise<void> {
     try {
       // Always suspends at least once, so `#barrier` is assigned before the `finally` below can run.

@@ -2,11 +2,14 @@ import { resolve } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { AssembleContext } from '@loom/system-prompt'
-import { GitRunner, readGitState, type GitState } from './git.ts'
+import { isRead } from '@loom/tools'
+import { GitRunner, type GitState } from './git.ts'
 import { PackageJsonCache, readProjectFacts, type ProjectFacts } from './project.ts'
+import { GitStateCache } from './watch.ts'
 
 export { GitRunner, mayBeInRepository, readGitState, type GitState } from './git.ts'
 export { LOCKFILES, PackageJsonCache, readProjectFacts, testCommand, type ProjectFacts } from './project.ts'
+export { findWorkTree, GitStateCache, type WorkTree } from './watch.ts'
 
 export const name = '@loom/context-workspace'
 export const inject = ['systemPrompt']
@@ -21,12 +24,17 @@ export interface Config {
   gitTimeoutMs: number
   /** The git executable. */
   git: string
+  /** A work tree with more folders than this is not watched: its git state is read at every step. 0: never watch. */
+  maxWatchedFolders: number
 }
 
 export const Config: Schema<Config> = Schema.object({
   root: Schema.string().description('Directory reported (default: the agent session cwd, else the process cwd).'),
   gitTimeoutMs: Schema.natural().min(1).default(2_000).description('Deadline for the git calls of one assembly, in ms; past it the text has no git facts.'),
   git: Schema.string().default('git').description('The git executable.'),
+  maxWatchedFolders: Schema.natural()
+    .default(2_000)
+    .description('A work tree with more folders than this is not watched, and its git state is read at every step; 0 never watches.'),
 }) as Schema<Config>
 
 /** The exact text of the context. */
@@ -64,7 +72,18 @@ export function apply(ctx: Context, config: Config) {
   const cwdOf = (context: AssembleContext) => resolve(config.root ?? context.agent?.cwd ?? process.cwd())
   const owner = ctx.fiber.name
   const runner = new GitRunner(config.git)
-  ctx.effect(() => () => runner.dispose(), `${name}: git processes`)
+  const gitStates = new GitStateCache(runner, config.maxWatchedFolders)
+  ctx.effect(
+    () => () => {
+      gitStates.dispose()
+      runner.dispose()
+    },
+    `${name}: git processes and watches`,
+  )
+  // A call that does more than read (a command, a write) may change any tree, in ways a watch may miss.
+  ctx.on('tools/result', exec => {
+    if (!isRead(ctx.get('tools')?.effectsOf(exec))) gitStates.invalidate()
+  })
   // Text, asserts and the listener of one assembly read the project's files once.
   const packages = new PackageJsonCache()
   const assemblies = new WeakMap<AssembleContext, ProjectFacts>()
@@ -86,12 +105,12 @@ export function apply(ctx: Context, config: Config) {
     asserts: context => projectAsserts(projectOf(context)),
   })
 
-  // Git state is read fresh for every assembly (every model step), asynchronously.
+  // Git state as it is at every assembly (every model step), asynchronously: read again when the tree may have changed.
   ctx.on('system-prompt/assemble', async (assembly, context, next) => {
     const entry = assembly.contexts.find(c => c.name === CONTEXT_NAME && c.owner === owner)
     if (entry) {
       const cwd = cwdOf(context)
-      const git = await readGitState(runner, cwd, config.gitTimeoutMs, context.signal)
+      const git = await gitStates.read(cwd, config.gitTimeoutMs, context.signal)
       // Only the text changes: the entry stays literal.
       entry.text = workspaceText(cwd, git, projectOf(context))
     }

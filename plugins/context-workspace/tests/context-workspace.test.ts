@@ -5,8 +5,9 @@ import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { userText } from '@loom/llm'
 import { createHost, type Host } from '@loom/testkit'
+import { defineTool } from '@loom/tools'
 import * as workspace from '../src/index.ts'
-import { GitRunner, mayBeInRepository, PackageJsonCache, readGitState, readProjectFacts, workspaceText } from '../src/index.ts'
+import { findWorkTree, GitRunner, mayBeInRepository, PackageJsonCache, readGitState, readProjectFacts, workspaceText } from '../src/index.ts'
 
 let base: string
 let host: Host
@@ -382,5 +383,164 @@ describe('the plugin', () => {
     await pending
     expect(Date.now() - started).toBeLessThan(900) // the unload stopped git; no deadline was waited for
     await host.assertZeroResidue(mounted)
+  })
+})
+
+describe('the git state between steps: read again only when the tree may have changed', () => {
+  /** A git that logs its arguments: how many `git status` ran. */
+  function countingGit(): { git: string; statuses: () => number } {
+    const calls = join(base, `calls-${++counter}.log`)
+    const path = join(base, `counting-git-${counter}`)
+    writeFileSync(path, `#!/bin/sh\necho "$*" >> '${calls}'\nexec git "$@"\n`, { mode: 0o755 })
+    return {
+      git: path,
+      statuses: () =>
+        existsSync(calls)
+          ? readFileSync(calls, 'utf8')
+              .split('\n')
+              .filter(line => line.startsWith('status ')).length
+          : 0,
+    }
+  }
+
+  it('keeps the state while nothing changes, and sees each outside change at the next step: an edit, a new folder, a commit, a branch', async () => {
+    const counting = countingGit()
+    const mounted = await host.mount(workspace, { git: counting.git })
+    const cwd = repo()
+    const text = (git: string) => `Working directory: ${cwd}\nGit: ${git}`
+    // The first step lists the folders to watch while status runs; the second keeps what it reads.
+    expect(await contextText(mounted, cwd)).toBe(text('branch main, working tree clean'))
+    expect(await contextText(mounted, cwd)).toBe(text('branch main, working tree clean'))
+    const warm = counting.statuses()
+    for (let i = 0; i < 5; i++) expect(await contextText(mounted, cwd)).toBe(text('branch main, working tree clean'))
+    expect(counting.statuses()).toBe(warm)
+
+    writeFileSync(join(cwd, 'a.txt'), 'edited outside\n')
+    expect(await contextText(mounted, cwd)).toBe(text('branch main, 1 file changed or untracked'))
+    expect(await contextText(mounted, cwd)).toBe(text('branch main, 1 file changed or untracked'))
+    expect(counting.statuses()).toBe(warm + 1)
+
+    mkdirSync(join(cwd, 'lib'))
+    writeFileSync(join(cwd, 'lib', 'b.txt'), 'b\n')
+    expect(await contextText(mounted, cwd)).toBe(text('branch main, 2 files changed or untracked'))
+    git(cwd, 'add', '-A')
+    git(cwd, 'commit', '-q', '-m', 'second')
+    expect(await contextText(mounted, cwd)).toBe(text('branch main, working tree clean'))
+    // The new folder is watched too, now that it was listed.
+    expect(await contextText(mounted, cwd)).toBe(text('branch main, working tree clean'))
+    writeFileSync(join(cwd, 'lib', 'b.txt'), 'edited\n')
+    expect(await contextText(mounted, cwd)).toBe(text('branch main, 1 file changed or untracked'))
+
+    git(cwd, 'checkout', '-q', '-b', 'feature/y')
+    expect(await contextText(mounted, cwd)).toBe(text('branch feature/y, 1 file changed or untracked'))
+    git(cwd, 'commit', '-q', '-am', 'third')
+    expect(await contextText(mounted, cwd)).toBe(text('branch feature/y, working tree clean'))
+    git(cwd, 'reset', '-q', '--soft', 'HEAD~1')
+    expect(await contextText(mounted, cwd)).toBe(text('branch feature/y, 1 file changed or untracked'))
+  })
+
+  it("sees a change the agent's command made at the next step, even one no watch reports; a read reads no git", async () => {
+    const counting = countingGit()
+    await host.mount(workspace, { git: counting.git })
+    const cwd = repo()
+    // An untracked folder counts once while it holds a file: emptying a folder inside it changes the
+    // count without touching any folder that is watched. Only the call's end tells.
+    mkdirSync(join(cwd, 'out', 'deep'), { recursive: true })
+    writeFileSync(join(cwd, 'out', 'deep', 'x'), '')
+    await host.mount({
+      name: 'tree-tools',
+      inject: ['tools'],
+      apply: (ctx: any) => {
+        ctx.tools.register(
+          defineTool({
+            name: 'clean',
+            description: 'Deletes the build output.',
+            parameters: { type: 'object', properties: {} },
+            effects: ['write'],
+            execute: () => {
+              rmSync(join(cwd, 'out', 'deep', 'x'))
+              return 'deleted'
+            },
+          }),
+        )
+        ctx.tools.register(
+          defineTool({
+            name: 'look',
+            description: 'Reads nothing much.',
+            parameters: { type: 'object', properties: {} },
+            effects: ['read'],
+            execute: () => 'looked',
+          }),
+        )
+      },
+    })
+    const script = host.scriptedModel([
+      'warm',
+      'kept',
+      { toolCalls: [{ name: 'look', arguments: {} }] },
+      { toolCalls: [{ name: 'clean', arguments: {} }] },
+      'done',
+    ])
+    const run = await host.run('first', { cwd })
+    const turn = async (text: string) => {
+      run.agent.followup(userText(text))
+      await run.agent.idle()
+    }
+    // The first step lists the folders to watch, the second keeps the state it reads.
+    await turn('second')
+    const afterWarmUp = counting.statuses()
+    await turn('clean up')
+    const workspaceLines = script.requests.map(request =>
+      request.messages
+        .flatMap(message => message.content.map(block => (block.type === 'text' ? block.text : '')))
+        .filter(text => text.includes('Git:'))
+        .at(-1),
+    )
+    // The third turn: a step that calls the read, one that calls the delete, one after it.
+    expect(workspaceLines).toHaveLength(5)
+    expect(workspaceLines.at(-2)).toContain('Git: branch main, 1 file changed or untracked')
+    expect(workspaceLines.at(-1)).toContain('Git: branch main, working tree clean')
+    // One status, for the step after the delete: none for the turn's first step, none after the read.
+    expect(counting.statuses() - afterWarmUp).toBe(1)
+  })
+
+  it('reads git at every step in a tree with more folders than maxWatchedFolders, or with 0', async () => {
+    for (const maxWatchedFolders of [2, 0]) {
+      const counting = countingGit()
+      const mounted = await host.mount(workspace, { git: counting.git, maxWatchedFolders })
+      const cwd = repo()
+      mkdirSync(join(cwd, 'a', 'b'), { recursive: true })
+      writeFileSync(join(cwd, 'a', 'b', 'c.txt'), '')
+      git(cwd, 'add', '-A')
+      for (let i = 0; i < 4; i++) expect(await contextText(mounted, cwd)).toBe(`Working directory: ${cwd}\nGit: branch main, 1 file changed or untracked`)
+      expect(counting.statuses()).toBe(4)
+      await mounted.dispose()
+    }
+  })
+
+  it('finds the work tree as git does: the nearest .git folder, or the git directory a .git file names', () => {
+    const work = repo()
+    mkdirSync(join(work, 'a', 'b'), { recursive: true })
+    expect(findWorkTree(join(work, 'a', 'b'))).toEqual({ top: work, gitDir: join(work, '.git'), commonDir: join(work, '.git') })
+    const linked = join(base, `linked-${++counter}`)
+    git(work, 'worktree', 'add', '-q', linked)
+    const where = findWorkTree(linked)!
+    expect(where.top).toBe(linked)
+    expect(realpathSync(where.commonDir)).toBe(join(work, '.git'))
+    expect(where.gitDir.startsWith(join(work, '.git', 'worktrees'))).toBe(true)
+    expect(findWorkTree(dir())).toBeUndefined()
+  })
+
+  it('a linked work tree is watched too: an edit there shows at the next step', async () => {
+    const work = repo()
+    const linked = join(base, `linked-${++counter}`)
+    git(work, 'worktree', 'add', '-q', '-b', 'side', linked)
+    const mounted = await host.mount(workspace)
+    expect(await contextText(mounted, linked)).toBe(`Working directory: ${linked}\nGit: branch side, working tree clean`)
+    expect(await contextText(mounted, linked)).toBe(`Working directory: ${linked}\nGit: branch side, working tree clean`)
+    writeFileSync(join(linked, 'a.txt'), 'edited\n')
+    expect(await contextText(mounted, linked)).toBe(`Working directory: ${linked}\nGit: branch side, 1 file changed or untracked`)
+    git(linked, 'commit', '-q', '-am', 'on the side')
+    expect(await contextText(mounted, linked)).toBe(`Working directory: ${linked}\nGit: branch side, working tree clean`)
   })
 })

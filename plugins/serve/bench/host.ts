@@ -23,6 +23,8 @@ export interface HostFigure {
   p99_ms: number
   /** Resident memory of the server with every session's agent open, over that before the first, per session. */
   rss_per_session_kb: number
+  /** CPU time (user and system) the server process spent per turn: what a turn costs, less sensitive than the rate to a busy machine. */
+  server_cpu_ms_per_turn: number
 }
 
 const MAIN = fileURLToPath(new URL('../../../apps/cli/src/main.ts', import.meta.url))
@@ -70,11 +72,13 @@ export async function benchHost(sessions = 200, turns = 5): Promise<HostFigure> 
       () => `the server to listen:\n${output}`,
     )
     const rssBefore = rssKb(child.pid!)
+    const cpuBefore = cpuMs(child.pid!)
     const latencies: number[] = []
     const start = performance.now()
     await Promise.all(Array.from({ length: sessions }, () => conversation(base, turns, latencies)))
     const wall = performance.now() - start
     const rssAfter = rssKb(child.pid!)
+    const cpu = cpuMs(child.pid!) - cpuBefore
     latencies.sort((a, b) => a - b)
     const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] * 10) / 10
     return {
@@ -88,6 +92,7 @@ export async function benchHost(sessions = 200, turns = 5): Promise<HostFigure> 
       p50_ms: at(0.5),
       p99_ms: at(0.99),
       rss_per_session_kb: Math.round((rssAfter - rssBefore) / sessions),
+      server_cpu_ms_per_turn: Math.round((cpu / latencies.length) * 100) / 100,
     }
   } finally {
     child.kill('SIGTERM')
@@ -136,6 +141,13 @@ function rssKb(pid: number): number {
     .split('\n')
     .find(text => text.startsWith('VmRSS:'))
   return Number(/\d+/.exec(line ?? '')?.[0] ?? 0)
+}
+
+/** User and system CPU time of process `pid` so far, from /proc (in clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  // The command name, in parentheses, may hold spaces: the fields after it are counted from its end.
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
 }
 
 async function until<T>(probe: () => T | undefined, timeoutMs: number, what: () => string): Promise<T> {

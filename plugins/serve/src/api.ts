@@ -1,9 +1,12 @@
-// The endpoints, version 1: each request is authenticated first (except
-// /healthz), then routed; a handler checks its input field by field and
-// answers JSON, or an event stream. Errors are `{ error: { code, message } }`.
+// The endpoints, version 1: each request is authenticated first (except the
+// probes /healthz and /readyz), then routed; a handler checks its input field
+// by field and answers JSON, or an event stream. Errors are `{ error: { code,
+// message } }`; a store that cannot be reached is 503 STORE_UNAVAILABLE, which
+// (like every error) means the request was not carried out.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { hostname } from 'node:os'
 import { bearerCheck } from './auth.ts'
+import { idempotencyKey } from './idempotency.ts'
 import { ApiError, discardBody, objectBody, onlyFields, readJson, Router, sendError, sendJson, stringField, type Request } from './http.ts'
 import type { HostedSessions, MessageMode } from './sessions.ts'
 import { EventStream, resumeAfter } from './sse.ts'
@@ -13,23 +16,25 @@ export interface ApiOptions {
   maxBodyBytes: number
   heartbeatMs: number
   retryMs: number
-  /** What /healthz says this server stores sessions in. */
+  /** What /healthz and /readyz say this server stores sessions in. */
   store: string
   /** Reports an unexpected failure (the client gets a 500 without its details). */
   report: (error: unknown) => void
 }
 
 const MODES: readonly MessageMode[] = ['followup', 'steer', 'inject']
+/** The probes: no token, so load balancers and orchestrators can ask. */
+const PROBES = new Set(['/healthz', '/readyz'])
 
 /** The request listener of the server. */
 export function createApi(sessions: HostedSessions, options: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const authorized = bearerCheck(options.token)
   const started = Date.now()
   const router = new Router()
+    // Liveness: the process answers. Draining is said, not failed: a restart mid-drain would cut its turns short.
     .add('GET', '/healthz', async ({ res }) => {
-      const status = sessions.draining ? 'draining' : 'ok'
-      sendJson(res, sessions.draining ? 503 : 200, {
-        status,
+      sendJson(res, 200, {
+        status: sessions.draining ? 'draining' : 'ok',
         host: hostname(),
         pid: process.pid,
         uptimeMs: Date.now() - started,
@@ -37,11 +42,21 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
         agents: sessions.counts(),
       })
     })
+    // Readiness: this host can take work now (not draining, the store answers); else 503 with the reason.
+    .add('GET', '/readyz', async ({ res }) => {
+      const unready = await sessions.unready()
+      sendJson(
+        res,
+        unready ? 503 : 200,
+        { status: unready?.status ?? 'ready', ...(unready && { reason: unready.reason }), host: hostname(), store: options.store },
+        unready ? RETRY : {},
+      )
+    })
     .add('POST', '/v1/sessions', async ({ req, res }) => {
       const body = objectBody(await readJson(req, options.maxBodyBytes))
       onlyFields(body, ['task', 'provider', 'model'])
       const input = { task: stringField(body, 'task', true), provider: stringField(body, 'provider'), model: stringField(body, 'model') }
-      const created = await sessions.create(input)
+      const created = await sessions.create(input, idempotencyKey(req))
       sendJson(res, 201, { ...created, status: 'running', events: `/v1/sessions/${created.id}/events` }, { location: `/v1/sessions/${created.id}` })
     })
     .add('GET', '/v1/sessions', async ({ res }) => {
@@ -59,12 +74,12 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
       if (!MODES.includes(mode)) {
         throw new ApiError(400, 'INVALID_REQUEST', `field "mode" must be one of ${MODES.join(', ')}, got "${mode}"`, { details: { field: 'mode' } })
       }
-      sendJson(res, 202, { ...(await sessions.message(params.id, text, mode)), mode })
+      sendJson(res, 202, { ...(await sessions.message(params.id, text, mode, idempotencyKey(req))), mode })
     })
     .add('POST', '/v1/sessions/:id/cancel', async ({ req, res, params }) => {
       // A body is optional; a large one is still refused.
       if (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0') objectBody(await readJson(req, options.maxBodyBytes))
-      sendJson(res, 200, await sessions.cancel(params.id))
+      sendJson(res, 200, await sessions.cancel(params.id, idempotencyKey(req)))
     })
     .add('GET', '/v1/sessions/:id/events', async request => streamEvents(sessions, request, options))
 
@@ -73,7 +88,7 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
       try {
         const url = new URL(req.url ?? '/', 'http://loom.invalid')
         // Nothing but the refusal before the token is checked: no routing, no body read.
-        if (url.pathname !== '/healthz' && !authorized(req.headers.authorization)) {
+        if (!PROBES.has(url.pathname) && !authorized(req.headers.authorization)) {
           throw new ApiError(401, 'UNAUTHORIZED', 'a valid bearer token is required (Authorization: Bearer <token>)', {
             headers: { 'www-authenticate': 'Bearer realm="loom"', ...(hasBody(req) && { connection: 'close' }) },
           })
@@ -87,6 +102,15 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
           return
         }
         options.report(error)
+        if (storeUnavailable(error)) {
+          sendError(
+            res,
+            new ApiError(503, 'STORE_UNAVAILABLE', 'the session store cannot be reached; nothing was done: retry later (with the same Idempotency-Key)', {
+              headers: RETRY,
+            }),
+          )
+          return
+        }
         sendError(res, new ApiError(500, 'INTERNAL', 'the server failed to answer this request; its log says why'))
       }
     })()
@@ -118,6 +142,16 @@ async function streamEvents(sessions: HostedSessions, { req, res, url, params }:
   } finally {
     stream.end()
   }
+}
+
+const RETRY = { 'retry-after': '1' }
+
+/** A store error of the kind "cannot be reached" (`STORE_UNAVAILABLE`), as the backend threw it or as the cause of another. */
+function storeUnavailable(error: unknown): boolean {
+  for (let cause = error as { code?: unknown; cause?: unknown } | undefined, depth = 0; cause && depth < 4; cause = cause.cause as typeof cause, depth++) {
+    if (cause.code === 'STORE_UNAVAILABLE') return true
+  }
+  return false
 }
 
 const hasBody = (req: IncomingMessage) => (req.headers['content-length'] ?? '0') !== '0' || req.headers['transfer-encoding'] !== undefined

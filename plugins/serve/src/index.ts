@@ -10,11 +10,21 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { createApi } from './api.ts'
 import { MIN_TOKEN_LENGTH } from './auth.ts'
+import { KEY_TTL_MS } from './idempotency.ts'
 import { HostedSessions, type Persistence, type SessionOpener } from './sessions.ts'
 
 export { bearerCheck, loadToken, MIN_TOKEN_LENGTH, TOKEN_VARIABLE, TokenError } from './auth.ts'
 export { ApiError } from './http.ts'
-export { HostedSessions, leaseHeld, type MessageMode, type Persistence, type SessionOpener, type SessionSummary } from './sessions.ts'
+export {
+  HostedSessions,
+  leaseHeld,
+  type Created,
+  type Delivered,
+  type MessageMode,
+  type Persistence,
+  type SessionOpener,
+  type SessionSummary,
+} from './sessions.ts'
 export { resumeAfter } from './sse.ts'
 
 export const name = '@loom/serve'
@@ -38,6 +48,8 @@ export interface Config {
   idleReleaseMs: number
   /** How often an event stream reads the store for a session whose agent runs on another host. */
   tailIntervalMs: number
+  /** How long an Idempotency-Key is honoured: a retry within it gets the first answer. */
+  idempotencyTtlMs: number
   /** Interval of the heartbeat comments of an event stream. */
   heartbeatMs: number
   /** The reconnection delay event streams announce (`retry:`). */
@@ -70,6 +82,10 @@ export const Config: Schema<ServeOptions, Config> = Schema.object({
     .min(10)
     .default(250)
     .description('How often an event stream reads the store for a session whose agent runs on another host.'),
+  idempotencyTtlMs: Schema.natural()
+    .min(1000)
+    .default(KEY_TTL_MS)
+    .description('How long an Idempotency-Key is honoured: a retry within it gets the first answer and does nothing more.'),
   heartbeatMs: Schema.natural().min(100).default(15_000).description('Interval of the heartbeat comments of an event stream.'),
   retryMs: Schema.natural().default(1000).description('Reconnection delay announced to event stream clients (retry:).'),
 })
@@ -105,6 +121,7 @@ export class Serve extends Service {
       route: { provider: config.provider, model: config.model },
       idleReleaseMs: config.idleReleaseMs,
       tailIntervalMs: config.tailIntervalMs,
+      idempotencyTtlMs: config.idempotencyTtlMs,
     })
     this.store = storeKind(store)
     ctx.on('session/durable', id => this.sessions.durable(id))

@@ -8,24 +8,43 @@
 // back an event a client saw. A host serves one project, the folder its agents
 // work in: a session recorded in another folder is answered as an unknown one,
 // since resuming it here would run tools in that folder under this host's policy.
+//
+// An error means not accepted: a message is answered once it is durably in the
+// log, and if the store cannot take it the session is abandoned here (its agent
+// stopped, what it had not stored dropped, its lease let go), so nothing of the
+// refused request runs later or turns up in the log. Keyed requests
+// (idempotency.ts) are answered once.
 import type { Context } from '@deepseek-ai/cordis'
 import { realpathSync } from 'node:fs'
 import { realpath } from 'node:fs/promises'
 import type { Agent } from '@loom/agent-loop'
-import { userText } from '@loom/llm'
-import type { SessionEvent, SessionHeader, SessionLeaseHolder, SessionPersistence, StoredSession, TurnEndReason } from '@loom/session'
+import { type UserMessage, userText } from '@loom/llm'
+import {
+  interruptedTurnClosers,
+  type SessionEvent,
+  type SessionHeader,
+  type SessionLeaseHolder,
+  type SessionPersistence,
+  type StoredSession,
+  type TurnEndReason,
+} from '@loom/session'
 import { ApiError } from './http.ts'
+import { Answers, findKeyed, KEY_TTL_MS, type Keyed, keyed, keyedMessageId, keyedSessionId, mismatch } from './idempotency.ts'
 
 /** Creates or resumes the agent of a session: the deployment's runner (`@loom/cli/runner`) is one. */
 export interface SessionOpener {
-  /** A new session's agent when `id` is absent; the stored session `id` resumed (taking its lease) otherwise. */
-  open(flags: { provider?: string; model?: string; cwd?: string }, id?: string): Promise<Agent>
+  /** A new session's agent (with id `sessionId` if given) when `id` is absent; the stored session `id` resumed (taking its lease) otherwise. */
+  open(flags: { provider?: string; model?: string; cwd?: string; sessionId?: string }, id?: string): Promise<Agent>
 }
 
-/** The store, with the lease holder both first-party backends report. */
+/** The store, with what the first-party backends add: the lease holder, and (PostgreSQL) abandoning a session and a reachability probe. */
 export type Persistence = SessionPersistence & {
   holder?(id: string): Promise<SessionLeaseHolder | undefined>
   leaseCommand?: string
+  /** Stops writing the live session `id` unless its event `seq` is stored (`false`); what is not stored is never written. */
+  abandon?(id: string, seq: number): Promise<boolean>
+  /** Resolves once the store can be reached. */
+  ping?(): Promise<void>
 }
 
 export type MessageMode = 'followup' | 'steer' | 'inject'
@@ -37,6 +56,8 @@ export interface HostOptions {
   route: { provider?: string; model?: string }
   idleReleaseMs: number
   tailIntervalMs: number
+  /** How long an Idempotency-Key is honoured (default a day). */
+  idempotencyTtlMs?: number
 }
 
 /** What a read of one session returns besides its events. */
@@ -53,6 +74,21 @@ export interface SessionSummary {
   holder: SessionLeaseHolder | null
   /** This host runs the session's agent. */
   here: boolean
+}
+
+/** What creating a session answers. */
+export interface Created {
+  id: string
+  provider: string | null
+  model: string | null
+}
+
+/** What delivering a message answers. */
+export interface Delivered {
+  id: string
+  /** The seq of the event that put the message in the session's inbox. */
+  seq: number
+  status: 'running' | 'idle'
 }
 
 interface Hosted {
@@ -80,6 +116,8 @@ export class HostedSessions {
   private readonly project: string
   /** The cwd each session's header records (null: none), kept once read: a header never changes. */
   private readonly cwds = new Map<string, string | null>()
+  /** First answers of keyed requests on this host. */
+  private readonly answers: Answers
   draining = false
 
   constructor(home: Context, opener: SessionOpener, store: Persistence, options: HostOptions) {
@@ -88,6 +126,18 @@ export class HostedSessions {
     this.store = store
     this.options = options
     this.project = projectFolder(options.cwd)
+    this.answers = new Answers(options.idempotencyTtlMs ?? KEY_TTL_MS)
+  }
+
+  /** Why this host cannot take work now (draining, the store unreachable), or undefined when it can. */
+  async unready(): Promise<{ status: 'draining' | 'store-unavailable'; reason: string } | undefined> {
+    if (this.draining) return { status: 'draining', reason: 'this server is shutting down' }
+    try {
+      await this.store.ping?.()
+    } catch (error) {
+      return { status: 'store-unavailable', reason: (error as Error).message }
+    }
+    return undefined
   }
 
   /** Called on `session/durable`: streams of that session read again at once. */
@@ -102,34 +152,44 @@ export class HostedSessions {
     return { open: this.hosted.size, running }
   }
 
-  /** A new session running `task`; resolves once the task is durably in its log. */
-  async create(input: { task: string; provider?: string; model?: string }): Promise<{ id: string; provider: string | null; model: string | null }> {
+  /**
+   * A new session running `task`; resolves once the task is durably in its log.
+   * With an idempotency key the session's id comes from the key, so a retry, on
+   * any host, finds the session instead of starting a second one.
+   */
+  async create(input: { task: string; provider?: string; model?: string }, key?: string): Promise<Created> {
     this.refuseWhileDraining()
-    const { route } = this.options
-    // A request's provider drops the configured model, which belongs to the configured provider.
-    const provider = input.provider ?? route.provider
-    const model = input.model ?? (input.provider === undefined ? route.model : undefined)
-    const agent = await this.opener.open({ provider, model, cwd: this.options.cwd }).catch(rethrow)
-    const entry: Hosted = { agent, round: 0 }
-    this.hosted.set(agent.sessionId, entry)
-    await this.serial(agent.sessionId, () => this.deliver(entry, input.task, 'followup'))
-    return { id: agent.sessionId, provider: agent.options.provider ?? null, model: agent.options.model ?? null }
+    if (key === undefined) return this.start(input)
+    const request = keyed(`create\n${this.project}`, key, input)
+    return this.answers.once(request, () => this.startKeyed(input, request))
   }
 
-  /** A message for session `id`: resumed here if no agent runs it and nobody else holds it. Resolves once the message is durably in its log. */
-  async message(id: string, text: string, mode: MessageMode): Promise<{ id: string; seq: number; status: 'running' | 'idle' }> {
+  /**
+   * A message for session `id`: resumed here if no agent runs it and nobody else
+   * holds it. Resolves once the message is durably in its log. A keyed message
+   * the log already holds is answered from there, and not added again.
+   */
+  async message(id: string, text: string, mode: MessageMode, key?: string): Promise<Delivered> {
     this.refuseWhileDraining()
     checkId(id)
-    return this.serial(id, async () => {
-      const entry = this.hosted.get(id) ?? (await this.resume(id))
-      const seq = await this.deliver(entry, text, mode)
-      return { id, seq, status: entry.agent.status }
-    })
+    const request = key === undefined ? undefined : keyed(`message\n${id}`, key, { text, mode })
+    const deliver = () =>
+      this.serial(id, async () => {
+        const entry = this.hosted.get(id) ?? (await this.resumeUnlessKept(id, request))
+        if ('seq' in entry) return entry
+        const kept = request && this.kept(entry.agent.session.events, request)
+        if (kept !== undefined) return { id, seq: kept, status: entry.agent.status }
+        const seq = await this.deliver(entry, message(text, request), mode)
+        return { id, seq, status: entry.agent.status }
+      })
+    return request ? this.answers.once(request, deliver) : deliver()
   }
 
-  /** Cancels the running turn of `id`; resolves once the turn is closed (`aborted`) in the log. */
-  async cancel(id: string): Promise<{ id: string; cancelled: boolean }> {
+  /** Cancels the running turn of `id`; resolves once the turn is closed (`aborted`) in the log. A keyed retry gets the first answer. */
+  async cancel(id: string, key?: string): Promise<{ id: string; cancelled: boolean }> {
     checkId(id)
+    // Cancelling twice changes nothing more, so the key is kept on this host only: it keeps the first answer.
+    if (key !== undefined) return this.answers.once(keyed(`cancel\n${id}`, key, {}), () => this.cancel(id))
     const entry = this.hosted.get(id)
     if (!entry) {
       // Nothing runs here: refuse if it runs elsewhere, so the client asks the holder.
@@ -295,23 +355,141 @@ export class HostedSessions {
     return entry
   }
 
-  /** Puts the message in the agent's inbox and waits until it is durable; the agent is released once idle long enough. */
-  private async deliver(entry: Hosted, text: string, mode: MessageMode): Promise<number> {
+  /** Opens a new session's agent (with the id and task message id of a keyed request) and delivers its task. */
+  private async start(input: { task: string; provider?: string; model?: string }, request?: Keyed): Promise<Created> {
+    const { route } = this.options
+    // A request's provider drops the configured model, which belongs to the configured provider.
+    const provider = input.provider ?? route.provider
+    const model = input.model ?? (input.provider === undefined ? route.model : undefined)
+    const flags = { provider, model, cwd: this.options.cwd, ...(request && { sessionId: keyedSessionId(request) }) }
+    const agent = await this.opener.open(flags).catch(rethrow)
+    const entry: Hosted = { agent, round: 0 }
+    this.hosted.set(agent.sessionId, entry)
+    await this.serial(agent.sessionId, () => this.deliver(entry, message(input.task, request), 'followup'))
+    return { id: agent.sessionId, provider: agent.options.provider ?? null, model: agent.options.model ?? null }
+  }
+
+  /**
+   * A keyed new session: the one this key created before (here or on another
+   * host, within the key's lifetime), else a new one with the key's id. A
+   * session of that id whose key has expired leaves the id taken: the new
+   * session gets a fresh id.
+   */
+  private async startKeyed(input: { task: string; provider?: string; model?: string }, request: Keyed): Promise<Created> {
+    const id = keyedSessionId(request)
+    const live = this.hosted.get(id)?.agent
+    let events: readonly SessionEvent[]
+    try {
+      events = live ? live.session.events : (await this.read(id, 0)).events
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'SESSION_NOT_FOUND') return this.start(input, request)
+      throw error
+    }
+    if (this.kept(events, request) === undefined) return this.start(input)
+    const context = [...events].reverse().find(event => event.type === 'request/context')?.data as { provider: string; model: string } | undefined
+    return {
+      id,
+      provider: context?.provider ?? live?.options.provider ?? input.provider ?? this.options.route.provider ?? null,
+      model: context?.model ?? live?.options.model ?? input.model ?? this.options.route.model ?? null,
+    }
+  }
+
+  /** Where the log holds the keyed request's message: its seq, or undefined; 422 when it was sent with another body. */
+  private kept(events: readonly SessionEvent[], request: Keyed): number | undefined {
+    const found = findKeyed(events, request, this.answers.notBefore())
+    if (found && found.body !== request.body) throw mismatch()
+    return found?.seq
+  }
+
+  /** Resumes `id` here; a keyed message that the host holding the session stored already is answered from the store rather than with 409. */
+  private async resumeUnlessKept(id: string, request: Keyed | undefined): Promise<Hosted | Delivered> {
+    try {
+      return await this.resume(id)
+    } catch (error) {
+      if (!request || !(error instanceof ApiError) || error.code !== 'SESSION_LEASE_HELD') throw error
+      const { events } = await this.read(id, 0)
+      const seq = this.kept(events, request)
+      if (seq === undefined) throw error
+      return { id, seq, status: interruptedTurnClosers(events).length ? 'running' : 'idle' }
+    }
+  }
+
+  /**
+   * Puts the message in the agent's inbox and resolves once it is durable. An
+   * idle agent is held (as for maintenance) until then, so its turn starts only
+   * for a stored message. If the store cannot take it, the session is abandoned
+   * here (see `abandon`) and the error is thrown: nothing of this message runs
+   * later. Whatever happens, an agent still hosted is released once idle for
+   * `idleReleaseMs`, so no failure leaves its lease pinned to this host.
+   */
+  private async deliver(entry: Hosted, message: UserMessage, mode: MessageMode): Promise<number> {
     const { agent } = entry
     clearTimeout(entry.timer)
     const round = ++entry.round
-    const message = userText(text)
-    if (mode === 'followup') agent.followup(message)
-    else if (mode === 'steer') agent.steer(message)
-    else agent.inject(message)
-    const seq = agent.session.seq - 1
-    await this.home.sessions.flush(agent.session)
+    let seq = -1
+    const put = async () => {
+      if (mode === 'followup') agent.followup(message)
+      else if (mode === 'steer') agent.steer(message)
+      else agent.inject(message)
+      seq = agent.session.seq - 1
+      try {
+        await this.home.sessions.flush(agent.session)
+      } catch (error) {
+        // Stored after all (a write raced the failed flush): accepted.
+        if (!(await this.abandon(entry, seq))) return
+        throw error
+      }
+    }
+    try {
+      let held = false
+      try {
+        await agent.runMaintenance(async () => {
+          held = true
+          await put()
+        })
+      } catch (error) {
+        // A busy agent (a turn runs) takes the message into its inbox as it runs.
+        if (held) throw error
+        await put()
+      }
+      return seq
+    } catch (error) {
+      if (this.hosted.get(agent.sessionId) !== entry) await agent.dispose().catch(() => {})
+      // Another host took the session (this one was cut off longer than the lease lives): the client goes there.
+      const lost = error as { code?: string; holder?: SessionLeaseHolder }
+      if (lost.code === 'SESSION_LEASE_LOST' && lost.holder) throw leaseHeld(agent.sessionId, lost.holder)
+      throw error
+    } finally {
+      if (this.hosted.get(agent.sessionId) === entry) this.releaseWhenIdle(entry, round)
+    }
+  }
+
+  /**
+   * The store could not take the session's event `seq`: unless it has it after
+   * all (`false`), the session is given up here. The backend drops what it had
+   * not stored and lets the lease go; the agent is cancelled (its inbox cleared,
+   * so the held message never wakes it) and taken off this host. The stored log
+   * ends where it was durable; whichever host loads it next closes a turn left
+   * open. A backend that cannot abandon writes what it still can when the agent
+   * is disposed.
+   */
+  private async abandon(entry: Hosted, seq: number): Promise<boolean> {
+    const { agent } = entry
+    if (this.store.abandon && !(await this.store.abandon(agent.sessionId, seq).catch(() => true))) return false
+    clearTimeout(entry.timer)
+    if (this.hosted.get(agent.sessionId) === entry) this.hosted.delete(agent.sessionId)
+    agent.cancel({ kind: 'hook', reason: "the session store could not take this session's events; it was given up on this host" })
+    return true
+  }
+
+  /** Releases the agent once it has been idle for `idleReleaseMs`, unless another delivery came since. */
+  private releaseWhenIdle(entry: Hosted, round: number) {
+    const { agent } = entry
     void agent.idle().then(() => {
       if (entry.round !== round || this.hosted.get(agent.sessionId) !== entry || this.draining) return
       entry.timer = setTimeout(() => void this.serial(agent.sessionId, () => this.releaseIdle(entry)), this.options.idleReleaseMs)
       entry.timer.unref()
     })
-    return seq
   }
 
   private async releaseIdle(entry: Hosted) {
@@ -409,6 +587,12 @@ function projectFolder(cwd: string): string {
   } catch (error) {
     throw new Error(`@loom/serve: cannot resolve the working folder ${cwd} (the project this server hosts): ${(error as NodeJS.ErrnoException).code ?? error}`)
   }
+}
+
+/** The user's message; a keyed request's has the id that finds it again. */
+function message(text: string, request: Keyed | undefined): UserMessage {
+  const message = userText(text)
+  return request ? { ...message, id: keyedMessageId(request) } : message
 }
 
 function checkId(id: string) {

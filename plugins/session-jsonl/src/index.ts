@@ -1,6 +1,7 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import {
+  checkStored,
   deepFreezeJson,
   Session,
   SessionTracker,
@@ -9,6 +10,7 @@ import {
   type SessionLeaseHolder,
   type SessionPersistence,
   type StoredSession,
+  type StoredSessionCheck,
   type TrackedLog,
 } from '@loom/session'
 import { existsSync, openSync, closeSync, fsyncSync, ftruncateSync, readFileSync } from 'node:fs'
@@ -182,6 +184,16 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     const log = await this.files.read(await this.path(id), id)
     this.files.restore(log)
     return { meta: log.header, events: deepFreezeJson([...log.events, ...log.closers]) }
+  }
+
+  /** What `load` would repair in the file (a torn tail, closers), or why it cannot read it: writes nothing. */
+  async check(id: string): Promise<StoredSessionCheck> {
+    const path = await this.path(id)
+    return checkStored(path, async () => {
+      const log = await this.files.read(path, id)
+      this.files.restore(log)
+      return { events: log.count, tornBytes: log.fileBytes - log.committedBytes, closers: log.closers }
+    })
   }
 
   /**

@@ -11,6 +11,7 @@ import {
   type SessionHeader,
 } from '@loom/session'
 import pg from 'pg'
+import { storeError, storePool } from './unavailable.ts'
 
 /** A client of the pool, or the pool itself: anything that runs a query. */
 export type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>
@@ -28,6 +29,12 @@ export interface DbOptions {
   schema: string
   poolMax: number
 }
+
+/** The largest PostgreSQL integer. */
+const INT_MAX = 2 ** 31 - 1
+
+/** How long a query waits for a connection before the store counts as unreachable. */
+const CONNECT_TIMEOUT_MS = 5000
 
 /** `"name"`, quoted for SQL. */
 const ident = (name: string) => `"${name.replaceAll('"', '""')}"`
@@ -50,17 +57,20 @@ export class Db {
   readonly #sessions: string
   readonly #events: string
   readonly #leases: string
+  readonly #artifacts: string
 
   constructor(options: DbOptions, onIdleError: (error: Error) => void) {
     this.schema = options.schema
     this.where = describeUrl(options.url)
-    this.pool = new pg.Pool({ connectionString: options.url, max: options.poolMax })
+    // A server that is down fails a query within CONNECT_TIMEOUT_MS, as StoreUnavailableError, instead of hanging it.
+    this.pool = storePool(this.where, { connectionString: options.url, max: options.poolMax, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true })
     // An idle client whose server went away must not crash the process; the next query reports it.
     this.pool.on('error', onIdleError)
     const schema = ident(options.schema)
     this.#sessions = `${schema}.sessions`
     this.#events = `${schema}.session_events`
     this.#leases = `${schema}.session_leases`
+    this.#artifacts = `${schema}.session_artifacts`
   }
 
   /** Names a stored session in messages, as a file path would. */
@@ -95,6 +105,16 @@ export class Db {
         since timestamptz,
         heartbeat timestamptz
       )`)
+      // Added after the first three: a database made before it gets it at the next start. Content is
+      // bytea, not text: text refuses NUL, which command output may hold, and must read back whole.
+      await client.query(`CREATE TABLE IF NOT EXISTS ${this.#artifacts} (
+        session_id text NOT NULL REFERENCES ${this.#sessions} (id) ON DELETE CASCADE,
+        name text NOT NULL,
+        content bytea NOT NULL,
+        bytes integer NOT NULL,
+        created_at bigint NOT NULL,
+        PRIMARY KEY (session_id, name)
+      )`)
     })
   }
 
@@ -108,7 +128,7 @@ export class Db {
       return result
     } catch (error) {
       await client.query('ROLLBACK').catch(() => {})
-      throw error
+      throw storeError(error, this.where)
     } finally {
       client.release()
     }
@@ -138,7 +158,8 @@ export class Db {
     const header = this.#header(id, head.rows[0].version, head.rows[0].header)
     const { rows } = await db.query<{ seq: number; event: string }>(`SELECT seq, event FROM ${this.#events} WHERE session_id = $1 AND seq >= $2 ORDER BY seq`, [
       id,
-      fromSeq,
+      // seq is an integer column: a larger start (a caller after the header alone) reads nothing rather than failing.
+      Math.min(fromSeq, INT_MAX),
     ])
     const events = rows.map((row, i) => this.#event(id, row.seq, row.event, fromSeq + i))
     return { header, events, closers: fromSeq === 0 ? interruptedTurnClosers(events) : [] }
@@ -172,6 +193,10 @@ export class Db {
 
   get leasesTable(): string {
     return this.#leases
+  }
+
+  get artifactsTable(): string {
+    return this.#artifacts
   }
 
   #header(id: string, version: number, text: string): SessionHeader {

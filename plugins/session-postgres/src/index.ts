@@ -1,6 +1,7 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import {
+  checkStored,
   deepFreezeJson,
   defaultLeaseCommand,
   Session,
@@ -11,11 +12,15 @@ import {
   type SessionLeaseHolder,
   type SessionPersistence,
   type StoredSession,
+  type StoredSessionCheck,
   type TrackedLog,
 } from '@loom/session'
-import { Db, type StoredRows } from './db.ts'
+import { PostgresArtifacts } from './artifacts.ts'
+import { Db, type Queryable, type StoredRows } from './db.ts'
 import { Lease, readHolder } from './lease.ts'
 
+export { PostgresArtifacts } from './artifacts.ts'
+export { isConnectionError, StoreUnavailableError } from './unavailable.ts'
 export { SessionFormatUnsupportedError, SessionLeaseError, SessionPersistenceCorruptionError, type SessionLeaseHolder, type StoredSession } from '@loom/session'
 
 export const name = '@loom/session-postgres'
@@ -82,11 +87,15 @@ export class PostgresPersistence extends Service implements SessionPersistence {
   static readonly Config = Config
 
   readonly db: Db
+  /** Long tool output kept whole with each session (`@loom/tools/artifacts`), in `session_artifacts`. */
+  readonly artifacts: PostgresArtifacts
   private readonly home: Context
   private readonly log: SessionTracker<Tracked>
   private readonly tracked: Map<string, Tracked>
   /** The write leases this backend holds, by session id. */
   private readonly leases = new Map<string, Lease>()
+  /** Releases under way (a disposed session's runs as the backend unloads): the pool ends after them. */
+  private readonly releasing = new Set<Promise<void>>()
   /** Ids known to be stored: `session/created` must veto a collision synchronously, without a query. */
   private readonly stored = new Set<string>()
   private readonly heartbeatMs: number
@@ -110,6 +119,7 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     this.db = new Db({ url: config.url, schema: config.schema ?? 'loom', poolMax: config.poolMax ?? 10 }, error =>
       logger.warn(`idle connection to ${this.db.where} failed: ${error.message}`),
     )
+    this.artifacts = new PostgresArtifacts(this.db, id => this.artifactWriter(id))
     ctx.effect(() => () => this.drain(), 'session-postgres drain')
   }
 
@@ -189,6 +199,21 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     return this.log.close(id, () => this.forget(id))
   }
 
+  /**
+   * Stops writing the live session `id` unless its event `seq` is stored
+   * (`false`: it is, and writing goes on): what is not stored is dropped, never
+   * written, and the lease is let go (in the background: the database may be
+   * unreachable, see `Lease.release`). Its owner should be disposed next.
+   */
+  abandon(id: string, seq: number): Promise<boolean> {
+    return this.log.abandon(id, seq, (_, tracked) => void this.forget(id, tracked))
+  }
+
+  /** Resolves once the database answers a query; rejects with StoreUnavailableError when it cannot be reached. */
+  async ping(): Promise<void> {
+    await this.db.pool.query('SELECT 1')
+  }
+
   /** What `load` would return, computed in memory: writes nothing, takes no lease. */
   async inspect(id: string): Promise<StoredSession> {
     const live = this.log.live(id)
@@ -196,6 +221,15 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     const rows = await this.read(id)
     this.restore(rows)
     return { meta: rows.header, events: deepFreezeJson([...rows.events, ...rows.closers]) }
+  }
+
+  /** What `load` would close in the stored rows, or why it cannot read them: writes nothing. A transaction leaves no torn tail. */
+  check(id: string): Promise<StoredSessionCheck> {
+    return checkStored(this.db.locate(id), async () => {
+      const rows = await this.read(id)
+      this.restore(rows)
+      return { events: rows.events.length, tornBytes: 0, closers: rows.closers }
+    })
   }
 
   /**
@@ -248,18 +282,25 @@ export class PostgresPersistence extends Service implements SessionPersistence {
   private async repaired(id: string): Promise<{ rows: StoredRows; session: Session }> {
     // Not found is reported before any lease is taken for an id that has no log.
     if (!(await this.db.exists(id))) throw this.notFound(id)
+    const taken = !this.leases.has(id)
     await this.hold(id)
-    let rows = await this.read(id)
-    let session = this.restore(rows)
-    const waiters = this.tracked.get(id)?.waiters ?? []
-    const tracked: Tracked = { header: rows.header, cursor: rows.events.length, materialized: true, waiters }
-    this.tracked.set(id, tracked)
-    if (rows.closers.length) {
-      await this.store(tracked, rows.closers, false)
-      rows = { ...rows, events: [...rows.events, ...rows.closers], closers: [] }
-      session = this.restore(rows)
+    try {
+      let rows = await this.read(id)
+      let session = this.restore(rows)
+      const waiters = this.tracked.get(id)?.waiters ?? []
+      const tracked: Tracked = { header: rows.header, cursor: rows.events.length, materialized: true, waiters }
+      this.tracked.set(id, tracked)
+      if (rows.closers.length) {
+        await this.store(tracked, rows.closers, false)
+        rows = { ...rows, events: [...rows.events, ...rows.closers], closers: [] }
+        session = this.restore(rows)
+      }
+      return { rows, session }
+    } catch (error) {
+      // A lease taken for a load that failed (the database went away half way) is not kept: nobody would release it.
+      if (taken) void this.forget(id)
+      throw error
     }
-    return { rows, session }
   }
 
   /** Takes the lease of `id` unless this backend holds it; a lost lease is never taken again by the same tracking. */
@@ -276,12 +317,49 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     return lease
   }
 
+  /**
+   * Before an artifact of `id` is written: a session this backend writes gets its row now if
+   * none of its events is stored yet (the artifact references it), and its lease fences the
+   * write. A session written elsewhere gets no lease from here: the write is not fenced.
+   */
+  private async artifactWriter(id: string): Promise<Lease | undefined> {
+    const tracked = this.tracked.get(id)
+    if (!tracked) return undefined
+    if (!tracked.materialized) {
+      // In the id's chain: a batch being written may store the header first.
+      await this.log.serial(id, async () => {
+        if (tracked.materialized || this.tracked.get(id) !== tracked) return
+        const lease = await this.hold(id)
+        await this.db.transaction(async client => {
+          await lease.fence(client)
+          await this.insertHeader(tracked, client)
+        })
+        tracked.materialized = true
+        this.stored.add(id)
+      })
+    }
+    // Closed meanwhile: no lease is taken again for it.
+    return this.tracked.get(id) === tracked ? this.hold(id) : undefined
+  }
+
+  /** Stores the header of a log not stored yet; an existing row for its id is a collision and writes nothing. */
+  private async insertHeader(tracked: Tracked, client: Queryable) {
+    const id = tracked.header.id
+    if (!(await this.db.insertHeader(tracked.header, client))) {
+      throw new Error(`session "${id}" already has a stored log in ${this.db.where} (id collision); nothing was written`)
+    }
+  }
+
   /** Drops the tracking of `id` and releases its lease. */
   private async forget(id: string, tracked = this.tracked.get(id)) {
     this.log.untrack(id, tracked)
     const lease = this.leases.get(id)
     this.leases.delete(id)
-    await lease?.release()
+    if (!lease) return
+    const released = lease.release()
+    this.releasing.add(released)
+    await released
+    this.releasing.delete(released)
   }
 
   /** Binds a published session to its log and queues what the log does not hold yet. */
@@ -338,9 +416,7 @@ export class PostgresPersistence extends Service implements SessionPersistence {
       // Fencing: the lease row stays locked until commit, so no takeover can slip in between.
       await lease.fence(client)
       if (!tracked.materialized) {
-        if (!(await this.db.insertHeader(tracked.header, client))) {
-          throw new Error(`session "${id}" already has a stored log in ${this.db.where} (id collision); nothing was written`)
-        }
+        await this.insertHeader(tracked, client)
       } else {
         const stored = await this.db.length(id, client)
         if (stored !== tracked.cursor) {
@@ -359,6 +435,8 @@ export class PostgresPersistence extends Service implements SessionPersistence {
   private async drain() {
     const errors = await this.log.drain()
     await Promise.allSettled([...new Set([...this.tracked.keys(), ...this.leases.keys()])].map(id => this.forget(id)))
+    // A release that started before (a disposed session's) would fail on an ended pool and leave its lease held.
+    await Promise.all(this.releasing)
     await this.db.pool.end().catch(() => {})
     if (errors.length) throw new AggregateError(errors, `${name} dispose failed`)
   }

@@ -45,12 +45,18 @@ export class Lease {
   readonly token: string
   readonly #db: Db
   readonly #timer: ReturnType<typeof setInterval>
+  readonly #heartbeatMs: number
+  readonly #staleMs: number
+  /** A release the database did not take yet, tried again. */
+  #retry: ReturnType<typeof setTimeout> | undefined
 
-  private constructor(db: Db, sessionId: string, token: string, heartbeatMs: number) {
+  private constructor(db: Db, sessionId: string, token: string, options: Pick<LeaseOptions, 'heartbeatMs' | 'staleMs'>) {
     this.#db = db
     this.sessionId = sessionId
     this.token = token
-    this.#timer = setInterval(() => this.#beat(), heartbeatMs)
+    this.#heartbeatMs = options.heartbeatMs
+    this.#staleMs = options.staleMs
+    this.#timer = setInterval(() => this.#beat(), options.heartbeatMs)
     this.#timer.unref()
   }
 
@@ -69,7 +75,7 @@ export class Lease {
          RETURNING token`,
         [...me, options.staleMs],
       )
-      if (taken.rows.length) return new Lease(db, id, taken.rows[0].token, options.heartbeatMs)
+      if (taken.rows.length) return new Lease(db, id, taken.rows[0].token, options)
       const { rows } = await db.pool.query<HolderRow>(`SELECT token, pid, host, command, since FROM ${db.leasesTable} WHERE session_id = $1`, [id])
       const holder = holderOf(rows[0])
       if (!holder) continue
@@ -80,7 +86,7 @@ export class Lease {
          WHERE session_id = $1 AND token = $5 RETURNING token`,
         [...me, rows[0].token],
       )
-      if (dead.rows.length) return new Lease(db, id, dead.rows[0].token, options.heartbeatMs)
+      if (dead.rows.length) return new Lease(db, id, dead.rows[0].token, options)
     }
     const holder = await readHolder(db, id)
     throw holder ? SessionLeaseError.held(id, holder) : new Error(`session ${id}: the write lease kept changing hands; try again`)
@@ -95,16 +101,38 @@ export class Lease {
     throw SessionLeaseError.lost(this.sessionId, holderOf(rows[0]))
   }
 
-  /** Stops the heartbeat and frees the row if it still carries this tenure's token; idempotent, never throws. */
+  /**
+   * Stops the heartbeat and frees the row if it still carries this tenure's
+   * token; idempotent, never throws. When the database cannot be reached, the
+   * release is retried every heartbeat in the background until it is done or
+   * the lease is stale anyway, so a session is free as soon as the database is
+   * back rather than `staleMs` later.
+   */
   async release(): Promise<void> {
     clearInterval(this.#timer)
+    clearTimeout(this.#retry)
+    if (await this.#free()) return
+    const giveUpAt = Date.now() + this.#staleMs
+    const retry = () => {
+      this.#retry = setTimeout(async () => {
+        if (!(await this.#free()) && Date.now() < giveUpAt) retry()
+      }, this.#heartbeatMs)
+      this.#retry.unref()
+    }
+    retry()
+  }
+
+  /** Clears the holder columns if the row is still this tenure's; false when the database could not be asked. */
+  async #free(): Promise<boolean> {
     try {
       await this.#db.pool.query(
         `UPDATE ${this.#db.leasesTable} SET pid = NULL, host = NULL, command = NULL, since = NULL, heartbeat = NULL WHERE session_id = $1 AND token = $2`,
         [this.sessionId, this.token],
       )
+      return true
     } catch {
-      // Best effort: a lease left behind is taken over once its heartbeat is stale.
+      // Left behind, a lease is taken over once its heartbeat is stale.
+      return false
     }
   }
 

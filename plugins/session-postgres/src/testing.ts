@@ -39,6 +39,10 @@ export interface TestPostgres {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>
   /** How long the server took to be ready (ms). */
   startupMs: number
+  /** Shuts the server down (fast shutdown: clients are disconnected), keeping its data: an outage until `restart`. */
+  halt(): Promise<void>
+  /** Starts the halted server again on the same data and port. */
+  restart(): Promise<void>
   stop(): Promise<void>
 }
 
@@ -55,6 +59,10 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
   const server = given ? undefined : await startServer(options.binDir ?? process.env.LOOM_TEST_PG_BIN ?? embeddedBinaries(), options.fsync === true)
   const url = given ?? server!.url
   const pool = new pg.Pool({ connectionString: url, max: 2 })
+  const outage = () => {
+    if (!server) throw new Error('halt and restart need a server this helper started; LOOM_TEST_PG_URL names one it cannot stop')
+    return server
+  }
   pool.on('error', () => {})
   try {
     await pool.query('SELECT 1')
@@ -75,6 +83,8 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
       return name
     },
     query: (sql, params) => pool.query(sql, params),
+    halt: () => outage().halt(),
+    restart: () => outage().restart(),
     async stop() {
       if (given) for (const name of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`).catch(() => {})
       await pool.end()
@@ -107,24 +117,39 @@ interface Runtime {
   bin: string
 }
 
-async function startServer(binDir: string, fsync: boolean): Promise<{ url: string; stop(): Promise<void> }> {
+interface Started {
+  url: string
+  halt(): Promise<void>
+  restart(): Promise<void>
+  stop(): Promise<void>
+}
+
+async function startServer(binDir: string, fsync: boolean): Promise<Started> {
   const runtime = await prepare(resolve(binDir))
   const dir = fs.mkdtempSync(join(runtime.home, 'server-'))
   const data = join(dir, 'data')
   execFileSync('cp', ['-a', join(runtime.prepared, 'template'), data])
   if (runtime.as) fs.chownSync(dir, runtime.as.uid, runtime.as.gid)
   const flags = [...(fsync ? [] : ['-c', 'fsync=off']), '-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1']
+  const start = (port: number) =>
+    run('postgres', ['-D', data, '-p', String(port), ...flags], runtime, { ready: /database system is ready to accept connections/, timeoutMs: START_MS })
   for (let attempt = 0; ; attempt++) {
     const port = await freePort()
     try {
-      const server = await run('postgres', ['-D', data, '-p', String(port), ...flags], runtime, {
-        ready: /database system is ready to accept connections/,
-        timeoutMs: START_MS,
-      })
+      let server: { stop(): Promise<void> } | undefined = await start(port)
       return {
         url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
+        async halt() {
+          await server?.stop()
+          server = undefined
+        },
+        async restart() {
+          if (server) throw new Error('the test PostgreSQL is running: halt it before restarting it')
+          server = await start(port)
+        },
         async stop() {
-          await server.stop()
+          await server?.stop()
+          server = undefined
           fs.rmSync(dir, { recursive: true, force: true })
         },
       }

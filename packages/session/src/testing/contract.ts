@@ -38,7 +38,19 @@ export interface ContractStorage {
 }
 
 /** The parts of the contract; a backend runs all of them unless it selects some explicitly. */
-export const CONTRACT_PARTS = ['materialization', 'round-trip', 'repair', 'contiguity', 'format', 'live', 'reads', 'collision', 'durable', 'leases'] as const
+export const CONTRACT_PARTS = [
+  'materialization',
+  'round-trip',
+  'repair',
+  'contiguity',
+  'damage',
+  'format',
+  'live',
+  'reads',
+  'collision',
+  'durable',
+  'leases',
+] as const
 export type ContractPart = (typeof CONTRACT_PARTS)[number]
 
 export interface ContractOptions {
@@ -233,6 +245,21 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
         expect(await storage.snapshot('peek')).not.toBe(before)
       })
 
+      it('check reports what load would close, without writing; after the load the log checks clean', async () => {
+        await storage.writeRaw(meta('checked'), crashedInTurn2())
+        const before = await storage.snapshot('checked')
+        const { persistence } = await lifecycle()
+        const check = await persistence.check('checked')
+        expect(check).toMatchObject({ events: 8, tornBytes: 0, corruption: null })
+        expect(check.location).toMatch(/\S/)
+        expect(json(check.closers)).toBe(json((await persistence.inspect('checked')).events.slice(8)))
+        expect(types(check.closers)).toEqual(['step/end', 'turn/end'])
+        expect(await storage.snapshot('checked')).toBe(before)
+
+        await persistence.load('checked')
+        expect(await persistence.check('checked')).toMatchObject({ events: 10, tornBytes: 0, closers: [], corruption: null })
+      })
+
       it('a tool call without a tool/call record is closed with TOOL_NOT_STARTED, and the closure is stored', async () => {
         await storage.writeRaw(
           meta('not-started'),
@@ -310,6 +337,28 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
       })
     })
 
+    part('damage', () => {
+      it('a log missing an event before a completed turn: check reports the corruption and writes nothing; load refuses it', async () => {
+        const events = raw(0, s => {
+          shortTurn(s, 1)
+          shortTurn(s, 2)
+        })
+        await storage.writeRaw(
+          meta('gap'),
+          events.filter(event => event.seq !== 2),
+        )
+        const before = await storage.snapshot('gap')
+        const { persistence } = await lifecycle()
+        const check = await persistence.check('gap')
+        expect(check).toMatchObject({ events: 0, tornBytes: 0, closers: [], corruption: expect.stringContaining('seq') })
+        expect(check.corruption).toContain(check.location)
+        const error = await rejection(persistence.load('gap'))
+        expect(error.name).toBe('SessionPersistenceCorruptionError')
+        expect(error.message).toBe(check.corruption)
+        expect(await storage.snapshot('gap')).toBe(before)
+      })
+    })
+
     part('format', () => {
       it('a newer format version is refused as unsupported, naming the version, and nothing is written', async () => {
         if (!storage.writeVersion) throw new Error(`${name}: part "format" needs storage.writeVersion`)
@@ -324,6 +373,8 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
         expect((error as SessionFormatUnsupportedError).location).toBeTypeOf('string')
         await expect(persistence.inspect('future')).rejects.toBeInstanceOf(SessionFormatUnsupportedError)
         await expect(persistence.prepare('future')).rejects.toBeInstanceOf(SessionFormatUnsupportedError)
+        // Nothing repairs it: check reports it as the log's damage, with the same words.
+        expect(await persistence.check('future')).toMatchObject({ closers: [], corruption: error.message })
         expect(await storage.snapshot('future')).toBe(before)
       })
     })
@@ -503,6 +554,7 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
         await expect(persistence.inspect('missing')).rejects.toThrow(/not found/)
         await expect(persistence.prepare('missing')).rejects.toThrow(/not found/)
         await expect(persistence.readFrom('missing', 0)).rejects.toThrow(/not found/)
+        await expect(persistence.check('missing')).rejects.toThrow(/session "missing" not found/)
       })
     })
 
@@ -716,6 +768,7 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
         expect(seqs(inspected.events)).toEqual(range(0, 15))
         expect(types(inspected.events).slice(-2)).toEqual(['step/end', 'turn/end'])
         expect(seqs((await second.persistence.readFrom('reading', 10)).events)).toEqual([10, 11, 12, 13])
+        expect(await second.persistence.check('reading')).toMatchObject({ events: 14, tornBytes: 0, corruption: null })
         expect((await second.persistence.list()).map(header => header.id)).toEqual(['reading'])
         expect(await storage.snapshot('reading')).toBe(before)
 

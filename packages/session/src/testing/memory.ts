@@ -2,6 +2,7 @@
 // hosts given the same `MemoryLogs` see one store, as two processes see one
 // folder. Nothing is written anywhere; every append is "durable" at once.
 import { type Context, Service } from '@deepseek-ai/cordis'
+import type { StoredSessionCheck } from '../check.ts'
 import { interruptedTurnClosers } from '../closers.ts'
 import type { SessionEvent, SessionHeader } from '../events.ts'
 import { deepFreezeJson, Session } from '../session.ts'
@@ -65,6 +66,12 @@ export class MemoryPersistence extends Service implements SessionPersistence {
   async inspect(id: string): Promise<StoredSession> {
     const log = this.log(id)
     return { meta: log.header, events: deepFreezeJson(structuredClone([...log.events, ...interruptedTurnClosers(log.events)])) }
+  }
+
+  /** What a load would close; a log in memory is never torn or damaged. */
+  async check(id: string): Promise<StoredSessionCheck> {
+    const { events } = this.log(id)
+    return { location: `memory, session "${id}"`, events: events.length, tornBytes: 0, closers: interruptedTurnClosers(events), corruption: null }
   }
 
   async prepare(id: string): Promise<Session> {

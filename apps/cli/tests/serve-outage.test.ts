@@ -1,0 +1,157 @@
+// A PostgreSQL outage under two `loom serve` hosts. Host A runs two sessions:
+// S1 idle after its first turn, S2 in a turn (a long tool call). The database
+// is shut down; a client posts to A: followups for S1 and S2, a new session,
+// each with an Idempotency-Key. Every one is answered 503 STORE_UNAVAILABLE
+// with Retry-After, and /readyz says 503 on both hosts. The database comes
+// back: host B takes both sessions (A let their leases go; the lease lifetime
+// is a minute, so only a release frees them in time), S2's open turn is closed
+// as interrupted, a retried key runs once, and no refused request left a trace
+// in any session: not its text, not a session.
+import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { project } from './helpers.ts'
+import { client, eventually, type Frame, type Host, startHost, turnEnded } from './serve-client.ts'
+
+const TOKEN = 'outage-test-token-0123456789'
+/** `loom serve`'s default `idleReleaseMs`. */
+const IDLE_RELEASE_MS = 5000
+
+const layer = (schema: string) => `
+- id: session-jsonl
+  disabled: true
+- insert:
+    - id: session-postgres
+      name: '@loom/session-postgres'
+      config:
+        url: !!js "process.env.LOOM_PG_URL"
+        schema: ${schema}
+        maxDelayMs: 50
+        leaseHeartbeatMs: 300
+        leaseStaleMs: 60000
+        leaseHost: !!js "process.env.LOOM_TEST_HOST"
+- id: scripted
+  disabled: true
+- insert:
+    - id: script
+      name: '@loom/llm-scripted'
+      config:
+        provider: scripted
+        model: scripted-1
+        loop: true
+        script: !!js "JSON.parse(process.env.LOOM_TEST_SCRIPT)"
+`
+
+/** Host A: S1's turn answers; S2's calls a tool that outlasts the outage. */
+const ON_A = ['Done on A.', { text: 'Working on it.', toolCalls: [{ name: 'bash', arguments: { command: 'sleep 30' } }] }]
+const ON_B = ['Answered on B.']
+
+const hosts: Host[] = []
+let pg: TestPostgres
+
+describe('loom serve through a PostgreSQL outage', () => {
+  beforeAll(async () => {
+    pg = await startTestPostgres()
+  }, 180_000)
+
+  afterAll(async () => {
+    for (const host of hosts) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGKILL')
+    await Promise.all(hosts.map(host => host.exited))
+    await pg?.stop()
+  })
+
+  it('refused requests leave no trace, /readyz says 503, and the other host takes the sessions once the database is back', { timeout: 120_000 }, async () => {
+    const schema = pg.schema()
+    const at = project({ 'README.md': '# outage\n', 'loom.yml': layer(schema) })
+    const env = (name: string, script: unknown) => ({
+      LOOM_SERVE_TOKEN: TOKEN,
+      LOOM_PG_URL: pg.url,
+      LOOM_TEST_HOST: name,
+      LOOM_TEST_SCRIPT: JSON.stringify(script),
+    })
+    const [a, b] = await Promise.all([startHost('host-a', at, env('host-a', ON_A)), startHost('host-b', at, env('host-b', ON_B))])
+    hosts.push(a, b)
+    const [apiA, apiB] = [a, b].map(host => client(host.url, TOKEN))
+    const keyed = (key: string) => ({ authorization: `Bearer ${TOKEN}`, 'idempotency-key': key })
+    for (const api of [apiA, apiB]) expect((await api.request('GET', '/readyz', undefined, {})).body).toMatchObject({ status: 'ready', store: 'postgres' })
+
+    // S1: created with a key (its retry is the same session), idle after its turn. S2: in a tool call.
+    const created = await apiA.request('POST', '/v1/sessions', { task: 'first task' }, keyed('create-s1'))
+    expect(created.status).toBe(201)
+    const s1 = created.body.id as string
+    await apiA.events(s1, { until: turnEnded(1) })
+    expect(await apiA.request('POST', '/v1/sessions', { task: 'first task' }, keyed('create-s1'))).toMatchObject({ status: 201, body: created.body })
+    const s2 = (await apiA.request('POST', '/v1/sessions', { task: 'second task' })).body.id as string
+    await apiA.events(s2, { until: frames => frames.some(frame => frame.event.type === 'tool/call') })
+
+    await pg.halt()
+    const refused: { text: string; status: number; code: string; retryAfter: string | null }[] = []
+    const refuse = async (path: string, body: Record<string, string>, key: string) => {
+      const reply = await apiA.request('POST', path, body, keyed(key))
+      refused.push({ text: body.text ?? body.task, status: reply.status, code: reply.body?.error?.code, retryAfter: reply.headers.get('retry-after') })
+    }
+    await refuse(`/v1/sessions/${s1}/messages`, { text: 'lost followup one' }, 'm1')
+    await refuse(`/v1/sessions/${s2}/messages`, { text: 'lost steer two', mode: 'steer' }, 'm2')
+    await refuse('/v1/sessions', { task: 'lost new session' }, 'c1')
+    await refuse(`/v1/sessions/${s1}/messages`, { text: 'lost followup three' }, 'm3')
+    expect(refused).toEqual(refused.map(({ text }) => ({ text, status: 503, code: 'STORE_UNAVAILABLE', retryAfter: '1' })))
+    for (const api of [apiA, apiB]) {
+      const ready = await api.request('GET', '/readyz', undefined, {})
+      expect(ready.status).toBe(503)
+      expect(ready.body).toMatchObject({ status: 'store-unavailable' })
+      expect(ready.body.reason).toContain('unreachable')
+      // Liveness stays: the process is fine.
+      expect((await api.request('GET', '/healthz', undefined, {})).status).toBe(200)
+    }
+
+    await pg.restart()
+    // B takes both sessions within the idle release plus a few seconds: A let go of them.
+    const accept = (id: string, text: string, key: string) =>
+      eventually(
+        async () => {
+          const reply = await apiB.request('POST', `/v1/sessions/${id}/messages`, { text }, keyed(key))
+          if (reply.status === 202) return reply
+          // Until B's pool reconnects, or while a lease is still being let go.
+          expect([409, 503], `${reply.text}\n${b.stderr()}`).toContain(reply.status)
+          await new Promise(resolve => setTimeout(resolve, 200))
+          return undefined
+        },
+        IDLE_RELEASE_MS + 5000,
+        `host B to take session ${id}`,
+      )
+    // m1 again, as the client's retry: not accepted before, so it runs now, once.
+    const retried = await accept(s1, 'lost followup one', 'm1')
+    const onS2 = await accept(s2, 'after the outage', 'm4')
+    await apiB.events(s1, { until: turnEnded(2) })
+    await apiB.events(s2, { until: turnEnded(2) })
+    // A retry of the accepted key, to either host, is the first answer; the same key with another text is refused.
+    expect((await apiB.request('POST', `/v1/sessions/${s1}/messages`, { text: 'lost followup one' }, keyed('m1'))).body).toEqual(retried.body)
+    expect((await apiA.request('POST', `/v1/sessions/${s1}/messages`, { text: 'lost followup one' }, keyed('m1'))).body).toEqual({
+      ...retried.body,
+      status: expect.any(String),
+    })
+    const mismatch = await apiB.request('POST', `/v1/sessions/${s1}/messages`, { text: 'something else' }, keyed('m1'))
+    expect(mismatch.status).toBe(422)
+    expect(mismatch.body.error.code).toBe('IDEMPOTENCY_MISMATCH')
+
+    // The store: two sessions; no refused text anywhere but m1's, which ran once, as its retry.
+    const { rows: sessions } = await pg.query<{ id: string }>(`SELECT id FROM "${schema}".sessions ORDER BY created_at`)
+    expect(sessions.map(row => row.id).sort()).toEqual([s1, s2].sort())
+    for (const { text } of refused.slice(1)) {
+      const { rows } = await pg.query(`SELECT seq FROM "${schema}".session_events WHERE event LIKE $1`, [`%${text}%`])
+      expect(rows, text).toEqual([])
+    }
+    const read = async (id: string) => (await apiB.request('GET', `/v1/sessions/${id}`)).body
+    const one = await read(s1)
+    const inserted = one.events.filter(
+      (event: Frame['event']) => event.type === 'agent/inbox/spliced' && JSON.stringify(event.data.inserted).includes('lost followup one'),
+    )
+    expect(inserted.map((event: Frame['event']) => event.seq)).toEqual([retried.body.seq])
+    const ends = (events: Frame['event'][]) => events.filter(event => event.type === 'turn/end').map(event => event.data.reason.kind)
+    expect(ends(one.events)).toEqual(['completed', 'completed'])
+    // S2's turn, cut off by the outage, is closed as interrupted by B; the message sent after it ran.
+    const two = await read(s2)
+    expect(ends(two.events)).toEqual(['interrupted', 'completed'])
+    expect(onS2.body).toMatchObject({ id: s2, mode: 'followup' })
+    for (const api of [apiA, apiB]) expect((await api.request('GET', '/readyz', undefined, {})).status).toBe(200)
+  })
+})
