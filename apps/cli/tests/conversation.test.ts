@@ -68,8 +68,9 @@ class Terminal {
     execFileSync(TMUX!, ['new-session', '-d', '-s', this.name, '-x', '120', '-y', '40', `${command}; echo "exited $?"; sleep 600`], { cwd, env })
   }
 
+  /** The whole history (tmux keeps 2000 lines): an offset into an earlier screen stays valid in a later one. */
   screen(): string {
-    return execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-200', '-t', this.name], { encoding: 'utf8' })
+    return execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-2000', '-t', this.name], { encoding: 'utf8' })
   }
 
   /** Types `keys` (tmux key names: `Enter`, `C-c`, `C-d`, or text). */

@@ -168,7 +168,7 @@ function terminal(at: { cwd: string; home: string }) {
     cwd: at.cwd,
     env: cleanEnv(at.home),
   })
-  const screen = () => execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-200', '-t', name], { encoding: 'utf8' })
+  const screen = () => execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-2000', '-t', name], { encoding: 'utf8' })
   const session = {
     name,
     screen,

@@ -255,7 +255,7 @@ describe.skipIf(!TMUX)('on a terminal (tmux)', () => {
       cwd: at.cwd,
       env: cleanEnv(at.home),
     })
-    const screen = () => execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-200', '-t', name], { encoding: 'utf8' })
+    const screen = () => execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-2000', '-t', name], { encoding: 'utf8' })
     const waitFor = async (pattern: RegExp) => {
       const start = Date.now()
       while (!pattern.test(screen())) {
