@@ -21,7 +21,7 @@ import {
   OPTIONS,
   parseApproveMode,
   resolveCommand,
-  type ApproveMode,
+  type ServeApproveMode,
   type CommandName,
   type CommandSpec,
 } from './commands.ts'
@@ -40,8 +40,8 @@ export interface Parsed {
   json: boolean
   /** How a turn is printed as it runs (`run`, `sessions resume`). */
   output: OutputFormat
-  /** How a headless turn answers a tool call the policy asks about. */
-  approve: ApproveMode
+  /** How a headless turn answers a tool call the policy asks about (`api`: loom serve's clients do). */
+  approve: ServeApproveMode
   provider?: string
   model?: string
   bundles: string[]
@@ -72,6 +72,11 @@ export interface Parsed {
   host?: string
   tokenFile?: string
   drainMs?: number
+  maxConnections?: number
+  headersTimeoutMs?: number
+  requestTimeoutMs?: number
+  /** `serve --approve api`: how long a question waits for a client. */
+  approveDeadlineMs?: number
 }
 
 /** `pnpm loom -- ...` passes the `--` through. */
@@ -97,7 +102,7 @@ export function parse(argv: readonly string[]): Parsed {
     command: positionals,
     json: values.json === true,
     output,
-    approve: parseApproveMode(values.approve as string | undefined),
+    approve: parseApproveMode(values.approve as string | undefined, found && 'command' in found ? found.command.name : undefined),
     provider: values.provider as string | undefined,
     model: values.model as string | undefined,
     bundles: (values.bundle as string[] | undefined) ?? [],
@@ -126,6 +131,10 @@ export function parse(argv: readonly string[]): Parsed {
     host: values.host as string | undefined,
     tokenFile: values['token-file'] as string | undefined,
     drainMs: number('drain-ms', values['drain-ms'] as string | undefined, { integer: true, min: 0 }),
+    maxConnections: number('max-connections', values['max-connections'] as string | undefined, { integer: true, min: 1 }),
+    headersTimeoutMs: number('headers-timeout-ms', values['headers-timeout-ms'] as string | undefined, { integer: true, min: 1 }),
+    requestTimeoutMs: number('request-timeout-ms', values['request-timeout-ms'] as string | undefined, { integer: true, min: 1 }),
+    approveDeadlineMs: number('approve-deadline-ms', values['approve-deadline-ms'] as string | undefined, { integer: true, min: 1 }),
   }
 }
 
@@ -275,8 +284,9 @@ export async function main(argv: readonly string[], options: MainOptions = {}): 
     const { boot } = await import('./boot.ts')
     // A tool call the policy asks about: the conversation asks at the terminal; a headless command answers by --approve.
     const { headlessApprover, terminalApprover } = await import('./approve.ts')
-    const approver = plan.asking ? terminalApprover({ asking: plan.asking }) : headlessApprover(parsed.approve)
-    const deployment = await boot({ ...layers, log, plugins: [approver] })
+    // Under `serve --approve api` the server is the approver, once it starts.
+    const approver = plan.asking ? terminalApprover({ asking: plan.asking }) : parsed.approve === 'api' ? undefined : headlessApprover(parsed.approve)
+    const deployment = await boot({ ...layers, log, plugins: approver ? [approver] : [] })
     opened = deployment
     context.root = deployment.root
     const runner = deployment.root.get('runner') as Runner | undefined
@@ -420,8 +430,9 @@ const PLANS: Record<CommandName, (args: Record<string, string>, parsed: Parsed) 
     }),
   resume: ({ id }) => conversation(id),
   serve: async (_args, parsed) => {
-    const { serve, serveToken } = await import('./serve.ts')
+    const { checkApprovalFlags, serve, serveToken } = await import('./serve.ts')
     // Checked before anything boots: no token, no server.
+    checkApprovalFlags(parsed)
     const token = serveToken(parsed.tokenFile)
     return runner((runner, context) => serve(runner, { ...context, root: context.root!, token }))
   },

@@ -19,11 +19,17 @@ export type ApproveMode = 'never' | 'policy' | 'all'
 export const APPROVE_MODES: readonly ApproveMode[] = ['never', 'policy', 'all']
 export const DEFAULT_APPROVE_MODE: ApproveMode = 'policy'
 
-/** The value of `--approve`; a usage error naming the flag and the modes otherwise. */
-export function parseApproveMode(value: string | undefined): ApproveMode {
+/** `loom serve --approve api`: the server's clients answer each ask over its API (`@loom/serve`), the rule's `unattended` answer after a deadline. */
+export type ServeApproveMode = ApproveMode | 'api'
+
+/** The value of `--approve` for `command`; a usage error naming the flag and the modes otherwise. */
+export function parseApproveMode(value: string | undefined, command?: string): ServeApproveMode {
   if (value === undefined) return DEFAULT_APPROVE_MODE
   if ((APPROVE_MODES as readonly string[]).includes(value)) return value as ApproveMode
-  throw new UsageError(`--approve must be one of ${APPROVE_MODES.join(', ')}, not ${JSON.stringify(value)}`)
+  if (value === 'api' && command === 'serve') return value
+  if (value === 'api') throw new UsageError(`--approve api is for loom serve, whose clients answer over its API; here it is one of ${APPROVE_MODES.join(', ')}`)
+  const modes = command === 'serve' ? [...APPROVE_MODES, 'api'] : APPROVE_MODES
+  throw new UsageError(`--approve must be one of ${modes.join(', ')}, not ${JSON.stringify(value)}`)
 }
 
 /** Every option, in the order the help lists them. */
@@ -37,7 +43,12 @@ export const OPTIONS = {
   approve: {
     type: 'string',
     value: 'never|policy|all',
-    help: 'how a tool call that the policy (@loom/permissions) asks about is answered with no one to ask: never and policy (default) deny it with a note the model sees, all allows it',
+    help: "how a tool call that the policy (@loom/permissions) asks about is answered with no one to ask: never and policy (default) deny it with a note the model sees, all allows it; loom serve also takes api: the session's clients answer over the API",
+  },
+  'approve-deadline-ms': {
+    type: 'string',
+    value: '<n>',
+    help: "with --approve api: how long a tool call waits for a client's answer before the rule's unattended answer (default 300000)",
   },
   provider: { type: 'string', value: '<id>', help: 'model route; default: the first served of deepseek, anthropic, openai, scripted' },
   model: { type: 'string', value: '<id>', help: 'model id' },
@@ -64,6 +75,13 @@ export const OPTIONS = {
   host: { type: 'string', value: '<address>', help: 'address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)' },
   'token-file': { type: 'string', value: '<file>', help: 'read the bearer token from this file instead of $LOOM_SERVE_TOKEN' },
   'drain-ms': { type: 'string', value: '<n>', help: 'on SIGTERM, how long running turns may finish before they are cancelled (default 10000)' },
+  'max-connections': {
+    type: 'string',
+    value: '<n>',
+    help: 'connections at once, event streams included; another gets 503 TOO_MANY_CONNECTIONS (default 1000)',
+  },
+  'headers-timeout-ms': { type: 'string', value: '<n>', help: "a request's headers must arrive within this, else 408 (default 10000)" },
+  'request-timeout-ms': { type: 'string', value: '<n>', help: 'a whole request (headers and body) must arrive within this, else 408 (default 30000)' },
   continue: { type: 'boolean', short: 'c', help: 'open the conversation on the last session started in this folder' },
   list: { type: 'boolean', help: 'list the trusted layers: path, hash, date, and whether the file still matches' },
   revoke: { type: 'boolean', help: 'remove the trust in the layer (default: the loom.yml of this folder)' },
@@ -235,11 +253,23 @@ export const COMMANDS = [
     args: [],
     summary: 'an HTTP API for the deployment: sessions over JSON, their events as a resumable SSE stream',
     details:
-      'Boots the deployment as run does (tool calls answered by --approve) and serves /v1/sessions: create a session with a task, post followup, steer or inject messages, cancel, list and read, and GET /v1/sessions/ID/events (Server-Sent Events, resumable with Last-Event-ID). Every request but /healthz needs Authorization: Bearer <token>, the token from $LOOM_SERVE_TOKEN or --token-file; without one it does not start. Several hosts can share one PostgreSQL store (see docs/operating.md). SIGTERM drains: new work gets 503, running turns get --drain-ms to finish, then they are cancelled and closed in their logs; exit 0.',
-    options: ['port', 'host', 'token-file', 'drain-ms', 'approve', ...LAYERS],
+      "Boots the deployment as run does (tool calls answered by --approve; with --approve api, by the session's clients: approval/requested on the stream, POST /v1/sessions/ID/approvals/CALL to answer) and serves /v1/sessions: create a session with a task, post followup, steer or inject messages, cancel, list and read, and GET /v1/sessions/ID/events (Server-Sent Events, resumable with Last-Event-ID). Every request but /healthz needs Authorization: Bearer <token>, the token from $LOOM_SERVE_TOKEN or --token-file; without one it does not start. Several hosts can share one PostgreSQL store (see docs/operating.md). SIGTERM drains: new work gets 503, running turns get --drain-ms to finish, then they are cancelled and closed in their logs; exit 0.",
+    options: [
+      'port',
+      'host',
+      'token-file',
+      'drain-ms',
+      'approve',
+      'approve-deadline-ms',
+      'max-connections',
+      'headers-timeout-ms',
+      'request-timeout-ms',
+      ...LAYERS,
+    ],
     examples: [
       'LOOM_SERVE_TOKEN=$(openssl rand -hex 32) loom serve',
       'loom serve --host 0.0.0.0 --port 8080 --token-file /run/secrets/loom-token --drain-ms 30000',
+      'loom serve --approve api --approve-deadline-ms 600000',
     ],
   },
   {

@@ -1,12 +1,13 @@
 // `loom serve`: the deployment booted as for `run` (tool calls answered by
-// --approve), plus the HTTP server of @loom/serve on its root. It prints where
+// --approve; with --approve api, by the server's clients over its API), plus
+// the HTTP server of @loom/serve on its root. It prints where
 // it listens, and runs until a stop signal: the first one drains (new work gets
 // 503, running turns get --drain-ms to finish, then are cancelled and closed in
 // their logs), and the command exits 0 once everything is written; a second
 // one exits at once.
 import type { Context as Root } from '@deepseek-ai/cordis'
 import { registerSecret } from '@loom/secrets'
-import { loadToken, Serve, TokenError } from '@loom/serve'
+import { DEFAULT_APPROVAL_DEADLINE_MS, loadToken, Serve, TokenError } from '@loom/serve'
 import type { SessionPersistence } from '@loom/session'
 import type {} from '@loom/tools'
 import { resolve } from 'node:path'
@@ -25,6 +26,13 @@ export function serveToken(file: string | undefined): string {
   } catch (error) {
     if (error instanceof TokenError) throw new UsageError(`serve: ${error.message}`)
     throw error
+  }
+}
+
+/** `--approve-deadline-ms` belongs to `--approve api`: alone it would change nothing, so it is refused. */
+export function checkApprovalFlags(parsed: Pick<Context['parsed'], 'approve' | 'approveDeadlineMs'>): void {
+  if (parsed.approveDeadlineMs !== undefined && parsed.approve !== 'api') {
+    throw new UsageError(`serve: --approve-deadline-ms is the deadline of --approve api, and this server runs with --approve ${parsed.approve}`)
   }
 }
 
@@ -57,6 +65,10 @@ export async function serve(runner: Runner, context: Context & { root: Root; tok
       port: parsed.port ?? DEFAULT_PORT,
       host: parsed.host ?? DEFAULT_HOST,
       cwd,
+      ...(parsed.maxConnections !== undefined && { maxConnections: parsed.maxConnections }),
+      ...(parsed.headersTimeoutMs !== undefined && { headersTimeoutMs: parsed.headersTimeoutMs }),
+      ...(parsed.requestTimeoutMs !== undefined && { requestTimeoutMs: parsed.requestTimeoutMs }),
+      ...(parsed.approve === 'api' && { approvals: { mode: 'api', deadlineMs: parsed.approveDeadlineMs ?? DEFAULT_APPROVAL_DEADLINE_MS } }),
     }),
   )
   const server: Serve | undefined = root.get('serve')
@@ -65,7 +77,10 @@ export async function serve(runner: Runner, context: Context & { root: Root; tok
   store.leaseCommand = `loom serve ${server.url}`
   // The default route of new sessions (the runner row's provider and model), checked before the first request.
   const route = await runner.route()
-  io.stdout.write(`loom serve: listening on ${server.url} (sessions: ${server.store}; new sessions on ${route.provider}/${route.model})\n`)
+  const approvals = server.approvals ? `over the API, ${server.config.approvals.deadlineMs / 1000} s to answer` : `--approve ${parsed.approve}`
+  io.stdout.write(
+    `loom serve: listening on ${server.url} (sessions: ${server.store}; new sessions on ${route.provider}/${route.model}; approvals: ${approvals})\n`,
+  )
 
   return new Promise<number>(resolve => {
     let draining = false

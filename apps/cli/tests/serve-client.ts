@@ -133,8 +133,8 @@ export interface Host {
 }
 
 /** A `loom serve` process on a free port in `at`, with `env` on top of a clean environment; resolves once it listens. */
-export function startHost(name: string, at: { cwd: string; home: string }, env: Record<string, string>): Promise<Host> {
-  const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--drain-ms', '2000'], {
+export function startHost(name: string, at: { cwd: string; home: string }, env: Record<string, string>, args: string[] = []): Promise<Host> {
+  const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--drain-ms', '2000', ...args], {
     cwd: at.cwd,
     env: cleanEnv(at.home, env),
     stdio: ['ignore', 'pipe', 'pipe'],

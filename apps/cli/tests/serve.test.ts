@@ -117,7 +117,7 @@ describe('loom serve (JSONL, one host)', () => {
     expect(typo.body.error).toMatchObject({ code: 'INVALID_REQUEST', field: 'taks' })
     const provider = await api.request('POST', '/v1/sessions', { task: 'x', provider: 'nope' })
     expect(provider.status).toBe(400)
-    expect(provider.body.error.message).toContain('provider "nope" is not served by this deployment')
+    expect(provider.body.error).toMatchObject({ code: 'MODEL_NOT_ALLOWED', field: 'provider' })
     const unknown = await api.request('POST', '/v1/sessions/20990101-000000-abcdef/messages', { text: 'hi' })
     expect(unknown.status).toBe(404)
     expect(unknown.body.error.code).toBe('SESSION_NOT_FOUND')

@@ -171,6 +171,41 @@ export interface SessionEventMap {
     inserted: UserMessage[]
     outcome?: 'canceled'
   }
+  /**
+   * A tool call waits for an answer over the API (`loom serve --approve api`): its id, tool, a
+   * preview of its arguments, why the policy asked, the answer at the deadline (`unattended`).
+   * `session` and `agent` name a subagent that asks in this session's stream. Never model-visible.
+   */
+  'approval/requested': ApprovalRequested
+  /** How the question of call `callId` was settled: a client's answer (`by`: the name it gave), or the deadline's. Never model-visible. */
+  'approval/answered': ApprovalAnswered
+}
+
+export interface ApprovalRequested {
+  callId: CallId
+  tool: string
+  /** The command, the path, else the arguments as JSON, cut short. */
+  preview: string
+  reason?: string
+  rule?: string
+  unattended: 'allow' | 'deny'
+  deadlineMs: number
+  effects?: string[]
+  origin?: string
+  destructive?: true
+  session?: SessionId
+  agent?: string
+}
+
+export interface ApprovalAnswered {
+  callId: CallId
+  decision: 'allow' | 'allow-session' | 'deny'
+  /** The note for the model (a denial's), or why the deadline answered. */
+  note?: string
+  source: 'client' | 'deadline'
+  by?: string
+  /** The server that took the answer. */
+  host: string
 }
 
 export type SessionEventType = keyof SessionEventMap
@@ -202,6 +237,8 @@ export function isKnownEventType(type: string): type is SessionEventType {
     case 'compaction/prune':
     case 'session/end-seed':
     case 'agent/inbox/spliced':
+    case 'approval/requested':
+    case 'approval/answered':
       return true
     default:
       return unlisted(known)

@@ -22,6 +22,8 @@ const TYPES: Record<SessionEventType, true> = {
   'compaction/prune': true,
   'session/end-seed': true,
   'agent/inbox/spliced': true,
+  'approval/requested': true,
+  'approval/answered': true,
 }
 
 describe('event type predicates', () => {

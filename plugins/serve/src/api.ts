@@ -2,12 +2,16 @@
 // probes /healthz and /readyz), then routed; a handler checks its input field
 // by field and answers JSON, or an event stream. Errors are `{ error: { code,
 // message } }`; a store that cannot be reached is 503 STORE_UNAVAILABLE, which
-// (like every error) means the request was not carried out.
+// (like every error) means the request was not carried out; errors.ts has the
+// other store errors' codes.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { hostname } from 'node:os'
+import { type ApiApprovals, DECISIONS, type Decision } from './approvals.ts'
 import { bearerCheck } from './auth.ts'
+import { answerFor } from './errors.ts'
 import { idempotencyKey } from './idempotency.ts'
 import { ApiError, discardBody, objectBody, onlyFields, readJson, Router, sendError, sendJson, stringField, type Request } from './http.ts'
+import type { ModelAllowlist } from './models.ts'
 import type { HostedSessions, MessageMode } from './sessions.ts'
 import { EventStream, resumeAfter } from './sse.ts'
 
@@ -18,13 +22,20 @@ export interface ApiOptions {
   retryMs: number
   /** What /healthz and /readyz say this server stores sessions in. */
   store: string
+  /** The questions of tool calls to clients, when this server answers approvals over the API. */
+  approvals?: ApiApprovals
   /** Reports an unexpected failure (the client gets a 500 without its details). */
   report: (error: unknown) => void
+  /** The routes a request may choose for a new session; absent: any the deployment serves. */
+  models?: ModelAllowlist
 }
 
 const MODES: readonly MessageMode[] = ['followup', 'steer', 'inject']
 /** The probes: no token, so load balancers and orchestrators can ask. */
 const PROBES = new Set(['/healthz', '/readyz'])
+
+/** A probe request: answered even past the connection cap, so a full host is not taken for a dead one. */
+export const isProbe = (req: IncomingMessage) => PROBES.has((req.url ?? '').split('?')[0])
 
 /** The request listener of the server. */
 export function createApi(sessions: HostedSessions, options: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
@@ -56,6 +67,7 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
       const body = objectBody(await readJson(req, options.maxBodyBytes))
       onlyFields(body, ['task', 'provider', 'model'])
       const input = { task: stringField(body, 'task', true), provider: stringField(body, 'provider'), model: stringField(body, 'model') }
+      await options.models?.check(input)
       const created = await sessions.create(input, idempotencyKey(req))
       sendJson(res, 201, { ...created, status: 'running', events: `/v1/sessions/${created.id}/events` }, { location: `/v1/sessions/${created.id}` })
     })
@@ -82,11 +94,32 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
       sendJson(res, 200, await sessions.cancel(params.id, idempotencyKey(req)))
     })
     .add('GET', '/v1/sessions/:id/events', async request => streamEvents(sessions, request, options))
+    .add('POST', '/v1/sessions/:id/approvals/:callId', async ({ req, res, params }) => {
+      const body = objectBody(await readJson(req, options.maxBodyBytes))
+      onlyFields(body, ['decision', 'note', 'by'])
+      const decision = stringField(body, 'decision', true) as Decision
+      if (!DECISIONS.includes(decision)) {
+        throw new ApiError(400, 'INVALID_REQUEST', `field "decision" must be one of ${DECISIONS.join(', ')}, got "${decision}"`, {
+          details: { field: 'decision' },
+        })
+      }
+      const input = { decision, note: stringField(body, 'note'), by: stringField(body, 'by') }
+      if (!options.approvals) {
+        await sessions.locate(params.id)
+        throw new ApiError(
+          404,
+          'APPROVAL_NOT_FOUND',
+          'this server does not take approvals over the API: it answers them itself (loom serve --approve api asks the clients)',
+        )
+      }
+      sendJson(res, 200, await options.approvals.answer(params.id, params.callId, input, idempotencyKey(req)))
+    })
 
   return (req, res) => {
     void (async () => {
+      let url: URL | undefined
       try {
-        const url = new URL(req.url ?? '/', 'http://loom.invalid')
+        url = requestUrl(req)
         // Nothing but the refusal before the token is checked: no routing, no body read.
         if (!PROBES.has(url.pathname) && !authorized(req.headers.authorization)) {
           throw new ApiError(401, 'UNAUTHORIZED', 'a valid bearer token is required (Authorization: Bearer <token>)', {
@@ -102,16 +135,7 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
           return
         }
         options.report(error)
-        if (storeUnavailable(error)) {
-          sendError(
-            res,
-            new ApiError(503, 'STORE_UNAVAILABLE', 'the session store cannot be reached; nothing was done: retry later (with the same Idempotency-Key)', {
-              headers: RETRY,
-            }),
-          )
-          return
-        }
-        sendError(res, new ApiError(500, 'INTERNAL', 'the server failed to answer this request; its log says why'))
+        sendError(res, answerFor(error, url && sessionOf(url.pathname)))
       }
     })()
   }
@@ -146,12 +170,23 @@ async function streamEvents(sessions: HostedSessions, { req, res, url, params }:
 
 const RETRY = { 'retry-after': '1' }
 
-/** A store error of the kind "cannot be reached" (`STORE_UNAVAILABLE`), as the backend threw it or as the cause of another. */
-function storeUnavailable(error: unknown): boolean {
-  for (let cause = error as { code?: unknown; cause?: unknown } | undefined, depth = 0; cause && depth < 4; cause = cause.cause as typeof cause, depth++) {
-    if (cause.code === 'STORE_UNAVAILABLE') return true
+/** The request target as a URL; one that is not a path (`//`, `/\\`) is 400. */
+function requestUrl(req: IncomingMessage): URL {
+  try {
+    return new URL(req.url ?? '/', 'http://loom.invalid')
+  } catch {
+    throw new ApiError(400, 'INVALID_REQUEST', 'the request target is not a valid path')
   }
-  return false
+}
+
+/** The session a `/v1/sessions/:id…` path names, for error messages. */
+function sessionOf(pathname: string): string | undefined {
+  const segment = /^\/v1\/sessions\/([^/]+)/.exec(pathname)?.[1]
+  try {
+    return segment === undefined ? undefined : decodeURIComponent(segment)
+  } catch {
+    return undefined
+  }
 }
 
 const hasBody = (req: IncomingMessage) => (req.headers['content-length'] ?? '0') !== '0' || req.headers['transfer-encoding'] !== undefined

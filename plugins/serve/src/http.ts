@@ -1,7 +1,11 @@
 // HTTP plumbing on node:http: JSON bodies read within a size limit, JSON
-// responses, errors as `{ error: { code, message } }`, and a small router of
-// `METHOD /path/:param` patterns. Nothing here knows about sessions.
-import type { IncomingMessage, ServerResponse } from 'node:http'
+// responses, errors as `{ error: { code, message } }` with no server path in
+// them, a small router of `METHOD /path/:param` patterns, and the server with
+// its edges bounded (header and request deadlines, a connection cap). Nothing
+// here knows about sessions.
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
 
 /** A request refused with a status, a stable code and a message; `details` are extra fields of the error object. */
 export class ApiError extends Error {
@@ -37,7 +41,22 @@ export function sendError(res: ServerResponse, error: ApiError): void {
     res.destroy()
     return
   }
-  sendJson(res, error.status, { error: { code: error.code, message: error.message, ...error.details } }, error.headers)
+  sendJson(res, error.status, { error: { code: error.code, message: withoutPaths(error.message), ...error.details } }, error.headers)
+}
+
+/**
+ * Absolute file paths (POSIX or Windows) of two segments or more. The API's
+ * own routes (`/v1/…`) are not files: 404 and 405 messages quote them.
+ */
+const FILE_PATH = /(?<![\w./:-])(?:[A-Za-z]:\\|\/(?!v1\/))[^\s"'(),;:]*[\\/][^\s"'(),;:]*/g
+
+/**
+ * A message as a client may read it: a store's or the runner's error can name
+ * a log file, the sessions folder or the project folder, which tell a client
+ * how the server's disk is laid out. The server's log keeps the full message.
+ */
+export function withoutPaths(message: string): string {
+  return message.replace(FILE_PATH, '<path>')
 }
 
 /** How much of a refused body is read and dropped, so the client sees the answer; past this the socket is closed. */
@@ -81,7 +100,10 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
     }
     req.on('data', onData)
     req.once('end', () => resolve(chunks))
-    req.once('error', reject)
+    // Cut off (the request deadline, a client gone): nobody reads the answer, so it is nothing to report.
+    const cut = () => reject(new ApiError(408, 'REQUEST_TIMEOUT', 'the connection closed before the body arrived'))
+    req.once('error', cut)
+    req.once('close', cut)
   })
   const text = Buffer.concat(chunks).toString('utf8')
   if (!text.trim()) throw new ApiError(400, 'INVALID_JSON', 'the body is empty; expected a JSON object')
@@ -181,4 +203,89 @@ function matchParts(parts: readonly string[], segments: readonly string[]): Reco
     }
   }
   return params
+}
+
+/** The bounds of the server's edges: how long a request may take to arrive, and how many connections it keeps. */
+export interface EdgeLimits {
+  /** A request's headers must arrive within this (ms), counted from the connection or the previous response. */
+  headersTimeoutMs: number
+  /** A request's headers and body must arrive within this (ms). The response is not bounded: an event stream is one. */
+  requestTimeoutMs: number
+  /** Connections served at once; another one gets a single 503 answer and is closed; past twice as many, refused. */
+  maxConnections: number
+}
+
+/**
+ * A node:http server whose edges are bounded: a request whose headers or body
+ * arrive too slowly is answered 408 and its connection closed (so slow clients
+ * cannot hold sockets), and connections past `maxConnections` are answered 503
+ * `TOO_MANY_CONNECTIONS` (except requests `spared` names: the probes, so a full
+ * host is not restarted as dead) and closed. Malformed HTTP is answered 400 or
+ * 431 the same way, as JSON errors.
+ */
+export function createHttpServer(listener: RequestListener, limits: EdgeLimits, spared: (req: IncomingMessage) => boolean = () => false): Server {
+  const { headersTimeoutMs, requestTimeoutMs, maxConnections } = limits
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new Error(
+      `@loom/serve: headersTimeoutMs (${headersTimeoutMs}) must not exceed requestTimeoutMs (${requestTimeoutMs}): the headers are part of the request`,
+    )
+  }
+  const overCap = new WeakSet<Socket>()
+  const server = createServer(
+    {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      // Node looks for late requests at this interval (30 s by default, which would stretch a short deadline).
+      connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(headersTimeoutMs / 4))),
+    },
+    (req, res) => {
+      if (!overCap.has(req.socket) || spared(req)) return listener(req, res)
+      const busy = `this server already serves ${maxConnections} connections; retry, or use another host`
+      sendError(res, new ApiError(503, 'TOO_MANY_CONNECTIONS', busy, { headers: { 'retry-after': '1', connection: 'close' } }))
+      discardBody(req)
+    },
+  )
+  let open = 0
+  server.on('connection', (socket: Socket) => {
+    if (open >= maxConnections) return void overCap.add(socket)
+    open++
+    socket.once('close', () => open--)
+  })
+  // A connection past the cap still holds a socket until its answer: past twice the cap, none is accepted.
+  server.maxConnections = 2 * maxConnections
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    const pending = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage
+    if (socket.writable && !pending?.headersSent) socket.write(rawError(clientErrorAnswer(error, limits)))
+    socket.destroy()
+  })
+  return server
+}
+
+/** What a request that never reached a handler is answered: a timeout, headers too large, or not HTTP. */
+function clientErrorAnswer(error: NodeJS.ErrnoException, limits: EdgeLimits): ApiError {
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return new ApiError(
+      408,
+      'REQUEST_TIMEOUT',
+      `the request did not arrive in time (headers within ${limits.headersTimeoutMs} ms, the whole request within ${limits.requestTimeoutMs} ms)`,
+    )
+  }
+  if (error.code === 'HPE_HEADER_OVERFLOW') return new ApiError(431, 'HEADERS_TOO_LARGE', 'the request headers are too large')
+  return new ApiError(400, 'BAD_HTTP', 'the request is not well-formed HTTP/1.1')
+}
+
+const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' }
+
+/** An error answer written on the socket itself: the request never became one the server could answer. */
+function rawError(error: ApiError): string {
+  const body = JSON.stringify({ error: { code: error.code, message: error.message } })
+  return [
+    `HTTP/1.1 ${error.status} ${REASONS[error.status]}`,
+    'content-type: application/json; charset=utf-8',
+    `content-length: ${Buffer.byteLength(body)}`,
+    'cache-control: no-store',
+    'connection: close',
+    '',
+    body,
+  ].join('\r\n')
 }

@@ -6,15 +6,19 @@
 // sessions, auth.ts and sse.ts the token and the event streams.
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import { createServer, type Server } from 'node:http'
+import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { createApi } from './api.ts'
+import { createApi, isProbe } from './api.ts'
+import { ApiApprovals } from './approvals.ts'
 import { MIN_TOKEN_LENGTH } from './auth.ts'
+import { createHttpServer } from './http.ts'
 import { KEY_TTL_MS } from './idempotency.ts'
+import { type ModelCatalog, ModelAllowlist } from './models.ts'
 import { HostedSessions, type Persistence, type SessionOpener } from './sessions.ts'
 
+export { ApiApprovals, DECISIONS, type Answer, type AskedCall, type ClientAnswer, type Decision } from './approvals.ts'
 export { bearerCheck, loadToken, MIN_TOKEN_LENGTH, TOKEN_VARIABLE, TokenError } from './auth.ts'
-export { ApiError } from './http.ts'
+export { ApiError, withoutPaths } from './http.ts'
 export {
   HostedSessions,
   leaseHeld,
@@ -28,6 +32,8 @@ export {
 export { resumeAfter } from './sse.ts'
 
 export const name = '@loom/serve'
+/** How long a question over the API waits for an answer by default: long enough for a person to read a diff. */
+export const DEFAULT_APPROVAL_DEADLINE_MS = 300_000
 export const inject = ['runner', 'sessions', 'sessionPersistence']
 
 export interface Config {
@@ -54,6 +60,20 @@ export interface Config {
   heartbeatMs: number
   /** The reconnection delay event streams announce (`retry:`). */
   retryMs: number
+  /** A request's headers must arrive within this (ms); else 408 and the connection closes. */
+  headersTimeoutMs: number
+  /** A request's headers and body must arrive within this (ms); else 408 and the connection closes. Responses (event streams) are not bounded. */
+  requestTimeoutMs: number
+  /** Connections served at once; another one gets 503 `TOO_MANY_CONNECTIONS` (probes are answered); past twice as many, refused. */
+  maxConnections: number
+  /** The routes a client may choose (`provider/model`, `provider/*`); empty: the models the deployment's providers declare. */
+  models?: string[]
+  /**
+   * Who answers a tool call the policy asks about: `deployment` leaves it to the deployment's own
+   * approver (`loom serve --approve policy|never|all`); `api` makes this server the approver, asking
+   * the session's clients (`approval/requested`), with the rule's unattended answer after `deadlineMs`.
+   */
+  approvals: { mode: 'deployment' | 'api'; deadlineMs: number }
 }
 
 /** What a caller gives: the token, and any setting to change from its default. */
@@ -88,6 +108,34 @@ export const Config: Schema<ServeOptions, Config> = Schema.object({
     .description('How long an Idempotency-Key is honoured: a retry within it gets the first answer and does nothing more.'),
   heartbeatMs: Schema.natural().min(100).default(15_000).description('Interval of the heartbeat comments of an event stream.'),
   retryMs: Schema.natural().default(1000).description('Reconnection delay announced to event stream clients (retry:).'),
+  headersTimeoutMs: Schema.natural()
+    .min(1)
+    .default(10_000)
+    .description("A request's headers must arrive within this many ms; a slower one is answered 408 and its connection closed."),
+  requestTimeoutMs: Schema.natural()
+    .min(1)
+    .default(30_000)
+    .description(
+      "A request's headers and body must arrive within this many ms (at least headersTimeoutMs); a slower one is answered 408 and its connection closed. Event streams are responses: not bounded.",
+    ),
+  maxConnections: Schema.natural()
+    .min(1)
+    .default(1000)
+    .description(
+      'Connections served at once (event streams count); another one is answered 503 TOO_MANY_CONNECTIONS (/healthz and /readyz are answered) and closed; past twice as many, refused.',
+    ),
+  models: Schema.array(Schema.string()).description(
+    "The routes a request's provider/model may name, as provider/model or provider/* (any model of it); empty (the default): the models the deployment's providers declare. The server's default route is always allowed.",
+  ),
+  approvals: Schema.object({
+    mode: Schema.union(['deployment', 'api'] as const)
+      .default('deployment')
+      .description("Who answers a tool call the policy asks about: the deployment's approver, or the session's clients over the API."),
+    deadlineMs: Schema.natural()
+      .min(1)
+      .default(DEFAULT_APPROVAL_DEADLINE_MS)
+      .description("With mode api: how long a call waits for a client's answer before the rule's unattended answer (absent: deny)."),
+  }).default({ mode: 'deployment', deadlineMs: DEFAULT_APPROVAL_DEADLINE_MS }),
 })
 
 declare module '@deepseek-ai/cordis' {
@@ -105,6 +153,8 @@ export class Serve extends Service {
 
   readonly config: Config
   readonly sessions: HostedSessions
+  /** The questions of tool calls to the sessions' clients, with `approvals.mode` api (this server is then `ctx.approver`). */
+  readonly approvals: ApiApprovals | undefined
   /** What the store is: `jsonl`, `postgres` (from the backend's `locate`), else `custom`. */
   readonly store: string
   private readonly server: Server
@@ -126,15 +176,34 @@ export class Serve extends Service {
     this.store = storeKind(store)
     ctx.on('session/durable', id => this.sessions.durable(id))
     const logger = ctx.logger('serve')
-    this.server = createServer(
+    if (config.approvals.mode === 'api') {
+      this.approvals = new ApiApprovals(ctx, this.sessions, {
+        deadlineMs: config.approvals.deadlineMs,
+        idempotencyTtlMs: config.idempotencyTtlMs,
+        report: error => logger.error(error),
+      })
+      // Fails the start when the deployment has an approver already: one of the two would be ignored.
+      ctx.provide('approver', this.approvals)
+    }
+    const models = new ModelAllowlist({
+      models: config.models,
+      catalog: () => ctx.get('llm') as ModelCatalog | undefined,
+      route: { provider: config.provider, model: config.model },
+      defaultRoute: async () => opener.route?.({ provider: config.provider, model: config.model }),
+    })
+    this.server = createHttpServer(
       createApi(this.sessions, {
         token: config.token,
         maxBodyBytes: config.maxBodyBytes,
         heartbeatMs: config.heartbeatMs,
         retryMs: config.retryMs,
         store: this.store,
+        approvals: this.approvals,
         report: error => logger.error(error),
+        models,
       }),
+      { headersTimeoutMs: config.headersTimeoutMs, requestTimeoutMs: config.requestTimeoutMs, maxConnections: config.maxConnections },
+      isProbe,
     )
     ctx.effect(() => () => this.close(), 'serve close')
   }

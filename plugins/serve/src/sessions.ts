@@ -35,6 +35,8 @@ import { Answers, findKeyed, KEY_TTL_MS, type Keyed, keyed, keyedMessageId, keye
 export interface SessionOpener {
   /** A new session's agent (with id `sessionId` if given) when `id` is absent; the stored session `id` resumed (taking its lease) otherwise. */
   open(flags: { provider?: string; model?: string; cwd?: string; sessionId?: string }, id?: string): Promise<Agent>
+  /** The route a new session with these flags would run on (the runner's `route`): how a request that names no provider is checked. */
+  route?(flags: { provider?: string; model?: string }): Promise<{ provider: string; model: string }>
 }
 
 /** The store, with what the first-party backends add: the lease holder, and (PostgreSQL) abandoning a session and a reachability probe. */
@@ -190,19 +192,33 @@ export class HostedSessions {
     checkId(id)
     // Cancelling twice changes nothing more, so the key is kept on this host only: it keeps the first answer.
     if (key !== undefined) return this.answers.once(keyed(`cancel\n${id}`, key, {}), () => this.cancel(id))
-    const entry = this.hosted.get(id)
-    if (!entry) {
-      // Nothing runs here: refuse if it runs elsewhere, so the client asks the holder.
-      await this.read(id, Number.MAX_SAFE_INTEGER)
-      const holder = await this.holder(id)
-      if (holder && holder.pid !== process.pid) throw leaseHeld(id, holder)
-      return { id, cancelled: false }
-    }
-    const running = entry.agent.status === 'running'
-    entry.agent.cancel({ kind: 'user' })
-    await entry.agent.idle()
-    await this.home.sessions.flush(entry.agent.session)
+    const agent = await this.locate(id)
+    if (!agent) return { id, cancelled: false }
+    const running = agent.status === 'running'
+    agent.cancel({ kind: 'user' })
+    await agent.idle()
+    await this.home.sessions.flush(agent.session)
     return { id, cancelled: running }
+  }
+
+  /** The agent of `id` if it runs on this host. */
+  agentOf(id: string): Agent | undefined {
+    return this.hosted.get(id)?.agent
+  }
+
+  /**
+   * For a request only the host running `id` can carry out: its agent here, or
+   * undefined when it runs nowhere; 404 for a session this host does not serve,
+   * 409 naming the holder when another host runs it (the client asks there).
+   */
+  async locate(id: string): Promise<Agent | undefined> {
+    checkId(id)
+    const entry = this.hosted.get(id)
+    if (entry) return entry.agent
+    await this.read(id, Number.MAX_SAFE_INTEGER)
+    const holder = await this.holder(id)
+    if (holder && holder.pid !== process.pid) throw leaseHeld(id, holder)
+    return undefined
   }
 
   /** This project's stored sessions, oldest first, each marked when its agent runs here. */
