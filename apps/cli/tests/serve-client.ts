@@ -1,8 +1,11 @@
-// A client of `loom serve` for the tests: JSON requests with the bearer token,
-// and an event-stream reader that parses the SSE frames and stops when a
-// condition holds (or after a timeout); and `startHost`, one `loom serve`
-// process of a multi-host test.
+// A raw client of `loom serve` for the tests of what the typed one
+// (`@loom/client`) cannot send or does not show: JSON requests with any
+// headers and body, and an event-stream reader that keeps the SSE framing
+// (`retry:`, comments, the end of the stream) and stops when a condition holds
+// (or after a timeout). Also `readUntil` for the typed client's event
+// iterator, and `startHost`, one `loom serve` process of a multi-host test.
 import { spawn, type ChildProcess } from 'node:child_process'
+import type { SessionEvent } from '@loom/client'
 import { cleanEnv, MAIN } from './helpers.ts'
 
 export interface Reply {
@@ -112,6 +115,19 @@ async function readStream(url: string, headers: Record<string, string>, until: (
 
 /** The frames hold the end of turn `turn`. */
 export const turnEnded = (turn: number) => (frames: Frame[]) => frames.some(frame => frame.event.type === 'turn/end' && frame.event.data.turn === turn)
+
+/** Reads `events` (`LoomClient.events()`) until `stop(event)` holds, leaving the iterator open to go on; the events read, that one included. */
+export async function readUntil(events: AsyncIterator<SessionEvent>, stop: (event: SessionEvent) => boolean): Promise<SessionEvent[]> {
+  const seen: SessionEvent[] = []
+  for (let next = await events.next(); !next.done; next = await events.next()) {
+    seen.push(next.value)
+    if (stop(next.value)) break
+  }
+  return seen
+}
+
+/** The event ends turn `turn`. */
+export const endsTurn = (turn: number) => (event: SessionEvent) => event.type === 'turn/end' && (event.data as { turn: number }).turn === turn
 
 /** Polls `check` until it returns a value (not undefined), or fails after `timeoutMs`. */
 export async function eventually<T>(check: () => T | undefined | Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {

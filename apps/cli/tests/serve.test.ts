@@ -3,10 +3,11 @@
 // resumed with Last-Event-ID, continued, cancelled, listed and read; /healthz;
 // and the drain a stop signal starts. The scripted model plays one answer per
 // call, in the order the tests make them.
+import { LoomClient } from '@loom/client'
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { events, loom, project, scriptedModel, sessionFiles, type Run } from './helpers.ts'
-import { client, eventually, turnEnded, type Frame } from './serve-client.ts'
+import { client, endsTurn, eventually, type Frame, readUntil, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'serve-test-token-0123456789'
 
@@ -245,35 +246,31 @@ describe('loom serve (JSONL, one host)', () => {
     }
   })
 
-  it('Idempotency-Key: a retry gets the first answer and starts nothing; the same key with another body is 422', async () => {
-    const keyed = (key: string) => ({ authorization: `Bearer ${TOKEN}`, 'idempotency-key': key })
-    const created = await api.request('POST', '/v1/sessions', { task: 'count once' }, keyed('create-once'))
-    expect(created.status).toBe(201)
-    const id = created.body.id
-    expect(await api.request('POST', '/v1/sessions', { task: 'count once' }, keyed('create-once'))).toMatchObject({ status: 201, body: created.body })
-    await api.events(id, { until: turnEnded(1) })
-    const sent = await api.request('POST', `/v1/sessions/${id}/messages`, { text: 'once more' }, keyed('message-once'))
-    expect(sent.status).toBe(202)
-    const again = await api.request('POST', `/v1/sessions/${id}/messages`, { text: 'once more' }, keyed('message-once'))
-    expect(again.body).toEqual({ ...sent.body, status: expect.any(String) })
-    await api.events(id, { until: turnEnded(2) })
-    for (const [path, body, key] of [
-      [`/v1/sessions/${id}/messages`, { text: 'once more', mode: 'steer' }, 'message-once'],
-      ['/v1/sessions', { task: 'count twice' }, 'create-once'],
-    ] as const) {
-      const refused = await api.request('POST', path, body, keyed(key))
-      expect(refused.status).toBe(422)
-      expect(refused.body.error).toMatchObject({ code: 'IDEMPOTENCY_MISMATCH', field: 'Idempotency-Key' })
+  it('Idempotency-Key, through @loom/client: a retry gets the first answer and starts nothing; the same key with another body is 422', async () => {
+    const typed = new LoomClient({ url: api.base, token: TOKEN })
+    const created = await typed.createSession({ task: 'count once' }, { idempotencyKey: 'create-once' })
+    const id = created.id
+    expect(await typed.createSession({ task: 'count once' }, { idempotencyKey: 'create-once' })).toEqual(created)
+    const events = typed.events(id)
+    await readUntil(events, endsTurn(1))
+    const sent = await typed.sendMessage(id, 'once more', { idempotencyKey: 'message-once' })
+    expect(await typed.sendMessage(id, 'once more', { idempotencyKey: 'message-once' })).toEqual({ ...sent, status: expect.any(String) })
+    await readUntil(events, endsTurn(2))
+    await events.return()
+    const refusals = [
+      typed.sendMessage(id, 'once more', { mode: 'steer', idempotencyKey: 'message-once' }),
+      typed.createSession({ task: 'count twice' }, { idempotencyKey: 'create-once' }),
+    ]
+    for (const refused of refusals) {
+      expect(await refused.catch(error => error)).toMatchObject({ status: 422, code: 'IDEMPOTENCY_MISMATCH', field: 'Idempotency-Key' })
     }
-    const bad = await api.request('POST', `/v1/sessions/${id}/messages`, { text: 'x' }, keyed('not a key'))
-    expect(bad.body.error).toMatchObject({ code: 'INVALID_REQUEST', field: 'Idempotency-Key' })
+    const bad = await typed.sendMessage(id, 'x', { idempotencyKey: 'not a key' }).catch(error => error)
+    expect(bad).toMatchObject({ status: 400, code: 'INVALID_REQUEST', field: 'Idempotency-Key' })
     // One session from the two creates, two turns from the three messages; the message is in the log once.
-    const read = (await api.request('GET', `/v1/sessions/${id}`)).body
+    const read = await typed.getSession(id)
     expect(read.session.turns).toBe(2)
-    expect(
-      read.events.filter((event: { type: string; data: any }) => event.type === 'user/message' && JSON.stringify(event.data).includes('once more')),
-    ).toHaveLength(1)
-    expect((await api.request('GET', '/v1/sessions')).body.sessions.filter((session: { id: string }) => session.id === id)).toHaveLength(1)
+    expect(read.events.filter(event => event.type === 'user/message' && JSON.stringify(event.data).includes('once more'))).toHaveLength(1)
+    expect((await typed.listSessions()).filter(session => session.id === id)).toHaveLength(1)
   })
 
   it('SIGTERM drains: 503 for new work, /readyz 503 and /healthz says draining, the turn past --drain-ms is closed in its log, the stream ends after it, exit 0', async () => {

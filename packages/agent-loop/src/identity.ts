@@ -102,15 +102,21 @@ function enclosingPackage(file: string): PackageInfo | undefined {
   }
 }
 
-const SKIPPED = new Set(['node_modules', '.git'])
+/**
+ * What a folder's hash leaves out: dependencies, and what builds and tests write or
+ * hold (a build of `dist/`, a test run, a cache), which is not the plugin's source
+ * and changes while nothing the plugin says does.
+ */
+const SKIPPED = new Set(['node_modules', 'dist', 'tests', 'test', 'bench', 'coverage'])
+const skipped = (name: string) => SKIPPED.has(name) || name.startsWith('.') || name.endsWith('.tsbuildinfo')
 
-/** sha256 over a folder's files (path and bytes, in name order), without node_modules, .git and symbolic links. */
+/** sha256 over a folder's source files (path and bytes, in name order): see `SKIPPED`; symbolic links are not followed. */
 export function folderHash(folder: string): string {
   const hash = createHash('sha256')
   const walk = (dir: string, prefix: string) => {
     const entries = readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
     for (const entry of entries) {
-      if (SKIPPED.has(entry.name)) continue
+      if (skipped(entry.name)) continue
       const path = join(dir, entry.name)
       if (entry.isDirectory()) walk(path, `${prefix}${entry.name}/`)
       else if (entry.isFile()) hash.update(`${prefix}${entry.name}\0`).update(readFileSync(path)).update('\0')

@@ -47,12 +47,15 @@ describe('plugin identity', () => {
     expect(again.ctx.agents.pluginIdentity('greeter')).toEqual({ sourceHash: sha('export const v = 2\n') })
   })
 
-  it('a workspace package: its version and the hash of its folder, without node_modules and .git', async () => {
+  it('a workspace package: its version and the hash of its sources, without dependencies, builds, tests and caches', async () => {
     const dir = folder({
       'package.json': '{ "name": "ws-plugin", "version": "0.1.0" }',
       'src/index.ts': 'export const v = 1\n',
       'node_modules/dep/index.js': 'one',
       '.git/HEAD': 'ref: main',
+      'dist/index.js': 'built once',
+      'tests/a.test.ts': 'test one',
+      'tsconfig.build.tsbuildinfo': '{}',
     })
     const first = await mounted('ws-plugin', pathToFileURL(join(dir, 'src/index.ts')).href, dir)
     const identity = first.ctx.agents.pluginIdentity('ws-plugin')
@@ -60,6 +63,10 @@ describe('plugin identity', () => {
 
     writeFileSync(join(dir, 'node_modules/dep/index.js'), 'two')
     writeFileSync(join(dir, '.git/HEAD'), 'ref: other')
+    // A build or a test run in the checkout is not an edit of the plugin.
+    writeFileSync(join(dir, 'dist/index.js'), 'built again')
+    writeFileSync(join(dir, 'tests/a.test.ts'), 'test two')
+    writeFileSync(join(dir, 'tsconfig.build.tsbuildinfo'), '{"v":2}')
     const same = await mounted('ws-plugin', pathToFileURL(join(dir, 'src/index.ts')).href, dir)
     expect(same.ctx.agents.pluginIdentity('ws-plugin')).toEqual(identity)
 

@@ -10,6 +10,7 @@ import { type ApiApprovals, DECISIONS, type Decision } from './approvals.ts'
 import { bearerCheck } from './auth.ts'
 import { answerFor } from './errors.ts'
 import { idempotencyKey } from './idempotency.ts'
+import { OPENAPI } from './openapi.ts'
 import { ApiError, discardBody, objectBody, onlyFields, readJson, Router, sendError, sendJson, stringField, type Request } from './http.ts'
 import type { ModelAllowlist } from './models.ts'
 import type { HostedSessions, MessageMode } from './sessions.ts'
@@ -37,8 +38,11 @@ const PROBES = new Set(['/healthz', '/readyz'])
 /** A probe request: answered even past the connection cap, so a full host is not taken for a dead one. */
 export const isProbe = (req: IncomingMessage) => PROBES.has((req.url ?? '').split('?')[0])
 
+/** The request listener of the server, with the routes it serves (`METHOD /path/:param`). */
+export type Api = ((req: IncomingMessage, res: ServerResponse) => void) & { readonly routes: readonly { method: string; path: string }[] }
+
 /** The request listener of the server. */
-export function createApi(sessions: HostedSessions, options: ApiOptions): (req: IncomingMessage, res: ServerResponse) => void {
+export function createApi(sessions: HostedSessions, options: ApiOptions): Api {
   const authorized = bearerCheck(options.token)
   const started = Date.now()
   const router = new Router()
@@ -63,6 +67,8 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
         unready ? RETRY : {},
       )
     })
+    // The contract, behind the token like the rest: it is the same for every server of this version (the package has it too).
+    .add('GET', '/v1/openapi.json', async ({ res }) => sendJson(res, 200, OPENAPI))
     .add('POST', '/v1/sessions', async ({ req, res }) => {
       const body = objectBody(await readJson(req, options.maxBodyBytes))
       onlyFields(body, ['task', 'provider', 'model'])
@@ -115,7 +121,7 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
       sendJson(res, 200, await options.approvals.answer(params.id, params.callId, input, idempotencyKey(req)))
     })
 
-  return (req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
     void (async () => {
       let url: URL | undefined
       try {
@@ -139,6 +145,7 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): (req: 
       }
     })()
   }
+  return Object.assign(listener, { routes: router.list() })
 }
 
 /** An event stream: the stored events after the client's last seq, then each new batch once it is durable. */

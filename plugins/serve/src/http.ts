@@ -168,6 +168,11 @@ export class Router {
     return this
   }
 
+  /** The routes, as added: what the OpenAPI document is checked against. */
+  list(): { method: string; path: string }[] {
+    return this.routes.map(route => ({ method: route.method, path: `/${route.parts.join('/')}` }))
+  }
+
   match(method: string, pathname: string): { handler: Handler; params: Record<string, string> } {
     const segments = pathname.split('/').filter(Boolean)
     const allowed: string[] = []

@@ -19,6 +19,7 @@ import { HostedSessions, type Persistence, type SessionOpener } from './sessions
 export { ApiApprovals, DECISIONS, type Answer, type AskedCall, type ClientAnswer, type Decision } from './approvals.ts'
 export { bearerCheck, loadToken, MIN_TOKEN_LENGTH, TOKEN_VARIABLE, TokenError } from './auth.ts'
 export { ApiError, withoutPaths } from './http.ts'
+export { OPENAPI } from './openapi.ts'
 export {
   HostedSessions,
   leaseHeld,
