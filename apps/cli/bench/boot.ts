@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { benchStep, type StepFigure } from '../../../packages/agent-loop/bench/step.ts'
 import { boot } from '../src/boot.ts'
+import { trustWritten } from '../src/trust.ts'
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
 const round = (ms: number) => Math.round(ms * 10) / 10
@@ -110,16 +111,22 @@ export function apply(ctx: any) { ctx.systemPrompt.section({ name: 'bench:v${n}'
 `
   writeFileSync(join(cwd, 'bench-plugin.ts'), plugin(0))
   writeFileSync(join(cwd, 'loom.yml'), '- insert:\n    - id: bench\n      name: ./bench-plugin.ts\n')
+  // A layer that mounts a plugin by path runs only once trusted, as after `loom trust`.
+  trustWritten(join(cwd, 'loom.yml'), join(cwd, 'home'))
   const bin = fileURLToPath(new URL('../bin/loom.js', import.meta.url))
   const child = spawn(process.execPath, [bin, 'dev', '--bundle', 'minimal'], { cwd, env: { ...process.env, LOOM_HOME: join(cwd, 'home') } })
   let out = ''
+  let err = ''
   child.stdout.setEncoding('utf8').on('data', (data: string) => {
     out += data
+  })
+  child.stderr.setEncoding('utf8').on('data', (data: string) => {
+    err += data
   })
   const waitFor = async (pattern: RegExp) => {
     const start = Date.now()
     while (!pattern.test(out)) {
-      if (Date.now() - start > 30_000) throw new Error(`cli/hot-reload: timed out waiting for ${pattern}`)
+      if (Date.now() - start > 30_000) throw new Error(`cli/hot-reload: timed out waiting for ${pattern}; loom dev said:\n${out}${err}`)
       await new Promise(resolve => setTimeout(resolve, 5))
     }
   }
