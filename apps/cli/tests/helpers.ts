@@ -245,6 +245,21 @@ ${indented}
 `
 }
 
+/** A layer switching the default bundle's session store to PostgreSQL (`LOOM_PG_URL`) under `schema`, as docs/operating.md shows; `extra`: more config lines of the row. */
+export function postgresStore(schema: string, extra: Record<string, string | number> = {}): string {
+  const lines = Object.entries(extra).map(([key, value]) => `\n        ${key}: ${value}`)
+  return `
+- id: session-jsonl
+  disabled: true
+- insert:
+    - id: session-postgres
+      name: '@loom/session-postgres'
+      config:
+        url: !!js "process.env.LOOM_PG_URL"
+        schema: ${schema}${lines.join('')}
+`
+}
+
 /** A loom.yml whose model calls bash \`sleep 30\` and then answers: a turn that runs until it is cancelled. */
 export const SLOW_MODEL = scriptedModel(`
 - text: Sleeping.

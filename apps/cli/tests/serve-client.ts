@@ -6,7 +6,7 @@
 // iterator, and `startHost`, one `loom serve` process of a multi-host test.
 import { spawn, type ChildProcess } from 'node:child_process'
 import type { SessionEvent } from '@loom/client'
-import { cleanEnv, MAIN } from './helpers.ts'
+import { cleanEnv, MAIN, postgresStore } from './helpers.ts'
 
 export interface Reply {
   status: number
@@ -173,4 +173,24 @@ export function startHost(name: string, at: { cwd: string; home: string }, env: 
     30_000,
     `host ${name} to listen`,
   )
+}
+
+/**
+ * The layer of a multi-host test: sessions in PostgreSQL under `schema`, leases of
+ * `leaseStaleMs` named by `LOOM_TEST_HOST`, and a scripted model looping over the
+ * script in `LOOM_TEST_SCRIPT` (each host gets its own).
+ */
+export function hostsLayer(schema: string, leaseStaleMs: number): string {
+  const store = postgresStore(schema, { maxDelayMs: 50, leaseHeartbeatMs: 300, leaseStaleMs, leaseHost: '!!js "process.env.LOOM_TEST_HOST"' })
+  return `${store}- id: scripted
+  disabled: true
+- insert:
+    - id: script
+      name: '@loom/llm-scripted'
+      config:
+        provider: scripted
+        model: scripted-1
+        loop: true
+        script: !!js "JSON.parse(process.env.LOOM_TEST_SCRIPT)"
+`
 }

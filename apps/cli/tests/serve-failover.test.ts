@@ -11,35 +11,10 @@
 import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, startHost as start, turnEnded } from './serve-client.ts'
+import { client, eventually, type Frame, type Host, hostsLayer, startHost as start, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'failover-test-token-0123456789'
 const STALE_MS = 1500
-
-const layer = (schema: string) => `
-- id: session-jsonl
-  disabled: true
-- insert:
-    - id: session-postgres
-      name: '@loom/session-postgres'
-      config:
-        url: !!js "process.env.LOOM_PG_URL"
-        schema: ${schema}
-        maxDelayMs: 50
-        leaseHeartbeatMs: 300
-        leaseStaleMs: ${STALE_MS}
-        leaseHost: !!js "process.env.LOOM_TEST_HOST"
-- id: scripted
-  disabled: true
-- insert:
-    - id: script
-      name: '@loom/llm-scripted'
-      config:
-        provider: scripted
-        model: scripted-1
-        loop: true
-        script: !!js "JSON.parse(process.env.LOOM_TEST_SCRIPT)"
-`
 
 /** Host A's model starts a long tool call; the survivors' model answers. */
 const SLOW = [{ text: 'Working on it.', toolCalls: [{ name: 'bash', arguments: { command: 'sleep 30' } }] }]
@@ -69,7 +44,7 @@ describe('loom serve on three hosts sharing PostgreSQL', () => {
     timeout: 90_000,
   }, async () => {
     const schema = pg.schema()
-    const at = project({ 'README.md': '# failover\n', 'loom.yml': layer(schema) })
+    const at = project({ 'README.md': '# failover\n', 'loom.yml': hostsLayer(schema, STALE_MS) })
     const [a, b, c] = await Promise.all([startHost('host-a', at, SLOW), startHost('host-b', at, ANSWER), startHost('host-c', at, ANSWER)])
     const [apiA, apiB, apiC] = [a, b, c].map(host => client(host.url, TOKEN))
     for (const api of [apiA, apiB, apiC]) expect((await api.request('GET', '/healthz', undefined, {})).body).toMatchObject({ status: 'ok', store: 'postgres' })

@@ -10,36 +10,11 @@
 import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, startHost, turnEnded } from './serve-client.ts'
+import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'outage-test-token-0123456789'
 /** `loom serve`'s default `idleReleaseMs`. */
 const IDLE_RELEASE_MS = 5000
-
-const layer = (schema: string) => `
-- id: session-jsonl
-  disabled: true
-- insert:
-    - id: session-postgres
-      name: '@loom/session-postgres'
-      config:
-        url: !!js "process.env.LOOM_PG_URL"
-        schema: ${schema}
-        maxDelayMs: 50
-        leaseHeartbeatMs: 300
-        leaseStaleMs: 60000
-        leaseHost: !!js "process.env.LOOM_TEST_HOST"
-- id: scripted
-  disabled: true
-- insert:
-    - id: script
-      name: '@loom/llm-scripted'
-      config:
-        provider: scripted
-        model: scripted-1
-        loop: true
-        script: !!js "JSON.parse(process.env.LOOM_TEST_SCRIPT)"
-`
 
 /** Host A: S1's turn answers; S2's calls a tool that outlasts the outage. */
 const ON_A = ['Done on A.', { text: 'Working on it.', toolCalls: [{ name: 'bash', arguments: { command: 'sleep 30' } }] }]
@@ -61,7 +36,7 @@ describe('loom serve through a PostgreSQL outage', () => {
 
   it('refused requests leave no trace, /readyz says 503, and the other host takes the sessions once the database is back', { timeout: 120_000 }, async () => {
     const schema = pg.schema()
-    const at = project({ 'README.md': '# outage\n', 'loom.yml': layer(schema) })
+    const at = project({ 'README.md': '# outage\n', 'loom.yml': hostsLayer(schema, 60_000) })
     const env = (name: string, script: unknown) => ({
       LOOM_SERVE_TOKEN: TOKEN,
       LOOM_PG_URL: pg.url,

@@ -4,11 +4,10 @@
 // there too), and answers B's exactly as an unknown id: not listed, 404 on every
 // route, and B's log is left as it was (no turn ran in B's folder under A's
 // policy).
-import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { BIN, cleanEnv, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
-import { client, eventually, turnEnded } from './serve-client.ts'
+import { loom, project, scriptedModel, sessionFiles } from './helpers.ts'
+import { client, startHost, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'projects-test-token-0123456789'
 
@@ -37,32 +36,12 @@ describe('loom serve in project A, sharing LOOM_HOME with project B', () => {
     expect(runA.code, runA.stderr).toBe(0)
     inA = sessionIn(a.home, a.cwd)
 
-    const child = spawn(process.execPath, [BIN, 'serve', '--port', '0'], {
-      cwd: a.cwd,
-      env: cleanEnv(a.home, { LOOM_SERVE_TOKEN: TOKEN }),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (data: string) => {
-      stdout += data
-    })
-    child.stderr.setEncoding('utf8').on('data', (data: string) => {
-      stderr += data
-    })
-    const exited = new Promise<number | null>(resolve => child.on('exit', code => resolve(code)))
+    const host = await startHost('A', a, { LOOM_SERVE_TOKEN: TOKEN })
     stop = () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
-      return exited
+      if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGTERM')
+      return host.exited
     }
-    const url = await eventually(
-      () => {
-        if (child.exitCode !== null) throw new Error(`loom serve exited ${child.exitCode}: ${stderr}`)
-        return /listening on (http:\S+)/.exec(stdout)?.[1]
-      },
-      30_000,
-      'loom serve to listen',
-    )
+    const url = host.url
     api = client(url, TOKEN)
   })
 

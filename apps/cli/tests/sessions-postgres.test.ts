@@ -5,22 +5,10 @@
 // deployment's SessionPersistence, as it does on JSONL files.
 import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { loom, project, sessionFiles } from './helpers.ts'
+import { loom, postgresStore, project, sessionFiles } from './helpers.ts'
 
 let pg: TestPostgres
 let schema = ''
-
-/** The default bundle with its session store switched to PostgreSQL, as docs/operating.md shows. */
-const layer = (name: string) => `
-- id: session-jsonl
-  disabled: true
-- insert:
-    - id: session-postgres
-      name: '@loom/session-postgres'
-      config:
-        url: !!js "process.env.LOOM_PG_URL"
-        schema: ${name}
-`
 
 /** The stored event rows of a session, in seq order. */
 async function rows(id: string): Promise<{ seq: number; event: string }[]> {
@@ -34,7 +22,7 @@ describe('loom sessions on PostgreSQL', () => {
   beforeAll(async () => {
     pg = await startTestPostgres()
     schema = pg.schema()
-    const { cwd, home } = project({ 'README.md': '# Sessions in PostgreSQL\n', 'loom.yml': layer(schema) })
+    const { cwd, home } = project({ 'README.md': '# Sessions in PostgreSQL\n', 'loom.yml': postgresStore(schema) })
     at = { cwd, home, env: { LOOM_PG_URL: pg.url } }
     const run = await loom(['run', '--json', 'what is in this directory?'], at)
     expect(run.code, run.stderr).toBe(0)
