@@ -36,6 +36,8 @@ export interface Config {
   connectTimeoutMs: number
   /** How long the plugin's start waits for the first attempts before it lets the boot go on. */
   startupWaitMs: number
+  /** A connected server that was idle this long is pinged; one that does not answer is failed and restarted. 0: never. */
+  pingIntervalMs: number
   restart: RestartConfig
 }
 
@@ -67,6 +69,11 @@ export const Config: Schema<Config> = Schema.object({
   startupWaitMs: Schema.natural()
     .default(5_000)
     .description("How long the plugin's start waits for the servers' first connection attempts, in ms; slower servers connect in the background."),
+  pingIntervalMs: Schema.natural()
+    .default(30_000)
+    .description(
+      'A connected server idle this long is pinged, in ms; one that does not answer within connectTimeoutMs is failed and restarted, before the next call meets it. 0: never.',
+    ),
   restart: Schema.object({
     initialDelayMs: Schema.natural().min(1).default(1_000).description('Wait before the first restart of a server that failed or died, in ms.'),
     maxDelayMs: Schema.natural()

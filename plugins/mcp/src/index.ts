@@ -4,11 +4,26 @@ import { defineTool } from '@loom/tools'
 import { fileURLToPath } from 'node:url'
 import { Config, configProblem, isStdio, type ServerConfig } from './config.ts'
 import { cleanPart, TOOL_PREFIX } from './mapping.ts'
+import { PROMPTS_EVENT } from './prompts.ts'
 import { ServerConnection } from './server.ts'
 
 export { Config, isStdio, type HttpServerConfig, type RestartConfig, type ServerConfig, type StdioServerConfig } from './config.ts'
 export { callResultText, resourceText, toolNames, TOOL_PREFIX } from './mapping.ts'
-export { ServerConnection, type RemoteTool, type ServerStatus } from './server.ts'
+export {
+  getPrompt,
+  listPrompts,
+  promptArguments,
+  PROMPTS_EVENT,
+  promptText,
+  splitWords,
+  type McpPrompt,
+  type McpPromptArgument,
+  type McpPromptMessage,
+  type McpPromptResult,
+  type PromptSource,
+} from './prompts.ts'
+export { ServerConnection, type RemoteTool, type ServerStatus, type SkippedTool } from './server.ts'
+export { DEFAULT_POLL_MS } from './tasks.ts'
 
 export const name = '@loom/mcp'
 export const inject = ['systemPrompt', 'tools']
@@ -73,11 +88,15 @@ export async function apply(ctx: Context, config: Config) {
 
   const logger = ctx.logger('mcp')
   let resourceTool: { key: string; dispose: () => void } | undefined
+  let section: { text: string; dispose: () => void } | undefined
   const host = {
     config,
     register: (tool: Parameters<Context['tools']['register']>[0]) => ctx.tools.register(tool),
     artifacts: ctx.tools.artifacts,
-    changed: () => syncResourceTool(),
+    changed: () => {
+      syncSection()
+      syncResourceTool()
+    },
     // Info, not warn: a server that is down is a status the model and `--verbose` see, not a deployment problem.
     log: (message: string) => logger.info(message),
   }
@@ -85,6 +104,20 @@ export async function apply(ctx: Context, config: Config) {
     .sort()
     .map(server => new ServerConnection(server, inProject(config.servers[server], ctx.baseUrl), host))
   let stopping = false
+
+  /**
+   * The guidance section is registered again whenever its text changes (a server
+   * connected, failed, changed its tools): a registry change, so the prompt's
+   * stability check sees a deliberate change, not a section changing on its own.
+   */
+  function syncSection() {
+    if (stopping) return
+    const text = guidanceText(servers)
+    if (section?.text === text) return
+    section?.dispose()
+    // Server names, tool lists and instructions are external text: literal, never interpolated.
+    section = { text, dispose: ctx.systemPrompt.section({ name: SECTION_NAME, order: SECTION_ORDER, stability: 'session', literal: true, text }) }
+  }
 
   /** `mcp_read_resource` exists while a connected server offers resources; its `server` enum follows them. */
   function syncResourceTool() {
@@ -134,9 +167,19 @@ export async function apply(ctx: Context, config: Config) {
     return () => process.off('exit', onExit)
   }, `${name}: kill servers on exit`)
 
-  // Server names, tool lists and instructions are external text: literal, never interpolated.
-  ctx.systemPrompt.section({ name: SECTION_NAME, order: SECTION_ORDER, stability: 'session', literal: true, text: () => guidanceText(servers) })
+  syncSection()
   ctx.systemPrompt.context({ name: CONTEXT_NAME, order: CONTEXT_ORDER, stability: 'step', literal: true, text: () => statusText(servers) })
+  // The servers' prompts, for a host that offers them as slash commands (`listPrompts`, `getPrompt`).
+  ctx.on(PROMPTS_EVENT, into => {
+    into.push(...servers)
+  })
+  // Registered last, so it runs first on unload: no re-registration through a fiber that is going.
+  ctx.effect(
+    () => () => {
+      stopping = true
+    },
+    `${name}: stop following the servers`,
+  )
 
   for (const server of servers) void server.connect()
   // The boot waits a little for the first attempts, so that a first step usually sees the tools; never longer.

@@ -45,7 +45,7 @@ function base64Bytes(data: string): number {
 }
 
 /** One MCP content block as text: text as it is, anything binary as a one-line note. */
-function blockText(block: ContentBlock): string {
+export function blockText(block: ContentBlock): string {
   switch (block.type) {
     case 'text':
       return block.text

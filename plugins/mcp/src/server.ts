@@ -1,8 +1,8 @@
 /**
  * One configured MCP server: its connection, its tools in the registry, its
- * status, and its restarts. A server that fails to connect or dies loses its
- * tools and is started again after an exponential backoff; nothing it does can
- * fail the plugin.
+ * prompts, its status, and its restarts. A server that fails to connect, dies
+ * or stops answering pings loses its tools and is started again after an
+ * exponential backoff; nothing it does can fail the plugin.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -10,19 +10,24 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import {
   ErrorCode,
   McpError,
+  PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
   ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type Prompt,
   type Resource,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js'
 import { defineTool, ToolTimeoutError, type ToolDefinition, type ToolRunContext } from '@loom/tools'
 import type { Artifacts } from '@loom/tools/artifacts'
 import { isStdio, type Config, type ServerConfig } from './config.ts'
-import { callResultText, resourceText, toolNames } from './mapping.ts'
+import { blockText, callResultText, resourceText, toolNames } from './mapping.ts'
+import { promptText, promptUsage, subject, type McpPrompt, type McpPromptResult, type PromptSource } from './prompts.ts'
+import { callToolAsTask, requiresTask, TaskTimeoutError, taskProblem } from './tasks.ts'
 
 /** Sent as `clientInfo` in `initialize`. */
 const CLIENT_INFO = { name: 'loom', version: '0.1.0' }
-/** Time between SIGTERM and SIGKILL when a stdio server is stopped. */
+/** Time between SIGTERM and SIGKILL when a stdio server is stopped; the longest wait for an HTTP session's DELETE. */
 const KILL_GRACE_MS = 2_000
 /** Characters of the server's stderr kept to explain a failure. */
 const STDERR_TAIL = 4_000
@@ -30,12 +35,20 @@ const STDERR_TAIL = 4_000
 const MAX_REASON = 300
 /** Resources listed (first page) for the guidance. */
 const MAX_LISTED_RESOURCES = 50
+/** Lines at the end of the server's stderr searched for the one that explains a failure. */
+const STDERR_LINES = 10
 
 export type ServerStatus =
   | { state: 'connecting' }
-  | { state: 'connected'; tools: number; skipped: string[] }
+  | { state: 'connected'; tools: number; skipped: SkippedTool[] }
   | { state: 'failed'; reason: string; retryAt: number }
   | { state: 'stopped' }
+
+/** A tool of the server that is not offered to the model, and why. */
+export interface SkippedTool {
+  tool: string
+  reason: string
+}
 
 /** What a server needs from the plugin. */
 export interface ServerHost {
@@ -65,12 +78,22 @@ interface Link {
   abort: AbortController
   /** Settles when the transport closed, whoever closed it. */
   closed: Promise<void>
+  /** Calls, reads and prompt requests in flight; a busy server is not pinged. */
+  busy: number
+  /** When the server last answered (ms since the epoch). */
+  answeredAt: number
+  pingTimer?: NodeJS.Timeout
 }
 
 /** The message with its causes (`fetch failed (connect ECONNREFUSED 127.0.0.1:8931)`). */
 function messageOf(error: unknown): string {
   if (!(error instanceof Error)) return String(error)
   return error.cause === undefined ? error.message : `${error.message} (${messageOf(error.cause)})`
+}
+
+/** The message without the SDK's `MCP error -32603: ` prefixes: the server's own words. */
+function serverMessage(error: unknown): string {
+  return messageOf(error).replace(/^(MCP error -?\d+: )+/, '')
 }
 
 function shorten(text: string, max: number): string {
@@ -82,7 +105,7 @@ function seconds(ms: number): string {
   return String(Math.round(ms) / 1000)
 }
 
-export class ServerConnection {
+export class ServerConnection implements PromptSource {
   readonly name: string
   private readonly server: ServerConfig
   private readonly host: ServerHost
@@ -92,6 +115,8 @@ export class ServerConnection {
   tools: RemoteTool[] = []
   /** The server's resources (first page), `undefined` when it does not offer resources. */
   resources: Resource[] | undefined
+  /** Its prompts as slash commands, while connected. */
+  prompts: McpPrompt[] = []
   private link: Link | undefined
   private unregister: (() => void)[] = []
   /** Bumped whenever the current link is given up: callbacks of older links are ignored. */
@@ -102,6 +127,8 @@ export class ServerConnection {
   private stderr = ''
   private refreshing: Promise<void> | undefined
   private refreshAgain = false
+  /** Bumped by each prompt listing: an older listing that answers late is dropped. */
+  private promptListing = 0
   private resolveFirst!: () => void
   /** Settles when the first connection attempt succeeded or failed. */
   readonly firstAttempt = new Promise<void>(resolve => {
@@ -135,14 +162,21 @@ export class ServerConnection {
       const capabilities = link.client.getServerCapabilities() ?? {}
       link.client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.refresh(generation))
       link.client.setNotificationHandler(ResourceListChangedNotificationSchema, () => this.refresh(generation))
-      const [tools, resources] = await Promise.all([
+      link.client.setNotificationHandler(PromptListChangedNotificationSchema, () => this.refreshPrompts(generation))
+      const [tools, resources, prompts] = await Promise.all([
         capabilities.tools ? this.listTools(link, connectTimeoutMs) : [],
         capabilities.resources ? this.listResources(link, connectTimeoutMs) : undefined,
+        capabilities.prompts ? this.listPrompts(link, connectTimeoutMs) : [],
       ])
       if (generation !== this.generation) return
       this.connectedAt = Date.now()
+      // What the server wrote while it started (a banner) does not explain a later failure.
+      this.stderr = ''
       this.resources = resources
+      this.prompts = prompts
+      link.answeredAt = Date.now()
       this.install(tools)
+      this.schedulePing(link, generation)
     } catch (error) {
       if (generation !== this.generation) return
       await this.fail(this.reasonOf(error))
@@ -167,7 +201,14 @@ export class ServerConnection {
     }
     const client = new Client(CLIENT_INFO, { capabilities: {} })
     let closed!: () => void
-    const link: Link = { client, transport, abort: new AbortController(), closed: new Promise<void>(resolve => (closed = resolve)) }
+    const link: Link = {
+      client,
+      transport,
+      abort: new AbortController(),
+      closed: new Promise<void>(resolve => (closed = resolve)),
+      busy: 0,
+      answeredAt: 0,
+    }
     client.onclose = () => {
       closed()
       if (generation === this.generation && this.status.state === 'connected') void this.fail(this.closedReason())
@@ -193,6 +234,34 @@ export class ServerConnection {
     return page.resources.slice(0, MAX_LISTED_RESOURCES)
   }
 
+  /** Every prompt of the server (all pages), named as slash commands. */
+  private async listPrompts(link: Link, timeout: number): Promise<McpPrompt[]> {
+    const listed: Prompt[] = []
+    let cursor: string | undefined
+    do {
+      const page = await link.client.listPrompts(cursor ? { cursor } : undefined, { timeout, signal: link.abort.signal })
+      listed.push(...page.prompts)
+      cursor = page.nextCursor
+    } while (cursor)
+    const commands = toolNames(
+      this.name,
+      listed.map(prompt => prompt.name),
+    )
+    return listed.map(prompt => {
+      const command = commands.get(prompt.name)!
+      const args = (prompt.arguments ?? []).map(({ name, description, required }) => ({ name, description, required: required === true }))
+      return {
+        command,
+        server: this.name,
+        prompt: prompt.name,
+        ...(prompt.title !== undefined && { title: prompt.title }),
+        ...(prompt.description !== undefined && { description: prompt.description }),
+        arguments: args,
+        usage: promptUsage(command, args),
+      }
+    })
+  }
+
   /** Replaces this server's tools in the registry with `tools` and marks it connected. */
   private install(tools: readonly Tool[]): void {
     this.removeTools()
@@ -200,15 +269,24 @@ export class ServerConnection {
       this.name,
       tools.map(tool => tool.name),
     )
-    const skipped: string[] = []
+    const capabilities = this.link?.client.getServerCapabilities() ?? {}
+    const skipped: SkippedTool[] = []
+    const skip = (tool: string, reason: string) => {
+      skipped.push({ tool, reason })
+      this.host.log(`MCP server "${this.name}": tool "${tool}" is not offered to the model: ${reason}`)
+    }
     for (const tool of [...tools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
       const name = names.get(tool.name)!
+      const problem = taskProblem(tool, capabilities)
+      if (problem) {
+        skip(tool.name, problem)
+        continue
+      }
       try {
         this.unregister.push(this.host.register(this.define(name, tool)))
         this.tools.push({ name, tool: tool.name })
       } catch (error) {
-        skipped.push(tool.name)
-        this.host.log(`MCP server "${this.name}": tool "${tool.name}" is not offered to the model: ${messageOf(error)}`)
+        skip(tool.name, `invalid schema: ${messageOf(error)}`)
       }
     }
     this.setStatus({ state: 'connected', tools: this.tools.length, skipped })
@@ -235,9 +313,14 @@ export class ServerConnection {
       execute: async (args: Record<string, unknown>, exec) => {
         const link = this.liveLink()
         const { timeoutMs, maxOutputChars } = this.host.config
-        let result: Awaited<ReturnType<Client['callTool']>>
+        const params = { name: tool.name, arguments: args }
+        let result: CallToolResult | Awaited<ReturnType<Client['callTool']>>
         try {
-          result = await link.client.callTool({ name: tool.name, arguments: args }, undefined, { signal: exec.signal, timeout: timeoutMs })
+          result = await this.busy(link, () =>
+            requiresTask(tool)
+              ? callToolAsTask(link.client, params, { signal: exec.signal, timeoutMs })
+              : link.client.callTool(params, undefined, { signal: exec.signal, timeout: timeoutMs }),
+          )
         } catch (error) {
           throw this.callError(`tool "${tool.name}"`, error, link)
         }
@@ -260,7 +343,7 @@ export class ServerConnection {
     const { timeoutMs, maxOutputChars } = this.host.config
     let text: string
     try {
-      text = resourceText(await link.client.readResource({ uri }, { signal: exec.signal, timeout: timeoutMs }))
+      text = resourceText(await this.busy(link, () => link.client.readResource({ uri }, { signal: exec.signal, timeout: timeoutMs })))
     } catch (error) {
       throw this.callError(`resource <${uri}>`, error, link)
     }
@@ -268,8 +351,72 @@ export class ServerConnection {
     return { text: shown.text, meta: { chars: text.length, ...keptMeta(shown) } }
   }
 
-  private liveLink(): Link {
-    if (this.status.state !== 'connected' || !this.link) throw new Error(`MCP server "${this.name}" is not connected (${this.describe()})`)
+  /** Gets a prompt's messages with `args` (already mapped from the command line, see `promptArguments`). */
+  async getPrompt(prompt: McpPrompt, args: Record<string, string>, signal?: AbortSignal): Promise<McpPromptResult> {
+    const link = this.liveLink(subject(prompt))
+    let result: Awaited<ReturnType<Client['getPrompt']>>
+    try {
+      result = await this.busy(link, () =>
+        link.client.getPrompt({ name: prompt.prompt, arguments: args }, { timeout: this.host.config.timeoutMs, ...(signal && { signal }) }),
+      )
+    } catch (error) {
+      throw this.callError(`prompt "${prompt.prompt}"`, error, link)
+    }
+    const messages = result.messages.map(message => ({ role: message.role, text: blockText(message.content) }))
+    return {
+      command: prompt.command,
+      ...(result.description !== undefined && { description: result.description }),
+      messages,
+      text: promptText(messages),
+    }
+  }
+
+  /** Runs one request of a call; while it runs the server is busy (not pinged), and its answer shows the server alive. */
+  private async busy<T>(link: Link, request: () => Promise<T>): Promise<T> {
+    link.busy++
+    try {
+      const answer = await request()
+      link.answeredAt = Date.now()
+      return answer
+    } finally {
+      link.busy--
+    }
+  }
+
+  /**
+   * Pings the server once it has been idle for `pingIntervalMs`: a server that
+   * does not answer within `connectTimeoutMs`, or cannot be reached, is failed
+   * now rather than at the next call. An error answer is an answer.
+   */
+  private schedulePing(link: Link, generation: number, delay = this.host.config.pingIntervalMs): void {
+    const every = this.host.config.pingIntervalMs
+    if (every <= 0) return
+    link.pingTimer = setTimeout(async () => {
+      if (generation !== this.generation) return
+      const idle = Date.now() - link.answeredAt
+      if (link.busy > 0 || idle < every) return this.schedulePing(link, generation, link.busy > 0 ? every : every - idle)
+      const timeout = this.host.config.connectTimeoutMs
+      try {
+        await link.client.ping({ timeout, signal: link.abort.signal })
+        link.answeredAt = Date.now()
+      } catch (error) {
+        const answered = error instanceof McpError && error.code !== ErrorCode.RequestTimeout && error.code !== ErrorCode.ConnectionClosed
+        if (!answered) {
+          if (generation === this.generation && this.status.state === 'connected') {
+            const timedOut = error instanceof McpError && error.code === ErrorCode.RequestTimeout
+            void this.fail(timedOut ? `no answer to a ping within ${seconds(timeout)} s` : `ping failed: ${messageOf(error)}`)
+          }
+          return
+        }
+      }
+      if (generation === this.generation) this.schedulePing(link, generation)
+    }, delay)
+  }
+
+  private liveLink(what?: string): Link {
+    if (this.status.state !== 'connected' || !this.link) {
+      throw new Error(`${what ? `${what}: ` : ''}MCP server "${this.name}" is not connected (${this.describe()})`)
+    }
     return this.link
   }
 
@@ -278,6 +425,11 @@ export class ServerConnection {
     if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
       return new ToolTimeoutError(`MCP server "${this.name}": ${what} timed out after ${seconds(this.host.config.timeoutMs)} s`)
     }
+    if (error instanceof TaskTimeoutError) {
+      return new ToolTimeoutError(
+        `MCP server "${this.name}": ${what} timed out after ${seconds(this.host.config.timeoutMs)} s (${error.progress}); the task was cancelled`,
+      )
+    }
     if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) {
       return new Error(`MCP server "${this.name}" closed the connection during the call of ${what} (${this.closedReason()}); it will be restarted`)
     }
@@ -285,7 +437,7 @@ export class ServerConnection {
     if (!(error instanceof McpError) && !isStdio(this.server) && link === this.link && this.status.state === 'connected') {
       void this.fail(`request failed: ${messageOf(error)}`)
     }
-    return new Error(`MCP server "${this.name}": ${what} failed: ${messageOf(error)}`)
+    return new Error(`MCP server "${this.name}": ${what} failed: ${serverMessage(error)}`)
   }
 
   /** Re-lists tools and resources after a list_changed notification; calls during a refresh queue one more. */
@@ -321,6 +473,19 @@ export class ServerConnection {
     return this.refreshing
   }
 
+  /** Lists the prompts again after notifications/prompts/list_changed; a listing that answers after a newer one is dropped. */
+  private async refreshPrompts(generation: number): Promise<void> {
+    const link = this.link
+    if (generation !== this.generation || !link || this.status.state !== 'connected') return
+    const listing = ++this.promptListing
+    try {
+      const prompts = await this.listPrompts(link, this.host.config.connectTimeoutMs)
+      if (generation === this.generation && listing === this.promptListing) this.prompts = prompts
+    } catch (error) {
+      this.host.log(`MCP server "${this.name}": cannot list its prompts after a change: ${messageOf(error)}`)
+    }
+  }
+
   /** Gives up the current link: tools removed, status failed, a restart scheduled after the backoff. */
   private async fail(reason: string): Promise<void> {
     const link = this.link
@@ -328,6 +493,7 @@ export class ServerConnection {
     this.link = undefined
     this.removeTools()
     this.resources = undefined
+    this.prompts = []
     this.instructions = undefined
     const { initialDelayMs, maxDelayMs, factor } = this.host.config.restart
     // A connection that stayed up for a full backoff period starts the backoff over.
@@ -343,7 +509,7 @@ export class ServerConnection {
   }
 
   private reasonOf(error: unknown): string {
-    const message = messageOf(error).replace(/^MCP error -?\d+: /, '')
+    const message = serverMessage(error)
     const stderr = this.stderrLine()
     if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) return stderr ? `connection closed: ${stderr}` : 'connection closed'
     return stderr && !message.includes(stderr) ? `${message}: ${stderr}` : message
@@ -355,13 +521,18 @@ export class ServerConnection {
     return stderr ? `${what}: ${stderr}` : what
   }
 
-  /** The line of the server's stderr that best says what went wrong: the last error line, else the last line. */
+  /**
+   * The line of the server's stderr tail that best says what went wrong: among
+   * the last lines, the last that reads like an error, else the last one. Only
+   * what it wrote since it connected counts once it has (not its banner).
+   */
   private stderrLine(): string | undefined {
     const lines = this.stderr
       .split('\n')
       .map(line => line.trim())
       .filter(Boolean)
-    return lines.findLast(line => /error/i.test(line)) ?? lines.at(-1)
+      .slice(-STDERR_LINES)
+    return lines.findLast(line => /error|exception|fatal|panic/i.test(line)) ?? lines.at(-1)
   }
 
   private setStatus(status: ServerStatus): void {
@@ -376,7 +547,7 @@ export class ServerConnection {
       case 'connecting':
         return 'connecting'
       case 'connected': {
-        const skipped = status.skipped.length ? `; ${status.skipped.length} not offered (invalid schema): ${status.skipped.join(', ')}` : ''
+        const skipped = status.skipped.length ? `; not offered: ${status.skipped.map(({ tool, reason }) => `${tool} (${reason})`).join(', ')}` : ''
         return `connected (${status.tools} ${status.tools === 1 ? 'tool' : 'tools'}${skipped})`
       }
       case 'failed':
@@ -395,6 +566,7 @@ export class ServerConnection {
     clearTimeout(this.retryTimer)
     this.retryTimer = undefined
     this.removeTools()
+    this.prompts = []
     this.resolveFirst()
     if (link) await this.close(link)
   }
@@ -412,9 +584,11 @@ export class ServerConnection {
   /**
    * Ends a link. A stdio server gets SIGTERM, then SIGKILL after a grace period
    * if it is still there (the SDK's own close would leave its timers behind).
+   * An HTTP session is ended on the server (DELETE with its `Mcp-Session-Id`).
    */
   private async close(link: Link): Promise<void> {
     link.abort.abort()
+    clearTimeout(link.pingTimer)
     const { transport } = link
     if (transport instanceof StdioClientTransport && transport.pid !== null) {
       const pid = transport.pid
@@ -435,8 +609,22 @@ export class ServerConnection {
       return
     }
     // A stdio process that never started has nothing to close (the SDK's close would wait for it).
-    if (transport instanceof StreamableHTTPClientTransport) await link.client.close().catch(() => {})
+    if (transport instanceof StreamableHTTPClientTransport) {
+      // A server that is gone or slow does not hold the close up: the session then ends on its own terms.
+      if (transport.sessionId !== undefined) {
+        const ended = transport.terminateSession().catch(() => {})
+        await within(KILL_GRACE_MS, ended)
+      }
+      await link.client.close().catch(() => {})
+    }
   }
+}
+
+/** Waits for `promise`, at most `ms`. */
+async function within(ms: number, promise: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([promise, new Promise(resolve => (timer = setTimeout(resolve, ms)))])
+  clearTimeout(timer)
 }
 
 /** What the result's meta says about a cut: characters not shown, and the artifact that keeps them. */

@@ -1,9 +1,12 @@
+import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import type { Host, Mounted } from '@loom/testkit'
 import type { ToolExecutionResult } from '@loom/tools'
+import * as mcp from '../src/index.ts'
 import type { StdioServerConfig } from '../src/index.ts'
 import { createServer, type FixtureOptions } from './fixtures/server.ts'
 
@@ -20,6 +23,30 @@ export function stdioServer(args: string[] = [], extra: Partial<StdioServerConfi
 
 export function textOf(result: ToolExecutionResult): string {
   return result.content.map(block => (block.type === 'text' ? block.text : '')).join('')
+}
+
+/** The text of the `mcp:status` context. */
+export async function statusOf(mounted: Mounted): Promise<string> {
+  return (await mounted.delta()).contexts.find(context => context.name === mcp.CONTEXT_NAME)?.text ?? ''
+}
+
+/** Mounts the plugin and waits until every server is connected. */
+export async function mountConnected(host: Host, config: Record<string, unknown>): Promise<Mounted> {
+  const mounted = await host.mount(mcp, config)
+  const servers = Object.keys(config.servers as object)
+  await waitFor('the servers to connect', async () => {
+    const status = await statusOf(mounted)
+    return servers.every(server => new RegExp(`- ${server} \\([^)]*\\): connected`).test(status))
+  })
+  return mounted
+}
+
+/** The names of the registered MCP tools. */
+export function mcpTools(host: Host): string[] {
+  return host.ctx.tools
+    .schemas()
+    .map(tool => tool.name)
+    .filter(name => name.startsWith('mcp'))
 }
 
 /** Waits until `check` returns a truthy value (checked every 20 ms), or fails after a generous deadline. */
@@ -48,24 +75,78 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** The fixture served over Streamable HTTP on a loopback port (stateless: a server per request). */
-export async function httpServer(options: FixtureOptions = {}): Promise<{ url: string; close(): Promise<void> }> {
+export interface FixtureHttpServer {
+  url: string
+  /** Sessions the server opened (`initialize`) and ended (DELETE); stateful servers only. */
+  sessions: { opened: number; ended: number }
+  /** Answers the next POST with HTTP 500, as a server in trouble would. */
+  failNextRequest(): void
+  close(): Promise<void>
+}
+
+/**
+ * The fixture served over Streamable HTTP on a loopback port: stateless (a
+ * server per request), or `stateful`, one server per session (`Mcp-Session-Id`),
+ * which the client ends with DELETE.
+ */
+export async function httpServer(options: FixtureOptions & { stateful?: boolean } = {}): Promise<FixtureHttpServer> {
+  const sessions = { opened: 0, ended: 0 }
+  const live = new Map<string, StreamableHTTPServerTransport>()
+  let failNext = false
   const http = createHttpServer(async (req, res) => {
-    const server = createServer(options)
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
-    res.on('close', () => {
-      void transport.close()
-      void server.close()
-    })
-    await server.connect(transport)
+    if (failNext && req.method === 'POST') {
+      failNext = false
+      res.writeHead(500).end('the fixture failed this request on purpose')
+      return
+    }
+    if (!options.stateful) {
+      const server = createServer(options)
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+      res.on('close', () => {
+        void transport.close()
+        void server.close()
+      })
+      await server.connect(transport)
+      await transport.handleRequest(req, res)
+      return
+    }
+    const id = req.headers['mcp-session-id']
+    let transport = typeof id === 'string' ? live.get(id) : undefined
+    if (!transport) {
+      if (id !== undefined) {
+        res.writeHead(404).end('no such session')
+        return
+      }
+      const server = createServer(options)
+      const fresh = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: session => {
+          sessions.opened++
+          live.set(session, fresh)
+        },
+        onsessionclosed: session => {
+          sessions.ended++
+          live.delete(session)
+          void server.close()
+        },
+      })
+      await server.connect(fresh)
+      transport = fresh
+    }
     await transport.handleRequest(req, res)
   })
   await new Promise<void>(resolve => http.listen(0, '127.0.0.1', resolve))
   const { port } = http.address() as AddressInfo
   return {
     url: `http://127.0.0.1:${port}/mcp`,
+    sessions,
+    failNextRequest: () => {
+      failNext = true
+    },
     close: () =>
       new Promise<void>(resolve => {
+        for (const transport of live.values()) void transport.close()
+        live.clear()
         http.closeAllConnections()
         http.close(() => resolve())
       }),

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createHost, type Host, type Mounted } from '@loom/testkit'
 import * as mcp from '../src/index.ts'
 import { INSTRUCTIONS } from './fixtures/server.ts'
-import { httpServer, isAlive, stdioServer, textOf, waitFor } from './helpers.ts'
+import { httpServer, isAlive, mountConnected as mountConnectedTo, statusOf, stdioServer, textOf, waitFor } from './helpers.ts'
 
 let host: Host
 
@@ -15,20 +15,9 @@ afterEach(async () => {
 })
 
 const toolNames = () => host.ctx.tools.schemas().map(tool => tool.name)
-const statusOf = async (mounted: Mounted) => (await mounted.delta()).contexts.find(context => context.name === mcp.CONTEXT_NAME)?.text ?? ''
+const mountConnected = (config: Record<string, unknown>) => mountConnectedTo(host, config)
 
-/** Mounts the plugin and waits until every server is connected. */
-async function mountConnected(config: Record<string, unknown>): Promise<Mounted> {
-  const mounted = await host.mount(mcp, config)
-  const servers = Object.keys(config.servers as object)
-  await waitFor('the servers to connect', async () => {
-    const status = await statusOf(mounted)
-    return servers.every(server => status.includes(`- ${server} (`) && new RegExp(`- ${server} \\([^)]*\\): connected`).test(status))
-  })
-  return mounted
-}
-
-const FIXTURE_TOOLS = ['add', 'add_tool', 'big', 'crash', 'echo', 'env', 'fail', 'media', 'pid', 'slow', 'stats']
+const FIXTURE_TOOLS = ['add', 'add_prompt', 'add_tool', 'big', 'crash', 'echo', 'env', 'fail', 'log', 'media', 'pid', 'slow', 'stats']
 
 describe('tools, guidance and status', () => {
   it('registers each server tool as mcp__<server>__<tool> with its schema, a guidance section and a status context', async () => {
