@@ -10,11 +10,13 @@ import {
   type SessionEvent,
   type SessionHeader,
 } from '@loom/session'
-import pg from 'pg'
-import { storeError, storePool } from './unavailable.ts'
+import type pg from 'pg'
+import { PrimaryPool } from './hosts.ts'
 
-/** A client of the pool, or the pool itself: anything that runs a query. */
-export type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>
+/** A client in a transaction, or the pool itself: anything that runs a query. */
+export interface Queryable {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>
+}
 
 /** What a cold read of a stored session found, before anything is written. */
 export interface StoredRows {
@@ -25,9 +27,12 @@ export interface StoredRows {
 }
 
 export interface DbOptions {
+  /** A connection string; several hosts (`h1:5432,h2:5432`) for a cluster whose writable primary may move. */
   url: string
   schema: string
   poolMax: number
+  /** Called when the writable primary of a multi-host URL is found (again), with its `host:port`. */
+  onPrimary?(host: string): void
 }
 
 /** The largest PostgreSQL integer. */
@@ -39,20 +44,10 @@ const CONNECT_TIMEOUT_MS = 5000
 /** `"name"`, quoted for SQL. */
 const ident = (name: string) => `"${name.replaceAll('"', '""')}"`
 
-/** `host:port/database` of a connection string, never its password. */
-export function describeUrl(url: string): string {
-  try {
-    const { hostname, port, pathname } = new URL(url)
-    return `${hostname || 'localhost'}:${port || 5432}${pathname.length > 1 ? pathname : ''}`
-  } catch {
-    return '(unparsable url)'
-  }
-}
-
 export class Db {
-  readonly pool: pg.Pool
+  readonly pool: PrimaryPool
   readonly schema: string
-  /** `host:port/database`, for messages. */
+  /** `host:port/database` (every host of a multi-host URL), for messages. */
   readonly where: string
   readonly #sessions: string
   readonly #events: string
@@ -61,11 +56,14 @@ export class Db {
 
   constructor(options: DbOptions, onIdleError: (error: Error) => void) {
     this.schema = options.schema
-    this.where = describeUrl(options.url)
     // A server that is down fails a query within CONNECT_TIMEOUT_MS, as StoreUnavailableError, instead of hanging it.
-    this.pool = storePool(this.where, { connectionString: options.url, max: options.poolMax, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true })
-    // An idle client whose server went away must not crash the process; the next query reports it.
-    this.pool.on('error', onIdleError)
+    this.pool = new PrimaryPool(options.url, {
+      max: options.poolMax,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      onIdleError,
+      ...(options.onPrimary && { onPrimary: options.onPrimary }),
+    })
+    this.where = this.pool.where
     const schema = ident(options.schema)
     this.#sessions = `${schema}.sessions`
     this.#events = `${schema}.session_events`
@@ -118,20 +116,9 @@ export class Db {
     })
   }
 
-  /** Runs `work` in one transaction on one client; rolls back when it throws. */
-  async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect()
-    try {
-      await client.query('BEGIN')
-      const result = await work(client)
-      await client.query('COMMIT')
-      return result
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => {})
-      throw storeError(error, this.where)
-    } finally {
-      client.release()
-    }
+  /** Runs `work` in one transaction on one client of the primary; rolls back when it throws. */
+  transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return this.pool.transaction(work)
   }
 
   async ids(): Promise<string[]> {

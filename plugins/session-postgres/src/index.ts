@@ -20,14 +20,19 @@ import { Db, type Queryable, type StoredRows } from './db.ts'
 import { Lease, readHolder } from './lease.ts'
 
 export { PostgresArtifacts } from './artifacts.ts'
-export { isConnectionError, StoreUnavailableError } from './unavailable.ts'
+export { describeUrl, parseStoreUrl } from './hosts.ts'
+export { isConnectionError, NotPrimaryError, StoreUnavailableError } from './unavailable.ts'
 export { SessionFormatUnsupportedError, SessionLeaseError, SessionPersistenceCorruptionError, type SessionLeaseHolder, type StoredSession } from '@loom/session'
 
 export const name = '@loom/session-postgres'
 export const inject = ['sessions']
 
 export interface Config {
-  /** Connection string, e.g. `postgres://loom:secret@db.example:5432/loom`. */
+  /**
+   * Connection string, e.g. `postgres://loom:secret@db.example:5432/loom`; several hosts
+   * (`postgres://loom@db-1:5432,db-2:5432/loom?target_session_attrs=read-write`) for a cluster
+   * whose writable primary may move: the store writes to the one that takes writes.
+   */
   url: string
   /** The schema holding the tables (created if missing). */
   schema?: string
@@ -49,7 +54,9 @@ export const Config: Schema<Config> = Schema.object({
   url: Schema.string()
     .pattern(/^postgres(ql)?:\/\/[^/?#]/)
     .required()
-    .description('PostgreSQL connection string (postgres://user:password@host:port/database).'),
+    .description(
+      'PostgreSQL connection string (postgres://user:password@host:port/database); several hosts (host1:port1,host2:port2) for a high-availability cluster: the store writes to the writable primary.',
+    ),
   schema: Schema.string()
     .pattern(/^[A-Za-z_][A-Za-z0-9_$]*$/)
     .default('loom')
@@ -116,9 +123,19 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     this.leaseCommand = config.leaseCommand ?? defaultLeaseCommand()
     this.leaseHost = config.leaseHost
     const logger = ctx.logger('session-postgres')
-    this.db = new Db({ url: config.url, schema: config.schema ?? 'loom', poolMax: config.poolMax ?? 10 }, error =>
-      logger.warn(`idle connection to ${this.db.where} failed: ${error.message}`),
-    )
+    try {
+      this.db = new Db(
+        {
+          url: config.url,
+          schema: config.schema ?? 'loom',
+          poolMax: config.poolMax ?? 10,
+          onPrimary: host => logger.info(`writing to ${host}, the writable primary of ${this.db.where}`),
+        },
+        error => logger.warn(`idle connection to ${this.db.where} failed: ${error.message}`),
+      )
+    } catch (error) {
+      throw new Error(`${name}: config key "url" of the ${name} row ${(error as Error).message}`)
+    }
     this.artifacts = new PostgresArtifacts(this.db, id => this.artifactWriter(id))
     ctx.effect(() => () => this.drain(), 'session-postgres drain')
   }

