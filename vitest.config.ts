@@ -14,6 +14,7 @@ const LONGEST_FIRST = [
   'plugins/session-jsonl/tests/crash.test.ts',
   'apps/cli/tests/durable.test.ts',
   'apps/cli/tests/conversation.test.ts',
+  'apps/cli/tests/terminal.test.ts',
   'plugins/mcp/tests/mcp.test.ts',
   'apps/cli/tests/dev.test.ts',
 ]

@@ -2,7 +2,7 @@
 // Figures, not thresholds: nothing here fails on a slow machine.
 import { benchBoot, benchDefaultStep, benchReload } from '../apps/cli/bench/boot.ts'
 import { budgetSession } from '../apps/cli/bench/budget-session.ts'
-import { benchStartup } from '../apps/cli/bench/startup.ts'
+import { benchInspectStartup, benchStartup } from '../apps/cli/bench/startup.ts'
 import { benchStep } from '../packages/agent-loop/bench/step.ts'
 import { benchCacheEconomics } from '../packages/agent-loop/bench/cache-economics.ts'
 import { benchDerive } from '../packages/session/bench/derive.ts'
@@ -12,7 +12,8 @@ import { benchAppend, benchLoadFresh } from '../plugins/session-jsonl/bench/pers
 import { benchPostgres } from '../plugins/session-postgres/bench/persistence.ts'
 import { benchHost } from '../plugins/serve/bench/host.ts'
 import { benchSse } from '../packages/llm/bench/sse.ts'
-import { benchGrep } from '../plugins/tool-search/bench/search.ts'
+import { benchFirstView } from '../packages/inspector/bench/first-view.ts'
+import { benchSearch } from '../plugins/tool-search/bench/search.ts'
 import { benchToolCatalog } from '../plugins/tool-catalog/bench/catalog.ts'
 import { benchProtect } from '../plugins/tool-fs/bench/protect.ts'
 import { benchReadRules } from '../plugins/tool-fs/bench/read-rules.ts'
@@ -56,6 +57,8 @@ for (const steps of [await benchStep(), await benchDefaultStep()]) {
 }
 
 benchStartup().forEach(print)
+print(await benchInspectStartup())
+print(await benchFirstView())
 
 const boots = await benchBoot()
 boots.forEach(print)
@@ -66,7 +69,7 @@ print(await benchReload())
 ;(await benchToolResultsCap()).forEach(print)
 
 benchSse().forEach(print)
-;(await benchGrep()).forEach(print)
+;(await benchSearch()).forEach(print)
 ;(await benchToolCatalog()).forEach(print)
 print(await benchProtect())
 print(await benchReadRules())

@@ -4,6 +4,10 @@
 // node_modules folder) it runs the TypeScript sources of every @loom package
 // instead (`--conditions=loom-source`), on the workspace's pinned Node when
 // there is one: in this process when it already runs that way, else in a child.
+// Plain JavaScript that any Node runs: before the CLI is loaded, it checks that
+// the Node that will run it satisfies the package's `engines.node` (an older one
+// would crash on a missing API with a stack trace); only Node's own modules, in
+// every Node that runs ES modules, are imported before that check.
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { constants } from 'node:os'
@@ -27,10 +31,40 @@ function pinnedNode() {
   }
 }
 
+/** `22.18.1` → [22, 18, 1]; missing parts are 0. */
+const versionParts = text =>
+  text
+    .replace(/^v/, '')
+    .split('.')
+    .concat('0', '0')
+    .slice(0, 3)
+    .map(part => Number.parseInt(part, 10) || 0)
+
+/**
+ * Exits with one line when `version` does not satisfy the package's
+ * `engines.node`. Only the `>=X.Y.Z` form is checked (the form this package
+ * uses); npm's EBADENGINE warning at install time reads the same field.
+ */
+function requireNode(version) {
+  const range = JSON.parse(readFileSync(join(here, '..', 'package.json'), 'utf8')).engines?.node ?? ''
+  const minimum = /^\s*>=\s*v?(\d+(?:\.\d+){0,2})\s*$/.exec(range)?.[1]
+  if (minimum === undefined) return
+  const [have, need] = [versionParts(version), versionParts(minimum)]
+  const older = have.findIndex((part, index) => part !== need[index])
+  if (older === -1 || have[older] > need[older]) return
+  process.stderr.write(
+    `loom: needs Node.js >= ${minimum} (this is ${version}); install a current Node.js LTS from https://nodejs.org or with a version manager (nvm install --lts)\n`,
+  )
+  process.exit(1)
+}
+
+const pinned = inWorkspace ? pinnedNode() : undefined
+// The Node that will run the CLI: the pinned one in the workspace, else this one.
+requireNode(pinned?.version ?? process.version)
+
 if (!inWorkspace) {
   await import(pathToFileURL(join(here, '..', 'dist', 'main.js')).href)
 } else {
-  const pinned = pinnedNode()
   const sourceConditioned = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)].includes(SOURCE_CONDITION)
   if ((!pinned || pinned.version === process.version) && sourceConditioned && process.features.typescript) {
     await import(pathToFileURL(sources).href)

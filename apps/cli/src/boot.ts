@@ -110,7 +110,8 @@ export async function boot(options: BootOptions): Promise<Deployment> {
     // Cordis ranks WARN (2) above INFO (1): without this, warnings are filtered out.
     levels: { default: 3 },
     export: message => {
-      const text = `[${message.name}] ${String(Logger.format(message))}`
+      // A syntax error keeps its code frame on lines of its own; the logger's format would flatten it.
+      const text = `[${message.name}] ${syntaxErrorFrame(message.args[0]) ?? String(Logger.format(message))}`
       if (message.type === 'error') {
         if (starting) logged.push({ error: message.args[0], text })
         else log('error', text)
@@ -327,24 +328,40 @@ async function configProblems(
       return
     }
     if (!plugin) return
-    if (checkValues && plugin.Config) {
-      try {
-        resolveConfig({ Config: plugin.Config } as Plugin.Runtime, config)
-      } catch (error) {
-        problems.push(`row "${row.id}" (${shownName(row.name)}): ${startMessage(error)}`)
-        return
-      }
-    }
-    for (const { key, known } of unknownKeys(plugin.Config as Schema | undefined, config)) {
-      const near = closestName(key.split('.').pop()!, known)
-      const file = row.id === undefined ? undefined : configFrom[row.id]
-      problems.push(
-        `${file ? `${file}: ` : ''}row "${row.id}" (${shownName(row.name)}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; ${known.length ? `it has: ${known.join(', ')}` : 'it takes no config'}`,
-      )
-    }
+    problems.push(...pluginConfigProblems(plugin, config, { row, shownName, configFrom, checkValues }))
   }
   for (const row of rows) await check(row)
   return problems
+}
+
+/**
+ * What `plugin` would refuse in a row's `config`: an invalid value (one line
+ * with the key paths, unless `checkValues` is false: the loader checked them),
+ * else every key its schema does not name, with the nearest known key and the
+ * file that set the config.
+ */
+export function pluginConfigProblems(
+  plugin: { Config?: unknown },
+  config: unknown,
+  {
+    row,
+    shownName,
+    configFrom,
+    checkValues = true,
+  }: { row: EntryOptions; shownName: (name: string) => string; configFrom: Composition['configFrom']; checkValues?: boolean },
+): string[] {
+  if (checkValues && plugin.Config) {
+    try {
+      resolveConfig({ Config: plugin.Config } as Plugin.Runtime, config)
+    } catch (error) {
+      return [`row "${row.id}" (${shownName(row.name)}): ${startMessage(error)}`]
+    }
+  }
+  return unknownKeys(plugin.Config as Schema | undefined, config).map(({ key, known }) => {
+    const near = closestName(key.split('.').pop()!, known)
+    const file = row.id === undefined ? undefined : configFrom[row.id]
+    return `${file ? `${file}: ` : ''}row "${row.id}" (${shownName(row.name)}): unknown config key "${key}"${near ? ` (did you mean "${near}"?)` : ''}; ${known.length ? `it has: ${known.join(', ')}` : 'it takes no config'}`
+  })
 }
 
 /**
@@ -452,7 +469,21 @@ function importMessage(error: unknown, name: string): string {
       ? `cannot load module "${name}": it imports "${missing}", which is not installed`
       : `cannot load module "${name}": no such package or file`
   }
-  return `cannot load module "${name}": ${oneLine(String((error as Error)?.message ?? error))}`
+  return `cannot load module "${name}": ${syntaxErrorFrame(error) ?? oneLine(String((error as Error)?.message ?? error))}`
+}
+
+/**
+ * A syntax error as Node reports it (`file:line`, the source line and maybe a
+ * caret at the head of its stack, then `SyntaxError: …`) as a headline and its
+ * code frame below, line breaks kept: `greeter.ts:8: SyntaxError …: Expression
+ * expected`, then the line. Undefined for any other error.
+ */
+export function syntaxErrorFrame(error: unknown): string | undefined {
+  const lines = error instanceof Error && typeof error.stack === 'string' ? error.stack.split('\n') : []
+  const headline = lines.findIndex(line => /^\w*Error\b/.test(line))
+  if (headline < 1 || !/:\d+$/.test(lines[0])) return undefined
+  const frame = lines.slice(1, headline).filter(line => line.trim())
+  return [`${lines[0]}: ${lines[headline]}`, ...frame.map(line => `    ${line}`)].join('\n')
 }
 
 /** Why a plugin did not start: its invalid config values (key paths), or what its apply threw. */

@@ -123,7 +123,7 @@ function packageOf(name: string, file: string): { folder: string; name: string; 
 }
 
 /** A plugin module's plugin, as the Cordis loader unwraps it. */
-function unwrap(exports: Record<string, unknown>): { Config?: unknown; description?: unknown } | undefined {
+export function unwrap(exports: Record<string, unknown>): { Config?: unknown; description?: unknown } | undefined {
   let plugin = (exports.default ?? exports) as Record<string, unknown> | undefined
   if (plugin?.__esModule) plugin = (plugin.default ?? plugin) as Record<string, unknown>
   return plugin

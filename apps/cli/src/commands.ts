@@ -65,13 +65,19 @@ export const OPTIONS = {
   'output-price': { type: 'string', value: '<P>', help: "price per million output tokens (default: the model's; deepseek-flash 1.20)" },
   'write-price': { type: 'string', value: '<P>', help: "price per million input tokens written to the cache (default: the model's, else the miss price)" },
   out: { type: 'string', value: '<file>', help: 'write it to this file instead of stdout' },
+  packs: {
+    type: 'string',
+    value: '<dir>',
+    help: "a folder of package tarballs (pnpm pack-all's packs/) the new project installs from, before the packages next to loom",
+  },
   diff: {
     type: 'string',
     value: '<A>',
     help: 'compare the manifest of A with that of B: a session (ID, prefix or last; ID:N its Nth request), deployment, or a .yml layer',
   },
   step: { type: 'string', value: '<n>', help: 'the request of the session, numbered as sessions stats numbers them (default: the last)' },
-  port: { type: 'string', value: '<n>', help: 'TCP port to listen on (default 8080; 0 picks a free one)' },
+  port: { type: 'string', value: '<n>', help: 'TCP port to listen on (serve: default 8080; inspect: a free one; 0 picks a free one)' },
+  open: { type: 'boolean', help: "open the page in the browser ($BROWSER, else the system's opener)" },
   host: { type: 'string', value: '<address>', help: 'address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)' },
   'token-file': { type: 'string', value: '<file>', help: 'read the bearer token from this file instead of $LOOM_SERVE_TOKEN' },
   'drain-ms': { type: 'string', value: '<n>', help: 'on SIGTERM, how long running turns may finish before they are cancelled (default 10000)' },
@@ -137,7 +143,7 @@ export const COMMANDS = [
     args: [task('loom run "what is in this directory?"')],
     summary: 'one headless turn of an agent in the current directory',
     details:
-      'Streams the assistant text and tool calls as they happen; the session is stored under $LOOM_HOME/sessions. The task - is read from stdin, all of it. Exit 0 when the turn completed, 1 otherwise (an error, a limit), 2 on a usage error, 130 after Ctrl-C.',
+      'Streams the assistant text and tool calls as they happen; the session is stored under $LOOM_HOME/sessions. The task - is read from stdin, all of it. Exit 0 when the turn completed, 1 otherwise (an error, a limit), 2 on a usage error, 130 after Ctrl-C, 141 when nothing reads its output any more (| head -1).',
     options: TURN,
     examples: ['loom run "what is in this directory?"', 'loom run --json --max-steps 10 "fix the failing test"', 'git diff | loom run --output stream-json -'],
   },
@@ -242,7 +248,7 @@ export const COMMANDS = [
   },
   {
     name: 'sessions compact',
-    args: [ID],
+    args: [REF],
     summary: 'summarize the older part of a session now (exit 1 if the summary is refused)',
     details: 'Needs a @loom/compaction row (the default bundle has one).',
     options: ['json', ...ROUTE, ...LAYERS],
@@ -271,6 +277,15 @@ export const COMMANDS = [
       'loom serve --host 0.0.0.0 --port 8080 --token-file /run/secrets/loom-token --drain-ms 30000',
       'loom serve --approve api --approve-deadline-ms 600000',
     ],
+  },
+  {
+    name: 'inspect',
+    args: [{ name: '[ID|prefix|last]', key: 'id', optional: true, missing: 'the session' }],
+    summary: 'see what the model saw: the stored sessions in a web page on this machine (transcripts, manifests, cache, diffs)',
+    details:
+      "Serves the inspector on 127.0.0.1 (a free port unless --port) for the sessions of this deployment's store, and prints its address with a token made for this run: the page keeps the token in the tab and drops it from the address. With a session (its id, a unique prefix or last) the page opens on it. It reads the store only (no model, no plugins booted) and never writes a log. Ctrl-C stops it. The same page is served by loom serve at /ui, behind its bearer token.",
+    options: ['port', 'open', ...LAYERS],
+    examples: ['loom inspect', 'loom inspect last --open', 'loom inspect --port 7070'],
   },
   {
     name: 'trust',
@@ -304,8 +319,10 @@ export const COMMANDS = [
     args: [{ name: 'NAME', key: 'name', missing: 'the name of the plugin, as in: loom new plugin my-tool' }],
     summary:
       'scaffold a plugin project in ./NAME: package.json, src/index.ts (a tool with its guidance section and a Config), a test with the test kit, README',
-    options: [],
-    examples: ['loom new plugin my-tool'],
+    details:
+      "The packages the project depends on are copied as tarballs into its .loom/packs/ from the folder loom is installed in (the tarballs of --packs DIR first), and its package-lock.json locks each one there: npm install in it needs no registry. package.json names them as a registry install would (^0.1.0). A package found in neither place comes from the registry, and loom says which. The project's README lists its commands: npm install, npm test, npx loom prompt, and npx loom run --patch demo.yml, where a scripted model calls the tool.",
+    options: ['packs'],
+    examples: ['loom new plugin my-tool', 'loom new plugin @acme/word-count --packs ./packs'],
   },
   {
     name: 'help',

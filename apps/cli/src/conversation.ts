@@ -1,22 +1,30 @@
 // `loom` on a terminal: a conversation with the agent of the current directory.
 // One agent and one session for all its turns: the agent stays alive between
-// them, so this process keeps the session's lease. Each line typed is a turn,
+// them, so this process keeps the session's lease. Each message typed is a turn,
 // shown as `loom run` shows it (present/turn.ts); a line starting with / is a
-// command. While a turn runs the terminal is in its normal mode, so Ctrl-C is a
-// signal and reaches the conversation through main.ts's Interrupt: it cancels
-// the turn (the log closes it as aborted) and the prompt comes back. At the
-// prompt readline reads the keys itself: Ctrl-C or Ctrl-D on an empty line quits.
-// A tool call the policy asks about is a question on the terminal (approve.ts,
-// TerminalApprover) answered during the turn; Ctrl-C there cancels the turn too.
+// command. On a terminal the keyboard is read in raw mode for the whole
+// conversation (input/terminal.ts): the prompt edits a message of one or more
+// lines, with the history of this project, Tab completion and a status line
+// above it; while a turn runs, Ctrl-C or Esc cancels it (the log closes it as
+// aborted) and the prompt comes back, and a second Ctrl-C within a second
+// quits. `@path` in a message attaches that file (input/attach.ts). A tool call
+// the policy asks about is a question answered with one key (approve.ts,
+// TerminalApprover). Piped input (a script driving `loom dev`) reads plain lines.
 import type { Agent } from '@loom/agent-loop'
 import { redact } from '@loom/secrets'
-import { createInterface, type Interface } from 'node:readline'
+import { createInterface } from 'node:readline'
 import type { Asking } from './approve.ts'
-import type { MainOptions } from './cli.ts'
+import { loomHome } from './compose.ts'
+import type { MainOptions } from './context.ts'
+import { attachMentions } from './input/attach.ts'
+import { historyFile, InputHistory } from './input/history.ts'
+import { KeyReader, TerminalPrompt, type TtyInput } from './input/terminal.ts'
+import { describeBytes } from './present/diff.ts'
 import { printManifest, printPrompt } from './present/prompt.ts'
 import { printCompact, printSessionList, printStats } from './present/sessions.ts'
+import { describeStatus, sessionStatus } from './present/status.ts'
 import { hostSecrets, styler, type Io } from './present/term.ts'
-import { showTurn } from './present/turn.ts'
+import { showTurn, type TurnControl } from './present/turn.ts'
 import type { RunFlags, Runner } from './runner.ts'
 import { StoredSessions } from './sessions.ts'
 
@@ -28,7 +36,7 @@ export interface ConversationOptions {
   /** The stored session to continue: an id, a unique prefix of one, or `last`; a new session when absent. */
   session?: string
   input?: NodeJS.ReadableStream
-  output?: NodeJS.WritableStream
+  output?: NodeJS.WritableStream & { columns?: number }
   /** Receives what a stop signal does while the conversation runs (see `Interrupt`). */
   onInterrupt?: MainOptions['onInterrupt']
   /** Set while the terminal approver asks about a tool call (see approve.ts). */
@@ -37,29 +45,42 @@ export interface ConversationOptions {
   onPrinter?: (print: (text: string, stream?: 'stdout' | 'stderr') => void) => void
 }
 
-const COMMANDS: [string, string][] = [
-  ['/help', 'these commands'],
+export const COMMANDS: [string, string][] = [
+  ['/help', 'these commands, and the keys'],
   ['/prompt', 'the request the deployment would send next for a new agent (as loom prompt)'],
   ['/manifest', "that request's manifest: every section, context and tool with its owner, size and hash"],
   ['/stats', "this session's requests: prefix reuse and estimated cost (as loom sessions stats)"],
   ['/sessions', 'the stored sessions (as loom sessions list)'],
   ['/new', 'a new session, from the next turn on'],
   ['/resume ID|prefix|last', 'continue a stored session instead'],
-  ['/model <id>', 'the model of the next turns'],
+  ['/model <id>', 'the model of the next requests, in this session (the switch is in its log)'],
+  ['/provider <id>', 'the provider of the next requests (with its default model), in this session'],
   ['/compact', 'summarize the older part of this session now (as loom sessions compact)'],
   ['/quit', 'quit (so do Ctrl-D and Ctrl-C at an empty prompt)'],
 ]
 
-const HISTORY_SIZE = 500
+const KEYS: [string, string][] = [
+  ['Enter', 'sends the message; a trailing \\ or Shift+Enter (where the terminal tells it apart) or Ctrl-J starts a new line in it'],
+  ['Tab', 'completes a command or a path (after @ as well)'],
+  ['@path', 'attaches that file to the message'],
+  ['Up, Down', 'the messages typed before in this project, and the lines of this one'],
+  ['Ctrl-C', 'cancels the running turn; twice within a second quits; at the prompt, drops the line or (on an empty one) quits'],
+  ['Esc', 'cancels the running turn'],
+  ['Ctrl-L', 'clears the screen'],
+  ['Ctrl-D', 'quits at an empty prompt'],
+]
+
+/** A second Ctrl-C within this time of the one that cancelled a turn quits. */
+const QUIT_WINDOW_MS = 1000
 
 export async function converse(options: ConversationOptions): Promise<number> {
   const { io } = options
   const runner = options.runner
-  const input = options.input ?? process.stdin
+  const input = (options.input ?? process.stdin) as TtyInput
   const output = options.output ?? process.stdout
-  // Piped input (a script driving `loom dev`) reads plain lines: no line editing, no history.
-  const terminal = Boolean((input as { isTTY?: boolean }).isTTY)
-  const flags = { ...options.flags }
+  // A terminal: keys in raw mode, the line editor, the status line. Piped input reads plain lines.
+  const terminal = Boolean(input.isTTY) && typeof input.setRawMode === 'function'
+  let flags = { ...options.flags }
   const out = styler(io.stdout)
   const say = (text: string) => io.stdout.write(text + '\n')
   const warn = (text: string) => io.stderr.write(styler(io.stderr).red(`loom: ${redact(text, hostSecrets())}`) + '\n')
@@ -67,39 +88,97 @@ export async function converse(options: ConversationOptions): Promise<number> {
 
   /** The agent of this conversation's session; a new session has none until its first turn (so quitting at once stores nothing). */
   let agent: Agent | undefined = options.session === undefined ? undefined : await runner().open(flags, await runner().resolve(options.session, flags.cwd))
-  const route = agent ? `${agent.options.provider}/${agent.options.model}` : Object.values(await runner().route(flags)).join('/')
+  /** The route of the next request (the agent's, or the one a new agent will get). */
+  let route = agent ? routeOf(agent) : await runner().route(flags)
   const turns = (current: Agent) => current.session.events.filter(event => event.type === 'turn/start').length
   say(
     out.bold(agent ? `loom: session ${agent.session.id} (${turns(agent)} turns so far)` : 'loom: a new session') +
-      out.dim(` · ${route} · /help lists the commands`),
+      out.dim(` · ${route.provider}/${route.model} · /help lists the commands`),
   )
 
-  /** A turn or a compaction that Ctrl-C cancels; `cancelled` once it was asked to stop. */
-  let busy: { cancelled: boolean } | undefined
-  let prompt: Interface | undefined
-  let quitting = false
-  // What the host prints meanwhile (a reload in `loom dev`) goes above the line being typed, which is drawn again after it.
-  options.onPrinter?.((text, stream = 'stdout') => {
-    const open = terminal ? prompt : undefined
-    if (open) output.write('\r\x1b[K')
-    io[stream].write(text + '\n')
-    open?.prompt(true)
+  /** The status line: the route, the context's fill, cache hits and cost of this session so far. */
+  const status = () => {
+    const prices = (provider: string, model: string) => runner().prices(provider, model)
+    return describeStatus(sessionStatus(agent?.session.events ?? [], route, prices))
+  }
+
+  // The keyboard, for the whole conversation (released when it quits, so a later Ctrl-C is a signal again).
+  const keys = terminal ? KeyReader.of(input) : undefined
+  let releaseKeys = keys?.open()
+  const history = terminal ? new InputHistory(historyFile(loomHome(), flags.cwd)) : undefined
+  const prompt = keys
+    ? new TerminalPrompt(keys, output, {
+        prompt: out.bold('> '),
+        continuation: out.dim('… '),
+        multiline: true,
+        history: () => history!.list(),
+        completion: { commands: () => COMMANDS.map(([usage]) => usage.split(' ')[0]), cwd: flags.cwd },
+      })
+    : undefined
+
+  /** A turn or a compaction that Ctrl-C cancels; `cancelled` once it was asked to stop, `control` its live view. */
+  let busy: { cancelled: boolean; control?: TurnControl } | undefined
+  /** When Ctrl-C last cancelled a turn. */
+  let cancelledAt = Number.NEGATIVE_INFINITY
+  let exitCode = 0
+  // Quitting ends the wait for the prompt or the running turn: the turn is cancelled, and closed while the agent is disposed.
+  const quit = new AbortController()
+  const quitted = new Promise<void>(resolve => quit.signal.addEventListener('abort', () => resolve(), { once: true }))
+  let closeLine: (() => void) | undefined
+  const requestQuit = (code: number) => {
+    if (quit.signal.aborted) return
+    exitCode = code
+    releaseKeys?.()
+    releaseKeys = undefined
+    if (busy) {
+      note('loom: quitting')
+      runner().cancel()
+    }
+    closeLine?.()
+    quit.abort()
+  }
+
+  /** A line on stderr under the running turn's output (its spinner cleared, its text so far shown first). */
+  const note = (text: string) => {
+    const styled = styler(io.stderr).yellow(text)
+    if (busy?.control) busy.control.note(styled)
+    else io.stderr.write((options.asking?.asking ? '\n' : '') + styled + '\n')
+  }
+  const cancelTurn = (why: string) => {
+    busy!.cancelled = true
+    note(`loom: cancelling the turn (${why})`)
+    runner().cancel()
+  }
+  /** Ctrl-C, as a key or as SIGINT: cancels the running turn; again within a second, or while it is cancelled, quits. */
+  const ctrlC = (): 'handled' | 'exit' => {
+    // The turn being closed for a quit did not end: nothing is left to wait for.
+    if (quit.signal.aborted) return 'exit'
+    const now = Date.now()
+    const again = now - cancelledAt < QUIT_WINDOW_MS
+    if (busy && !busy.cancelled && !again) {
+      cancelledAt = now
+      cancelTurn('Ctrl-C again to quit')
+    } else requestQuit(busy || again ? 130 : 0)
+    return 'handled'
+  }
+  const stopKeys = keys?.on(key => {
+    if (!busy) return false
+    if (key.name === 'ctrl-c') ctrlC()
+    else if (key.name === 'escape' && !busy.cancelled) cancelTurn('Esc')
+    // Other keys while a turn runs are not for anyone.
+    return true
   })
   options.onInterrupt?.(signal => {
-    if (busy && signal === 'SIGINT') {
-      if (busy.cancelled) return 'exit'
-      busy.cancelled = true
-      // A question about a tool call leaves the cursor on its line.
-      const newline = options.asking?.asking ? '\n' : ''
-      io.stderr.write(newline + styler(io.stderr).yellow('loom: cancelling the turn (Ctrl-C again to quit at once)') + '\n')
-      runner().cancel()
-      return 'handled'
-    }
+    if (signal === 'SIGINT') return ctrlC()
     // Any other signal ends the conversation: the running turn is closed first.
-    quitting = true
-    if (busy) runner().cancel()
-    prompt?.close()
-    return signal === 'SIGINT' ? 'handled' : 'stopping'
+    requestQuit(exitCode)
+    return 'stopping'
+  })
+
+  // What the host prints meanwhile (a reload in `loom dev`) goes above the line being typed, which is drawn again after it.
+  options.onPrinter?.((text, stream = 'stdout') => {
+    if (prompt?.open) prompt.print(text)
+    else io[stream].write(text + '\n')
   })
 
   const whileBusy = async <T>(work: () => Promise<T>): Promise<T> => {
@@ -113,9 +192,13 @@ export async function converse(options: ConversationOptions): Promise<number> {
 
   // While a tool call is asked about, the turn's view would write over the answer being typed: the spinner's
   // frames (stderr) are dropped, and its lines (stdout, as the call's own `→` line) shown once the question closes.
+  // Before the question, what the model wrote so far is shown: the session is written, so what waits for the disk shows.
   const asking = options.asking
   let held = ''
   if (asking) {
+    asking.before = async () => {
+      if (agent && busy) await runner().flush(agent)
+    }
     asking.settled = () => {
       if (held) io.stdout.write(held)
       held = ''
@@ -125,13 +208,14 @@ export async function converse(options: ConversationOptions): Promise<number> {
     ? {
         stdout: {
           isTTY: io.stdout.isTTY,
+          columns: io.stdout.columns,
           write: (text: string) => {
             if (!asking.asking) return io.stdout.write(text)
             held += text
             return true
           },
         },
-        stderr: { isTTY: io.stderr.isTTY, write: (text: string) => asking.asking || io.stderr.write(text) },
+        stderr: { isTTY: io.stderr.isTTY, columns: io.stderr.columns, write: (text: string) => asking.asking || io.stderr.write(text) },
       }
     : io
 
@@ -148,12 +232,30 @@ export async function converse(options: ConversationOptions): Promise<number> {
       const id = stored()
       agent = id === undefined ? undefined : await runner().open(flags, id)
     }
-    return (agent ??= await runner().open(flags))
+    agent ??= await runner().open(flags)
+    route = routeOf(agent)
+    return agent
   }
 
   const turn = async (text: string) => {
     const on = await current()
-    await whileBusy(() => showTurn(turnIo, { showReasoning: flags.showReasoning, asksAtTerminal: true }, watch => runner().turn(on, text, watch)))
+    const files = await attachMentions(text, { cwd: flags.cwd, denied: path => runner().readDenial(path) })
+    for (const file of files.attached) say(out.dim(`  + @${file.path} (${file.lines} lines, ${describeBytes(file.bytes)})`))
+    for (const why of files.notes) io.stderr.write(styler(io.stderr).yellow(`loom: ${why}`) + '\n')
+    await whileBusy(() =>
+      showTurn(
+        turnIo,
+        {
+          showReasoning: flags.showReasoning,
+          asksAtTerminal: true,
+          status: terminal ? status : undefined,
+          control: control => {
+            if (busy) busy.control = control
+          },
+        },
+        watch => runner().turn(on, files.text, watch),
+      ),
+    )
   }
 
   /** Replaces the agent with one on the stored session `id` (opened first: if that fails, the current one stays). */
@@ -161,6 +263,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
     const next = id === undefined ? undefined : await runner().open(flags, id)
     await agent?.dispose()
     agent = next
+    route = agent ? routeOf(agent) : await runner().route(flags)
   }
 
   const command = async (line: string): Promise<'quit' | undefined> => {
@@ -171,8 +274,9 @@ export async function converse(options: ConversationOptions): Promise<number> {
       case '/exit':
         return 'quit'
       case '/help': {
-        const width = Math.max(...COMMANDS.map(([usage]) => usage.length)) + 2
+        const width = Math.max(...[...COMMANDS, ...KEYS].map(([usage]) => usage.length)) + 2
         say(COMMANDS.map(([usage, text]) => `  ${usage.padEnd(width)}${text}`).join('\n'))
+        if (terminal) say(out.dim('keys:\n' + KEYS.map(([key, text]) => `  ${key.padEnd(width)}${text}`).join('\n')))
         break
       }
       case '/prompt':
@@ -202,19 +306,17 @@ export async function converse(options: ConversationOptions): Promise<number> {
         say(`session ${id} resumed (${turns(agent!)} turns so far)`)
         break
       }
-      case '/model': {
-        if (!arg) return void warn('/model: which model? as in /model deepseek-pro')
-        const previous = flags.model
-        flags.model = arg
-        try {
-          await runner().route(flags)
-          // An agent's route is fixed: the session is resumed on the new one.
-          await switchTo(stored())
-        } catch (error) {
-          flags.model = previous
-          throw error
-        }
-        say(`the next turns use ${arg}`)
+      case '/model':
+      case '/provider': {
+        if (!arg)
+          return void warn(name === '/model' ? '/model: which model? as in /model deepseek-reasoner' : '/provider: which provider? as in /provider anthropic')
+        // A provider alone takes its default model.
+        const next = name === '/model' ? { ...flags, model: arg } : { ...flags, provider: arg, model: undefined }
+        // An open session switches its agent's route: the switch is in its log, and the next request's header change names it.
+        const open = stored() === undefined ? undefined : await current()
+        route = open ? await runner().switchRoute(open, next, name) : await runner().route(next)
+        flags = next
+        say(`the next requests use ${route.provider}/${route.model}`)
         break
       }
       case '/compact': {
@@ -229,54 +331,60 @@ export async function converse(options: ConversationOptions): Promise<number> {
     return undefined
   }
 
-  // One readline per prompt, sharing the history: closing it between prompts
-  // gives the terminal back its normal mode, in which Ctrl-C is a signal.
-  let history: string[] = []
-  const ask = () =>
-    new Promise<string | undefined>(resolve => {
-      const rl = createInterface({ input, output, terminal, history, historySize: HISTORY_SIZE, removeHistoryDuplicates: true })
-      prompt = rl
+  /** The next message: typed at the prompt on a terminal, else a line of input; undefined to quit. */
+  const ask = async (): Promise<string | undefined> => {
+    if (prompt) {
+      const result = await prompt.read({ status: out.dim(status()), signal: quit.signal })
+      if (result.kind === 'line') {
+        history!.add(result.text)
+        return result.text
+      }
+      if (result.kind === 'interrupt') {
+        // The second Ctrl-C of a pair, the first of which cancelled a turn that ended at once.
+        if (Date.now() - cancelledAt < QUIT_WINDOW_MS) exitCode = 130
+        else if (result.dropped) return ''
+      }
+      return undefined
+    }
+    return new Promise(resolve => {
+      const rl = createInterface({ input, terminal: false })
       let answer: string | undefined
-      let entered = false
-      rl.on('history', lines => {
-        history = lines
-      })
-      rl.on('line', line => {
+      closeLine = () => rl.close()
+      rl.once('line', line => {
         answer = line
-        entered = true
         rl.close()
       })
-      // Ctrl-C drops the line being typed; on an empty line it quits.
-      rl.on('SIGINT', () => {
-        if (rl.line) answer = ''
-        rl.close()
-      })
-      rl.on('close', () => {
-        prompt = undefined
-        // Ctrl-C and Ctrl-D leave the cursor on the prompt's line.
-        if (!entered && terminal) output.write('\n')
+      rl.once('close', () => {
+        closeLine = undefined
         resolve(answer)
       })
-      rl.setPrompt(out.bold('> '))
-      rl.prompt()
+      output.write(out.bold('> '))
     })
+  }
 
   try {
-    while (!quitting) {
+    while (!quit.signal.aborted) {
       const line = await ask()
       if (line === undefined) break
       const text = line.trim()
       if (!text) continue
       try {
         if (text.startsWith('/')) {
-          if ((await command(text)) === 'quit') break
-        } else await turn(text)
+          if ((await Promise.race([command(text), quitted])) === 'quit') break
+        } else await Promise.race([turn(text), quitted])
       } catch (error) {
         warn((error as Error)?.message ?? String(error))
       }
     }
   } finally {
+    stopKeys?.()
+    releaseKeys?.()
     await agent?.dispose()
   }
-  return 0
+  return exitCode
+}
+
+/** The route of an agent's next request. */
+function routeOf(agent: Agent): { provider: string; model: string } {
+  return { provider: agent.options.provider ?? '', model: agent.options.model ?? '' }
 }

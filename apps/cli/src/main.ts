@@ -1,7 +1,7 @@
 // Entry point of the `loom` command (bin/loom.js and `pnpm loom` run this file).
 import { enableCompileCache } from 'node:module'
 import { Socket } from 'node:net'
-import type { Interrupt } from './cli.ts'
+import type { Interrupt } from './context.ts'
 
 // Node keeps the compiled (and type-stripped) modules between runs: a warm
 // start boots about a third faster. Before the first import of the command.
@@ -64,8 +64,9 @@ function watchLauncher(fd: number) {
 }
 
 // A closed pipe (`loom run ... | head`) or a terminal that went away: nothing
-// more can be shown. Not an error; the running turn is cancelled and closed as
-// for a signal, and the command ends with its own exit code.
+// more can be shown. Not an error, nor a user's cancel: the running turn is
+// cancelled and closed with the cause `output-closed` (cli.ts), quietly, and the
+// command ends with its own exit code (a turn's: 141, as a writer SIGPIPE stops).
 let outputClosed = false
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (error: NodeJS.ErrnoException) => {

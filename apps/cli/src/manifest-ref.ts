@@ -4,7 +4,7 @@
 // deployment with one more layer file (a path ending in .yml or .yaml).
 import type { Manifest } from '@loom/agent-loop'
 import { resolve } from 'node:path'
-import type { Context } from './cli.ts'
+import type { Context } from './context.ts'
 import { UsageError } from './errors.ts'
 import type { Runner } from './runner.ts'
 

@@ -2,7 +2,10 @@
 // without booting an agent (`loom sessions list|show|stats` import this, not the
 // runner, so they load no agent loop, tools or model adapters).
 import Schema from '@deepseek-ai/schemastery'
-import { listPrices, ownValue, type CachePrices, type SessionEvent } from '@loom/session'
+import type { CachePrices } from '@loom/session'
+
+/** A model's prices (configured, else its list price) and the route a log last ran on: shared with the inspector, in @loom/session. */
+export { lastRoute, modelPrices } from '@loom/session'
 
 export const name = '@loom/cli/runner'
 
@@ -61,25 +64,7 @@ export const Config: Schema<RunnerConfig> = Schema.object({
 export const NO_STORE =
   'this deployment stores no sessions: add a session persistence row (@loom/session-jsonl or @loom/session-postgres) to use `loom sessions`'
 
-/**
- * USD per million tokens for `model` on `provider`: `configured` (the runner's
- * `prices`, by `provider/model` then model id), else the provider's list price;
- * undefined when neither knows it (an unknown price is shown as such, never guessed).
- */
-export function modelPrices(provider: string, model: string, configured: Record<string, CachePrices> = {}): CachePrices | undefined {
-  return ownValue(configured, `${provider}/${model}`) ?? ownValue(configured, model) ?? listPrices(provider, model)
-}
-
 /** Why a cost limit cannot apply to a model with no price, and how to give it one. */
 export function unknownPrice(provider: string, model: string): string {
   return `${provider}/${model} has no known price: set one in the runner row's prices (\`${provider}/${model}: { hit, miss, output }\`, US dollars per million tokens)`
-}
-
-/** The route of the last request header in `events`. */
-export function lastRoute(events: readonly SessionEvent[]): { provider: string; model: string } | undefined {
-  for (let i = events.length - 1; i >= 0; i--) {
-    const event = events[i]
-    if (event.type === 'request/header') return event.data.header.config
-  }
-  return undefined
 }

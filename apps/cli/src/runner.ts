@@ -14,7 +14,7 @@ import type {} from '@loom/session-jsonl'
 import type { Compaction, CompactionStatus } from '@loom/compaction'
 
 import { describeDrift } from './present/describe.ts'
-import { resolveSessionRef } from './session-ref.ts'
+import { lastUsed, resolveSessionRef } from './session-ref.ts'
 import { Config, lastRoute, modelPrices, name, NO_STORE, unknownPrice, type RunnerConfig } from './runner-config.ts'
 
 export { Config, name, type RunnerConfig }
@@ -195,14 +195,39 @@ export class Runner extends Service {
     return agent
   }
 
+  /**
+   * Switches the route of an open session's agent to the one `flags` name (as
+   * `route` picks it), with the limits and reasoning effort of a run on it: the
+   * switch is logged, and the next request's header change names `by`
+   * (`/model`, `/provider`). Resolves to the new route.
+   */
+  async switchRoute(agent: Agent, flags: RunFlags, by: string): Promise<{ provider: string; model: string }> {
+    const route = await this.route(flags)
+    const { limits, reasoningEffort } = this.agentOptions(route, flags)
+    agent.switchRoute(route, { by, limits, ...(reasoningEffort !== undefined && { reasoningEffort }) })
+    return route
+  }
+
+  /** Writes what `agent`'s session logged so far; resolves once it is on disk (and a watching view has shown it). */
+  async flush(agent: Agent): Promise<void> {
+    await this.home.sessions.flush(agent.session)
+  }
+
+  /** Why the tools may not read `path` (absolute, links resolved): the deny-read rule's reason; undefined when they may. */
+  readDenial(path: string): string | undefined {
+    return this.home.tools.readDenial(path)?.reason
+  }
+
   /** Whether `agent` is one of this runner's live agents (a reloaded runner's agents were disposed with it). */
   holds(agent: Agent): boolean {
     return this.home.agents.get(agent.sessionId) === agent
   }
 
-  /** The id of the stored session `ref` names: an id, a unique prefix of one, or `last` (the most recent one started in `cwd`). */
+  /** The id of the stored session `ref` names: an id, a unique prefix of one, or `last` (the one most recently used in `cwd`). */
   async resolve(ref: string, cwd = process.cwd()): Promise<string> {
-    return resolveSessionRef(await this.persistence().list(), ref, cwd)
+    const persistence = this.persistence()
+    const headers = await persistence.list()
+    return resolveSessionRef(headers, ref, cwd, ref === 'last' ? await lastUsed(persistence, headers, cwd) : undefined)
   }
 
   /** USD per million tokens for `model` on `provider`: the config's, else the built-in list prices; null when unknown. */
@@ -215,7 +240,7 @@ export class Runner extends Service {
    * deployment still serves it, else the default; with the one it used last.
    */
   private async resumeRoute(id: string, flags: RouteFlags): Promise<{ route: RouteFlags; last?: { provider: string; model: string } }> {
-    const last = lastRoute((await this.persistence().inspect(id)).events)
+    const last = routeOf((await this.persistence().inspect(id)).events)
     if (flags.provider !== undefined || flags.model !== undefined) return { route: await this.route(flags), last }
     const served = this.home.llm.listProviders().some(provider => provider.id === last?.provider)
     return { route: served ? {} : await this.route(), last }
@@ -399,6 +424,16 @@ export class Runner extends Service {
 }
 
 export default Runner
+
+/** The route a stored session goes on with: one switched to after its last request (see `Agent.switchRoute`), else its last request's. */
+function routeOf(events: readonly SessionEvent[]): { provider: string; model: string } | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const event = events[i]
+    if (event.type === 'agent/route') return { provider: event.data.provider, model: event.data.model }
+    if (event.type === 'request/header') break
+  }
+  return lastRoute(events)
+}
 
 /** Session ids sort by creation time: `20261129-134221-k3f9`. */
 export function newSessionId(now = new Date()): string {

@@ -11,7 +11,7 @@ import { DEFAULT_APPROVAL_DEADLINE_MS, loadToken, Serve, TokenError } from '@loo
 import type { SessionPersistence } from '@loom/session'
 import type {} from '@loom/tools'
 import { resolve } from 'node:path'
-import type { Context } from './cli.ts'
+import type { Context } from './context.ts'
 import { ConfigError, UsageError } from './errors.ts'
 import type { Runner } from './runner.ts'
 

@@ -7,10 +7,10 @@
 // need an agent and a model: they go through the runner.
 import { interpolate, type EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import type { SessionEvent, SessionPersistence } from '@loom/session'
-import { reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics, type StoredSession } from '@loom/session'
+import { outlineSession, reconstructRequests, requestEconomics, type CachePrices, type SessionEconomics, type StoredSession } from '@loom/session'
 import type { Manifest } from '@loom/agent-loop'
 import { boot, startMessage, type BootOptions } from './boot.ts'
-import { resolveSessionRef } from './session-ref.ts'
+import { lastUsed, resolveSessionRef } from './session-ref.ts'
 import { ConfigError, UsageError } from './errors.ts'
 import { Config as RunnerConfig, lastRoute, modelPrices, NO_STORE, name as RUNNER } from './runner-config.ts'
 
@@ -98,7 +98,8 @@ export interface SessionManifestReport {
 /** The stored sessions of one store, through its SessionPersistence: read, checked and repaired. */
 export class StoredSessions {
   readonly persistence: Persistence
-  private readonly prices: Record<string, CachePrices>
+  /** The prices the runner row configures (`provider/model` or model id), over the list prices. */
+  readonly prices: Record<string, CachePrices>
   /** Unmounts the store rows. */
   readonly dispose: () => Promise<void>
 
@@ -116,7 +117,7 @@ export class StoredSessions {
   async resolve(ref: string, cwd: string): Promise<string> {
     const headers = await this.persistence.list()
     if (ref !== 'last' && !headers.some(header => header.id.startsWith(ref))) return ref
-    return resolveSessionRef(headers, ref, cwd)
+    return resolveSessionRef(headers, ref, cwd, ref === 'last' ? await lastUsed(this.persistence, headers, cwd) : undefined)
   }
 
   /** Every stored session, oldest first, with its turn count. */
@@ -132,9 +133,8 @@ export class StoredSessions {
         }
         try {
           const { events } = await this.persistence.inspect(header.id)
-          let lastStatus: string | null = null
-          for (const event of events) if (event.type === 'turn/end') lastStatus = event.data.reason.kind
-          return { ...known, turns: events.filter(event => event.type === 'turn/start').length, events: events.length, lastStatus }
+          const { turns, lastStatus } = outlineSession(events)
+          return { ...known, turns, events: events.length, lastStatus }
         } catch (error) {
           return { ...known, turns: -1, events: -1, lastStatus: `unreadable: ${(error as Error).message}` }
         }

@@ -10,7 +10,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough, Readable } from 'node:stream'
-import { answerOf, DENIAL_NOTES, HeadlessApprover, headlessApprover, provideApprover, TerminalApprover } from '../src/approve.ts'
+import { answerOf, type Asking, DENIAL_NOTES, HeadlessApprover, headlessApprover, provideApprover, TerminalApprover } from '../src/approve.ts'
+import type { TtyInput } from '../src/input/terminal.ts'
 import { type ApproveMode, DEFAULT_APPROVE_MODE, parseApproveMode } from '../src/commands.ts'
 
 /** A root with the tool runtime, a tool `t` whose every call the policy asks about, and the headless approver in `mode`. */
@@ -194,5 +195,104 @@ describe('a protected path at the terminal', () => {
     const { result, file } = await terminal('n')
     expect(result.isError).toBe(true)
     expect(file()).toBe('[]\n')
+  })
+})
+
+describe('the terminal approver', () => {
+  /** tool-fs in a workspace with `files`, writes asked about, and the terminal approver on `input`; `shown()` is what it wrote. */
+  async function asking(input: NodeJS.ReadableStream, files: Record<string, string> = {}, asking: Asking = { asking: false }) {
+    const workspace = mkdtempSync(join(tmpdir(), 'loom-terminal-ask-'))
+    for (const [path, text] of Object.entries(files)) writeFileSync(join(workspace, path), text)
+    const root = new Context()
+    await root.plugin(SystemPrompt)
+    await root.plugin(ToolRuntime, { denyRead: [join(workspace, 'secret.txt')] } as never)
+    await root.plugin(Permissions, { default: 'allow', rules: [{ tool: 'write', action: 'ask' }] })
+    await root.plugin(ToolFs, { root: workspace } as ToolFs.Config)
+    const output = new PassThrough()
+    let shown = ''
+    output.on('data', chunk => (shown += String(chunk)))
+    await root.plugin(TerminalApprover, { input: input as TtyInput, output, asking })
+    const controller = new AbortController()
+    const write = (path: string, content: string) =>
+      root.get('tools')!.execute({ callId: 'c1', name: 'write', arguments: { path, content }, signal: controller.signal })
+    return { workspace, write, shown: () => shown, abort: () => controller.abort(), file: (path: string) => readFileSync(join(workspace, path), 'utf8') }
+  }
+
+  /** A stand-in terminal's input: what is written to it arrives as typed keys. */
+  const keyboard = () => Object.assign(new PassThrough(), { isTTY: true, isRaw: false, setRawMode: () => {} })
+  /** Resolves once `shown()` matches. */
+  const until = async (shown: () => string, pattern: RegExp) => {
+    await expect.poll(shown, { timeout: 10_000 }).toMatch(pattern)
+  }
+
+  it('one key answers, with no Enter; any other key asks again, ? explains the keys', async () => {
+    const input = keyboard()
+    const { write, shown, file } = await asking(input, { 'notes.txt': 'one\ntwo\n' })
+    const result = write('notes.txt', 'one\nTWO\n')
+    await until(shown, /\[n\] deny: $/)
+    // The question shows what the write changes in the file.
+    expect(shown()).toMatch(
+      /\? write wants to write notes\.txt.*\n {4}replaces 2 lines, 8 bytes with 2 lines, 8 bytes:\n {6}one\n {4}- two\n {4}\+ TWO\n {2}\[y\] allow once/,
+    )
+    input.write('x')
+    await until(shown, /deny: x\n {2}answer y, a or n \(\? explains them\)\n.*\[n\] deny: $/)
+    input.write('?')
+    await until(shown, /deny: \?\n {2}y {2}allow this call once\n[\s\S]*cancels the turn\n.*\[n\] deny: $/)
+    input.write('y')
+    expect((await result).meta).toMatchObject({ decision: { answer: 'allow' } })
+    expect(file('notes.txt')).toBe('one\nTWO\n')
+  })
+
+  it('n asks for a note on one line; the model reads it with the denial', async () => {
+    const input = keyboard()
+    const { write, shown, file } = await asking(input, { 'notes.txt': 'kept\n' })
+    const result = write('notes.txt', 'lost\n')
+    await until(shown, /\[n\] deny: $/)
+    input.write('n')
+    await until(shown, /note for the model \(optional\): /)
+    input.write('not this file\r')
+    expect((await result).meta).toMatchObject({ decision: { answer: 'deny', note: 'not this file' } })
+    expect(file('notes.txt')).toBe('kept\n')
+  })
+
+  it('Ctrl-C is not an answer (the conversation beneath cancels the turn); the question closes when the call is aborted', async () => {
+    const input = keyboard()
+    const { write, shown, abort } = await asking(input)
+    const result = write('new.txt', 'text\n')
+    await until(shown, /a new file, 1 line, 5 bytes:\n {4}\+ text\n.*\[n\] deny: $/)
+    input.write('\x03')
+    await new Promise(resolve => setTimeout(resolve, 50))
+    expect(shown()).toMatch(/\[n\] deny: $/)
+    abort()
+    expect((await result).isError).toBe(true)
+  })
+
+  it('shows what the turn streamed first (asking.before), and nothing of a file the tools may not read', async () => {
+    const order: string[] = []
+    const input = keyboard()
+    const state: Asking = {
+      asking: false,
+      before: async () => {
+        order.push('before')
+      },
+    }
+    const { workspace, write, shown } = await asking(input, { 'secret.txt': 'hunter2\n' }, state)
+    // The tool does not resolve a denied path for the question: the approver finds the file itself.
+    const result = write(join(workspace, 'secret.txt'), 'new\n')
+    await until(shown, /\[n\] deny: $/)
+    order.push('asked')
+    expect(order).toEqual(['before', 'asked'])
+    expect(shown()).toContain('replaces a file (tools may not read it) with 1 line, 4 bytes:')
+    expect(shown()).not.toContain('hunter2')
+    input.write('n')
+    await until(shown, /note for the model/)
+    input.write('\r')
+    expect((await result).meta).toMatchObject({ decision: { answer: 'deny' } })
+  })
+
+  it('input that is not a terminal answers with lines, and a line that is not an answer asks again', async () => {
+    const { write, shown } = await asking(Readable.from(['maybe\n', 'yes\n']), { 'a.txt': 'a\n' })
+    expect((await write('a.txt', 'b\n')).meta).toMatchObject({ decision: { answer: 'allow' } })
+    expect(shown()).toContain('answer y, a or n (? explains them)')
   })
 })

@@ -1,4 +1,4 @@
-// `loom sessions compact ID`: a stored session summarized now, through the
+// `loom sessions compact ID|prefix|last`: a stored session summarized now, through the
 // default bundle's @loom/compaction row and the offline demo model.
 import { beforeAll, describe, expect, it } from 'vitest'
 import { events, loom, project, sessionFiles } from './helpers.ts'
@@ -39,6 +39,17 @@ describe('loom sessions compact', () => {
     expect(JSON.parse(again.stdout)).toMatchObject({ id, status: 'skipped', summarized: 0, tokensBefore: Number(match![4]), tokensAfter: Number(match![4]) })
   })
 
+  it('names the session as every sessions command does: last, or a unique prefix of its id', async () => {
+    for (const ref of ['last', id.slice(0, 12)]) {
+      const run = await loom(['sessions', 'compact', ref, '--json'], at)
+      expect(run.code, `${ref}: ${run.stderr}`).toBe(0)
+      expect(JSON.parse(run.stdout)).toMatchObject({ id, status: expect.stringMatching(/^(compacted|skipped)$/) })
+    }
+    const unknown = await loom(['sessions', 'compact', 'zz-no-such'], at)
+    expect(unknown.code).toBe(1)
+    expect(unknown.stderr).toContain('session "zz-no-such" not found: no stored session has that id or id prefix')
+  })
+
   it('needs a compaction row', async () => {
     const bare = project({ 'loom.yml': '- id: compaction\n  disabled: true\n' })
     const run = await loom(['sessions', 'compact', id], { cwd: bare.cwd, home })
@@ -49,6 +60,6 @@ describe('loom sessions compact', () => {
   it('a missing id is a usage error', async () => {
     const run = await loom(['sessions', 'compact'], at)
     expect(run.code).toBe(2)
-    expect(run.stderr).toContain('sessions compact: missing the session id')
+    expect(run.stderr).toContain('sessions compact: missing the session: its id, a unique prefix of it, or last')
   })
 })

@@ -2,6 +2,7 @@
 // printed exactly as they boot, and `loom prompt` on the same layers.
 import { entryListSchema } from '@deepseek-ai/cordis-plugin-include'
 import yaml from 'js-yaml'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { loom, project } from './helpers.ts'
@@ -119,6 +120,43 @@ describe('loom config', () => {
     const run = await loom(['config'], { cwd, home })
     expect(run.code).toBe(1)
     expect(run.stderr).toContain(`${join(cwd, 'loom.yml')}: no row "shel" to change (did you mean "shell"?); to add a row, list it under "- insert:"`)
+  })
+
+  it('a config value or key that the boot refuses: the rows are printed, and it exits 1 naming the row and key, as run does', async () => {
+    const { cwd, home } = project({ 'loom.yml': '- id: fs\n  config:\n    timeoutMs: fast\n' })
+    const run = await loom(['config'], { cwd, home })
+    expect(run.code).toBe(1)
+    expect(run.stdout).toContain('- id: fs\n')
+    expect(run.stderr).toBe('loom: row "fs" (@loom/tool-fs): invalid config: $.timeoutMs expected number but got fast\n')
+    // The same line as the boot's, which fails run.
+    const ran = await loom(['run', 'hi'], { cwd, home })
+    expect(ran.code).toBe(1)
+    expect(ran.stderr).toContain('row "fs" (@loom/tool-fs): invalid config: $.timeoutMs expected number but got fast')
+    // An unknown key, from a --patch file, named with its file and the nearest key.
+    const patched = project({ 'typo.yml': '- id: fs\n  config:\n    timeoutMS: 5\n' })
+    const typo = await loom(['config', '--patch', 'typo.yml'], patched)
+    expect(typo.code).toBe(1)
+    expect(typo.stderr).toMatch(/^loom: .*typo\.yml: row "fs" \(@loom\/tool-fs\): unknown config key "timeoutMS" \(did you mean "timeoutMs"\?\); it has: /)
+    // A valid value, a plugin mounted by path in the trusted loom.yml, a !!js value (evaluated only at boot): exit 0.
+    const valid = layered()
+    expect((await loom(['config'], valid)).code).toBe(0)
+    const js = project({ 'loom.yml': "- id: fs\n  config:\n    timeoutMs: !!js '1000 * 5'\n" })
+    expect(await loom(['config'], js)).toMatchObject({ code: 0, stderr: '' })
+  })
+
+  it('a plugin mounted by path from an untrusted layer is not loaded to check its config', async () => {
+    const { cwd, home } = project(
+      {
+        'plugins/loud.mjs':
+          "import { writeFileSync } from 'node:fs'\nwriteFileSync(new URL('../loaded', import.meta.url), 'yes')\nexport const name = 'loud'\nexport function apply() {}\n",
+        'loom.yml': '- insert:\n    - id: loud\n      name: ./plugins/loud.mjs\n      config: { any: 1 }\n',
+      },
+      { trusted: false },
+    )
+    const run = await loom(['config'], { cwd, home })
+    expect(run.code).toBe(0)
+    expect(run.stderr).toContain('trust')
+    expect(existsSync(join(cwd, 'loaded'))).toBe(false)
   })
 
   it('loom prompt boots the same layers: the patched persona, the project plugin, no bash', async () => {

@@ -1,15 +1,15 @@
 // `loom` on a terminal: a conversation. Driven in a real terminal (tmux): the
 // keys typed, what the screen shows, and the session log it leaves. The prefix
 // rules of `loom resume` and `/resume` are checked in this process.
-import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { SESSION_FORMAT_VERSION, type SessionHeader } from '@loom/session'
 import { afterEach, describe, expect, it } from 'vitest'
 import { resolveSessionRef } from '../src/session-ref.ts'
-import { MAIN, SLOW_MODEL, bashAskedByPolicy, cleanEnv, events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
+import { SLOW_MODEL, bashAskedByPolicy, events, loom, scriptedModel, sessionFiles } from './helpers.ts'
+import { closeTerminals, open, TMUX } from './tmux.ts'
 
-const TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux'].find(existsSync)
+afterEach(closeTerminals)
 
 const header = (id: string, createdAt: number, cwd = '/p', subagent = false): SessionHeader => ({
   version: SESSION_FORMAT_VERSION,
@@ -40,10 +40,17 @@ describe('a session named by id, prefix or last', () => {
     expect(() => resolveSessionRef(headers, 'nope', '/p')).toThrow('session "nope" not found')
   })
 
-  it('last is the most recent session started in this folder, not a subagent of it', () => {
+  it('last is the session of this folder used most recently (else started), not a subagent of it', () => {
     expect(resolveSessionRef(headers, 'last', '/p')).toBe('20261129-134221-77aa01')
     expect(resolveSessionRef(headers, 'last', '/q')).toBe('20261130-090000-abcdef')
     expect(() => resolveSessionRef(headers, 'last', '/r')).toThrow('no stored session was started in /r')
+    // The older session was used after the newer one started; the subagent's later use does not count.
+    const used = new Map([
+      ['20261129-134221-5be15d', 10],
+      ['20261129-134221-77aa01', 5],
+      ['20261201-1', 20],
+    ])
+    expect(resolveSessionRef(headers, 'last', '/p', used)).toBe('20261129-134221-5be15d')
   })
 })
 
@@ -56,69 +63,6 @@ const THREE_ANSWERS = scriptedModel(`
 /** A model calling bash `echo hi`, which the policy asks about, then answering. */
 const ASKED = bashAskedByPolicy('echo hi')
 
-/** `loom ...args` in a tmux terminal of 120x40. */
-class Terminal {
-  static count = 0
-  readonly name = `loom-conversation-${process.pid}-${Terminal.count++}`
-
-  constructor(cwd: string, home: string, args: string[] = []) {
-    const env = cleanEnv(home)
-    // The shell line keeps the pane open after loom exits, with its exit code on screen.
-    const command = [process.execPath, '--conditions=loom-source', MAIN, ...args].map(word => `'${word}'`).join(' ')
-    execFileSync(TMUX!, ['new-session', '-d', '-s', this.name, '-x', '120', '-y', '40', `${command}; echo "exited $?"; sleep 600`], { cwd, env })
-  }
-
-  /** The whole history (tmux keeps 2000 lines): an offset into an earlier screen stays valid in a later one. */
-  screen(): string {
-    return execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-2000', '-t', this.name], { encoding: 'utf8' })
-  }
-
-  /** Types `keys` (tmux key names: `Enter`, `C-c`, `C-d`, or text). */
-  send(...keys: string[]) {
-    execFileSync(TMUX!, ['send-keys', '-t', this.name, ...keys])
-  }
-
-  line(text: string) {
-    this.send('-l', text)
-    this.send('Enter')
-  }
-
-  /** Resolves with the screen once `pattern` is on it (matched from `from` characters on), or fails with what it shows. */
-  async waitFor(pattern: RegExp, from = 0, timeoutMs = 30_000): Promise<string> {
-    const start = Date.now()
-    for (;;) {
-      const screen = this.screen()
-      if (pattern.test(screen.slice(from))) return screen
-      if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${pattern}; the screen:\n${screen}`)
-      await new Promise(resolve => setTimeout(resolve, 100))
-    }
-  }
-
-  /** Waits for the next prompt after `from`: a line that is `> ` alone. */
-  prompt(from: number) {
-    return this.waitFor(/^> ?$/m, from)
-  }
-
-  kill() {
-    try {
-      execFileSync(TMUX!, ['kill-session', '-t', this.name], { stdio: 'ignore' })
-    } catch {
-      /* already gone */
-    }
-  }
-}
-
-const terminals: Terminal[] = []
-afterEach(() => {
-  for (const terminal of terminals.splice(0)) terminal.kill()
-})
-
-function open(files: Record<string, string>, args: string[] = [], at = project(files)) {
-  const terminal = new Terminal(at.cwd, at.home, args)
-  terminals.push(terminal)
-  return { ...at, terminal }
-}
-
 async function sessions(at: { cwd: string; home: string }): Promise<{ id: string; turns: number; lastStatus: string }[]> {
   const list = await loom(['sessions', 'list', '--json'], at)
   return JSON.parse(list.stdout)
@@ -130,7 +74,7 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     let screen = await terminal.waitFor(/loom: a new session · scripted\/scripted-1/)
     await terminal.prompt(0)
     terminal.line('hello')
-    screen = await terminal.waitFor(/First answer\.\n.*session \S+ · scripted\/scripted-1 · \d+ in .* out tokens · unknown price/)
+    screen = await terminal.waitFor(/First answer\.\n.*session \S+ · scripted\/scripted-1 · \d+ in .* out tokens\n/)
     let from = screen.indexOf('First answer.')
     await terminal.prompt(from)
     terminal.line('and again')
@@ -149,7 +93,7 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     terminal.line('sleep please')
     // The default bundle asks before bash runs.
     await terminal.waitFor(/\? bash wants to run: sleep 30 .*\[n\] deny: $/m)
-    terminal.line('y')
+    terminal.send('y')
     let screen = await terminal.waitFor(/→ bash: sleep 30/)
     // While the tool runs, the spinner says so, with the seconds it has waited.
     await terminal.waitFor(/running bash \d+s/)
@@ -182,7 +126,7 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     let screen = await terminal.waitFor(
       /\? bash wants to run: echo hi {2}\[runs programs\] {2}\(.*needs approval.*\) {2}\[y\] allow once {2}\[a\] allow for this session {2}\[n\] deny: $/m,
     )
-    terminal.line('n')
+    terminal.send('n')
     screen = await terminal.waitFor(/^note for the model \(optional\): $/m)
     terminal.line('not now')
     screen = await terminal.waitFor(/Done\.\n.*session \S+ ·/)
@@ -202,9 +146,10 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     await terminal.prompt(0)
     terminal.line('say hi')
     await terminal.waitFor(/\? bash wants to run: echo hi .*\[n\] deny: $/m)
-    terminal.line('y')
+    terminal.send('y')
     const screen = await terminal.waitFor(/Done\.\n.*session \S+ ·/)
-    expect(screen).toMatch(/→ bash: echo hi\n {2}✓ /)
+    // The call's line comes before its question, the result after the answer.
+    expect(screen).toMatch(/→ bash: echo hi\n\? bash wants to run: echo hi .*\[n\] deny: y\n {2}✓ /)
     expect(screen).not.toContain('note for the model')
     terminal.line('/quit')
     await terminal.waitFor(/exited 0/)
@@ -271,7 +216,7 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     terminal.line('fix the notes')
     let screen = await terminal.waitFor(/\[n\] deny: $/m)
     expect(screen).toMatch(/\? edit wants to change notes\.txt {2}\[writes files\] {2}\(.*\)\n {4}- second line\n {4}\+ 2nd line\n {2}\[y\] allow once/)
-    terminal.line('y')
+    terminal.send('y')
     screen = await terminal.waitFor(/Summary\n\nThe notes now say 2nd line\.\n\n• one change\n• no other\n.*session \S+ ·/)
     // Shown in the question, the diff is not repeated under the result.
     expect(screen.match(/\+ 2nd line/g)).toHaveLength(1)
@@ -343,7 +288,7 @@ describe.skipIf(!TMUX)('loom dev on a terminal (tmux)', () => {
       /\? edit wants to change greeter\.ts {2}\[writes files\] {2}\(edit would change .*greeter\.ts.*which is protected.*\)\n {4}- .*Hello v1.*\n {4}\+ .*Hello v2.*\n {2}\[y\] allow once/,
     )
     expect(screen).toContain('protected')
-    terminal.line('y')
+    terminal.send('y')
     await terminal.waitFor(/reloaded greeter\.ts/)
     await terminal.waitFor(/Edited\.\n.*session \S+ ·/)
     terminal.line('/quit')

@@ -119,10 +119,10 @@ describe('loom dev', () => {
     expect(v2).toContain('Hello v2')
     expect(v2).not.toContain('Hello v1')
 
-    // A broken edit: the error names the file and line; the last good version still serves.
+    // A broken edit: the error names the file and line, its code frame on a line of its own; the last good version still serves.
     mark = dev.stderr.length
-    writeFileSync(join(cwd, 'greeter.ts'), plugin('greeter:three', 'Hello v3') + 'export const broken = (\n')
-    await dev.waitFor('stderr', /greeter\.ts:\d+.*SyntaxError/, mark)
+    writeFileSync(join(cwd, 'greeter.ts'), plugin('greeter:three', 'Hello v3') + 'export const broken = (\n  1 +\n')
+    await dev.waitFor('stderr', /greeter\.ts:8: SyntaxError [^\n]*: Expression expected\n {4}\s*1 \+\n/, mark)
     expect(await dev.systemText()).toContain('Hello v2')
 
     // A layer edit whose new row cannot start is not applied at all.

@@ -36,6 +36,19 @@ describe('startup errors', () => {
     expect(run.stderr).toContain(`row "mine" (${join(run.cwd, 'plugins/mine.ts')}): cannot load module`)
   })
 
+  it('a TypeScript plugin file that does not parse: its file, line and error, then the code frame on lines of their own', async () => {
+    const { cwd, home } = project({
+      'loom.yml': '- insert:\n    - id: mine\n      name: ./plugins/mine.ts\n',
+      'plugins/mine.ts': "export const name = 'mine'\nexport const broken = (\n  1 +\n",
+    })
+    const run = await loomProcess(['run', 'hi'], { cwd, home })
+    expect(run.code).toBe(1)
+    const mine = join(cwd, 'plugins/mine.ts')
+    expect(run.stderr).toContain(
+      `row "mine" (${mine}): cannot load module "${mine}": ${mine}:3: SyntaxError [ERR_INVALID_TYPESCRIPT_SYNTAX]: Expression expected\n      1 +\n`,
+    )
+  })
+
   it('an invalid config value names the row and the key path', async () => {
     const run = await fails({ 'loom.yml': '- id: agents\n  config:\n    maxParallelToolCalls: 0\n' })
     expect(run.code).toBe(1)

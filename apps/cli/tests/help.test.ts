@@ -71,7 +71,7 @@ describe('help of one command', () => {
       'repair ID|prefix|last',
       'stats ID|prefix|last',
       'manifest ID|prefix|last',
-      'compact ID',
+      'compact ID|prefix|last',
     ])
       expect(run.stdout).toContain(`  sessions ${sub} `)
     expect((await loom(['help', 'sessions'], at)).stdout).toBe(run.stdout)

@@ -87,6 +87,37 @@ describe('retries and limits through the CLI', () => {
     expect(result.stdout).toContain('Recovered answer.')
   })
 
+  it('a baseUrl that cannot be reached (port 1) is retried once, not five times, and the turn says why', async () => {
+    const { cwd, home } = project()
+    const result = await loom(['run', 'hi'], { cwd, home, env: { DEEPSEEK_API_KEY: 'sk-test-key', DEEPSEEK_BASE_URL: 'http://127.0.0.1:1' } })
+    expect(result.code).toBe(1)
+    expect(result.stdout.match(/retrying in/g)).toHaveLength(1)
+    expect(result.stdout).toContain('deepseek: cannot reach http://127.0.0.1:1: fetch does not connect to that port')
+    expect(result.stdout).toContain('(retry 1 of 1)')
+    expect(result.stderr).toContain(
+      "loom: the turn ended: error: UNREACHABLE: deepseek: cannot reach http://127.0.0.1:1: fetch does not connect to that port (a blocked port: use another one); check the route's baseUrl",
+    )
+    const log = events(sessionFiles(home)[0])
+    expect(log.filter(event => event.type === 'request/retry').map(event => event.data.maxRetries)).toEqual([1])
+  })
+
+  it('a failed tool call reaches the model as `Error: …` once', async () => {
+    const { server, run } = await deepseek([
+      {
+        type: 'tool_call',
+        reasoning: 'Read it.',
+        calls: [{ id: 'c1', name: 'read', arguments: '{"path":"missing.txt"}' }],
+        usage: { prompt: 100, completion: 5, cacheHit: 0 },
+      },
+      { type: 'success', reasoning: null, text: 'It is missing.' },
+    ])
+    const result = await run(['run', 'read missing.txt'])
+    expect(result.code).toBe(0)
+    const tool = server.requests[1].body.messages.find((message: { role: string }) => message.role === 'tool')
+    expect(tool.content).toMatch(/^Error: (?!Error)/)
+    expect(tool.content).toContain('missing.txt')
+  })
+
   it('a 401 is not retried: one message naming the route, the variable and the provider text', async () => {
     const { server, run } = await deepseek(['auth_error'])
     const result = await run(['run', 'hi'])

@@ -7,6 +7,8 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { boot } from '../src/boot.ts'
 import { DEMO_LABEL } from '../src/demo-model.ts'
+import { describeUsage } from '../src/present/turn.ts'
+import type { RunReport } from '../src/present/turn-view.ts'
 import type { Runner } from '../src/runner.ts'
 import { ESC, SLOW_MODEL, events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
 
@@ -38,7 +40,9 @@ describe('loom run with the offline demo model', () => {
     // Not a TTY: no escape codes, no spinner.
     expect(out).not.toContain(ESC)
     expect(run.stderr).not.toContain(ESC)
-    expect(run.stderr).toMatch(/session \S+ · scripted\/loom-demo/)
+    // The offline demo model costs nothing: its footer has the tokens and no price or cost.
+    expect(run.stderr).toMatch(/^session \S+ · scripted\/loom-demo · \d+ in \(0 cached, 0%\) \/ \d+ out tokens\n$/m)
+    expect(run.stderr).not.toMatch(/price|\$/)
 
     // The session log holds the real tool calls and their real results.
     const [file] = sessionFiles(home)
@@ -227,3 +231,25 @@ describe('loom run with a key uses the real OpenAI-compatible route', () => {
 function readHeader(file: string): { id: string; cwd: string } {
   return JSON.parse(readFileSync(file, 'utf8').split('\n')[0])
 }
+
+describe('the cost in the footer', () => {
+  const report = (provider: string, costUsd: number | null): RunReport => ({
+    sessionId: 's',
+    status: 'completed',
+    reason: null,
+    text: '',
+    toolCalls: [],
+    usage: { inputTokens: 1000, outputTokens: 10, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 },
+    cacheHitShare: 0,
+    costUsd,
+    provider,
+    model: 'm',
+  })
+
+  it('a cost when there is one; unknown price for a paid route with none; nothing when it is zero or the route is offline', () => {
+    expect(describeUsage(report('deepseek', 0.0012))).toBe('1000 in (0 cached, 0%) / 10 out tokens · ~$0.0012')
+    expect(describeUsage(report('deepseek', null))).toBe('1000 in (0 cached, 0%) / 10 out tokens · unknown price')
+    expect(describeUsage(report('openai', 0))).toBe('1000 in (0 cached, 0%) / 10 out tokens')
+    expect(describeUsage(report('scripted', null))).toBe('1000 in (0 cached, 0%) / 10 out tokens')
+  })
+})

@@ -5,7 +5,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import type { Session, SessionEvent } from '@loom/session'
 import { describe, expect, it } from 'vitest'
 import { StreamJsonTurn } from '../src/present/stream-json.ts'
-import { readTurn } from '../src/present/turn.ts'
+import { readTurn } from '../src/present/turn-view.ts'
 import { events, loom, loomProcess, project, scriptedModel, sessionFiles, type Run } from './helpers.ts'
 
 /** The shell is off: these turns only read files. */

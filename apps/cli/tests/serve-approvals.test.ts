@@ -7,7 +7,7 @@
 // answer would be, and the answer in `approval/answered`.
 import { type Decision, LoomClient, type SessionEvent } from '@loom/client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { loom, project, type Run, scriptedModel } from './helpers.ts'
+import { loom, loomProcess, project, type Run, scriptedModel } from './helpers.ts'
 import { endsTurn, eventually, readUntil } from './serve-client.ts'
 
 const TOKEN = 'serve-approvals-token-0123456789'
@@ -27,7 +27,7 @@ const POLICY = `
 /** `loom serve` with `args` in a project whose model plays `script`, and its typed client; stopped (drained) after the block. */
 function served(script: string, args: string[]) {
   const at = project({ 'loom.yml': scriptedModel(script) + POLICY })
-  const server: { api: LoomClient; stdout: () => string } = { api: undefined!, stdout: () => '' }
+  const server: { api: LoomClient; stdout: () => string; at: typeof at } = { api: undefined!, stdout: () => '', at }
   let signal: (signal: NodeJS.Signals) => void
   let run: Promise<Run>
   beforeAll(async () => {
@@ -144,6 +144,12 @@ describe('loom serve --approve api: the client answers', () => {
     expect(text(result)).toMatch(/tool "bash" was not approved .*: read the README instead/)
     expect(result.meta.decision).toMatchObject({ policy: 'ask', answer: 'deny', note: 'read the README instead' })
     expect(ofType(turn, 'turn/end')[0].reason).toEqual({ kind: 'completed' })
+    // The transcript has the question and its answer, between the call and its result (a process of its own: the server holds this one).
+    const shown = await loomProcess(['sessions', 'show', id], server.at)
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toMatch(
+      /→ bash: ls -a\n\[approval asked\] bash: ls -a · [^\n]*needs approval under permissions rule 2[^\n]* · unanswered in 300 s: deny\n\[approval answered\] deny, by a client: read the README instead\n {2}✗ bash/,
+    )
   })
 
   it('a cancel ends the wait: the turn is aborted, and the question can no longer be answered', async () => {
@@ -185,6 +191,8 @@ describe('loom serve --approve api: nobody answers in time', () => {
     expect(text(result)).toMatch(/tool "bash" was not approved .*: no answer within 0.3 s$/)
     expect(result.meta.decision).toMatchObject({ policy: 'ask', answer: 'deny', note: 'no answer within 0.3 s' })
     expect(ofType(refused, 'approval/answered')[0]).toMatchObject({ decision: 'deny', source: 'deadline' })
+    const shown = await loomProcess(['sessions', 'show', allowed], server.at)
+    expect(shown.stdout).toContain("[approval answered] allow, at the deadline: no answer within 0.3 s; the rule's unattended answer: allow\n")
   })
 })
 

@@ -3,10 +3,10 @@
 // launcher), and an uncaught error. The log ends with `turn/end` and `sessions
 // verify` finds nothing open.
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { BIN, MAIN, SLOW_MODEL, cleanEnv, events, loom, project, sessionFiles, type Run } from './helpers.ts'
+import { BIN, MAIN, SLOW_MODEL, cleanEnv, events, loom, project, scriptedModel, sessionFiles, type Run } from './helpers.ts'
 
 /** A row whose plugin takes a minute to unload: the process is still shutting down after its turn closed. */
 const SLOW_EXIT = `
@@ -247,4 +247,43 @@ describe('stopping loom run closes the turn first', () => {
       await expectClosed(home, { kind: 'uncaught', plugin: 'crash', error })
     })
   }
+})
+
+describe('a closed output (loom run … | head -1)', () => {
+  // The model says a line, then runs bash until the test lets it go (the file `go`), then sleeps: the turn is still
+  // running when its next output finds the pipe closed.
+  const GATED = scriptedModel(`
+- text: First line.
+  toolCalls:
+    - { name: bash, arguments: { command: 'while [ ! -e go ]; do sleep 0.1; done' } }
+- text: Second line.
+  toolCalls:
+    - { name: bash, arguments: { command: 'sleep 30' } }
+- Done.
+`)
+
+  it('stops the turn quietly, closed in the log as output-closed (not a user cancel), exit 141', { timeout: 60_000 }, async () => {
+    const { cwd, home } = project({ 'loom.yml': GATED })
+    const child = spawn(process.execPath, [MAIN, 'run', 'say something'], { cwd, env: cleanEnv(home), stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (data: string) => {
+      stdout += data
+    })
+    child.stderr.setEncoding('utf8').on('data', (data: string) => {
+      stderr += data
+    })
+    const exited = new Promise<number | null>(resolve => child.on('close', code => resolve(code)))
+    // As `head -1`: read the first line, then close the pipe's only reading end.
+    await until(() => stdout.includes('First line.\n'), 'the first line')
+    child.stdout.destroy()
+    writeFileSync(join(cwd, 'go'), '')
+    const code = await exited
+    expect(code, stderr).toBe(141)
+    expect(stderr).not.toContain('aborted')
+    expect(stderr).not.toMatch(/EPIPE|error/i)
+    // The footer still names the session, on stderr (still open).
+    expect(stderr).toMatch(/^session \S+ · scripted\/scripted-1 · /m)
+    await expectClosed(home, { kind: 'output-closed' })
+  })
 })

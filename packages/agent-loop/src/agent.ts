@@ -8,6 +8,7 @@ import {
   HarnessError,
   LlmError,
   markAgentLoopRequest,
+  maxRetriesOf,
   retryDelay,
   type GenerateOptions,
   type LlmFailure,
@@ -26,6 +27,8 @@ import {
   usageCost,
   type AgentCancelCause,
   type CachePrices,
+  type RequestHeader,
+  type RequestHeaderChanges,
   type RequestSources,
   type Session,
   type SessionEvent,
@@ -99,7 +102,7 @@ export const sessionObservers = new WeakMap<Session, (event: SessionEvent) => vo
 export class Agent implements AgentRef {
   private readonly loop: AgentLoop
   readonly session: Session
-  readonly options: Readonly<AgentOptions>
+  #options: Readonly<AgentOptions>
   readonly inbox: Inbox
   #phase: Phase
   #activity: Promise<void> | undefined
@@ -116,7 +119,7 @@ export class Agent implements AgentRef {
   constructor(loop: AgentLoop, home: Context, session: Session, options: Readonly<AgentOptions>) {
     this.loop = loop
     this.session = session
-    this.options = options
+    this.#options = options
     // The agent is its own scope key: `assemble({ scope: agent })` sees its layer.
     this.#scope = createScope(home, this)
     this.ctx = this.#scope.ctx
@@ -135,6 +138,11 @@ export class Agent implements AgentRef {
 
   get id(): string {
     return this.session.id
+  }
+
+  /** The options the agent was created with; `switchRoute` replaces its route. */
+  get options(): Readonly<AgentOptions> {
+    return this.#options
   }
 
   get name(): string | undefined {
@@ -174,6 +182,37 @@ export class Agent implements AgentRef {
     const wakingAfterAbort = wakeup && phase.kind !== 'idle' && phase.abort.signal.aborted
     this.inbox.splice(wakingAfterAbort ? 'next-turn' : target, Infinity, 0, [message])
     if (wakeup) this.#wake(wakingAfterAbort)
+  }
+
+  /**
+   * Switches the route of the agent's next requests while its session stays open
+   * (a person's `/model`): logged as `agent/route`, and the next request's header
+   * change names the switch. `options` replaces what belongs to the old route:
+   * the limits (their prices) and the reasoning effort (absent: the new model's
+   * default). False, and nothing logged, when `route` is the one in use.
+   */
+  switchRoute(route: { provider: string; model: string }, options: RouteSwitchOptions = {}): boolean {
+    if (!route.provider || !route.model) throw new Error(`agent "${this.id}": switchRoute needs a provider and a model`)
+    const current = this.#pendingSwitch()?.data ?? this.session.requestHeader()?.config ?? this.#options
+    if (current.provider === route.provider && current.model === route.model) return false
+    const from = current.provider && current.model ? { provider: current.provider, model: current.model } : undefined
+    this.session.append('agent/route', { provider: route.provider, model: route.model, ...(from && { from }), ...(options.by && { by: options.by }) })
+    // The `{{provider}}` and `{{model}}` variables change with it: announced, not unstable.
+    this.loop.systemPrompt.rebaseStability(this)
+    const { reasoningEffort: _old, ...kept } = this.#options
+    this.#options = Object.freeze({
+      ...kept,
+      provider: route.provider,
+      model: route.model,
+      ...(options.reasoningEffort !== undefined && { reasoningEffort: options.reasoningEffort }),
+      ...(options.limits !== undefined && { limits: options.limits }),
+    })
+    return true
+  }
+
+  /** The route switch logged since the last request header: the next request takes it. */
+  #pendingSwitch() {
+    return pendingRouteSwitch(this.session)
   }
 
   /** Aborts the running turn (the first cause wins) and, unless `keepInbox`, discards pending input. */
@@ -397,7 +436,7 @@ export class Agent implements AgentRef {
       turn,
       step,
       retry: retries.count,
-      ...(retryPolicy.mode === 'normal' && { maxRetries: retryPolicy.maxRetries }),
+      ...(retryPolicy.mode === 'normal' && { maxRetries: maxRetriesOf(retryPolicy, failure) }),
       delayMs,
       failure,
     })
@@ -528,6 +567,12 @@ export class Agent implements AgentRef {
     signal.throwIfAborted()
 
     const header = canonicalHeader({ config, adapterDefaults: prepared?.adapterDefaults, system, tools })
+    // A switched route explains the change of provider or model it causes.
+    const switched = this.#pendingSwitch()
+    const withRoute = (changes: RequestHeaderChanges, baseline: RequestHeader): RequestHeaderChanges =>
+      switched && (baseline.config.provider !== config.provider || baseline.config.model !== config.model)
+        ? { ...changes, route: { ...switched.data, seq: switched.seq } }
+        : changes
     if (!this.#headerLogged) {
       // Every new loop instance anchors its first request, even when nothing changed.
       const provenance = sources()
@@ -537,7 +582,9 @@ export class Agent implements AgentRef {
       const drift = before && provenance ? pluginDrift(before.plugins, provenance.plugins) : undefined
       // A resumed request that differs breaks the cached prefix: attributed as a change is.
       const changes =
-        baseline && !headerEquals(baseline, header) ? headerChanges({ header: baseline, sources: before }, { header, sources: provenance }) : undefined
+        baseline && !headerEquals(baseline, header)
+          ? withRoute(headerChanges({ header: baseline, sources: before }, { header, sources: provenance }), baseline)
+          : undefined
       this.session.append('request/header', {
         header,
         reason: baseline ? 'resume' : 'initial',
@@ -552,7 +599,10 @@ export class Agent implements AgentRef {
         // Provenance is metadata: the comparison above ignores it; `changes` attributes the break.
         const provenance = sources()
         const changes = baseline
-          ? headerChanges({ header: baseline, sources: this.session.lastOfType('request/header')?.data.sources }, { header, sources: provenance })
+          ? withRoute(
+              headerChanges({ header: baseline, sources: this.session.lastOfType('request/header')?.data.sources }, { header, sources: provenance }),
+              baseline,
+            )
           : undefined
         this.session.append('request/header', { header, reason: 'change', ...(provenance && { sources: provenance }), ...(changes && { changes }) })
       }
@@ -586,7 +636,8 @@ export class Agent implements AgentRef {
    */
   #seedConfig(): LlmCallConfig {
     const persisted = this.session.requestHeader()
-    if (!this.#headerLogged) {
+    // After a route switch, the route comes from the options again, as on a first request.
+    if (!this.#headerLogged || this.#pendingSwitch()) {
       const route = { provider: this.options.provider ?? '', model: this.options.model ?? '' }
       const effort =
         this.options.reasoningEffort ??
@@ -645,6 +696,23 @@ export class Agent implements AgentRef {
   #reportError(turn: number, step: number, error: unknown) {
     this.loop.emit(this, 'agent/error', { agent: this, turn, step, error })
   }
+}
+
+export interface RouteSwitchOptions {
+  /** Who switches (`/model`, a plugin's name): recorded with the switch. */
+  by?: string
+  /** The limits on the new route (their prices are the new model's); absent: kept. */
+  limits?: TurnLimits
+  /** The reasoning effort on the new route; absent: the new model's default. */
+  reasoningEffort?: string
+}
+
+/** The `agent/route` switch of `session` logged after its last request header (the next request takes it), if any. */
+export function pendingRouteSwitch(session: Session): SessionEvent<'agent/route'> | undefined {
+  const switched = session.lastOfType('agent/route')
+  if (!switched) return undefined
+  const header = session.lastOfType('request/header')
+  return header && header.seq > switched.seq ? undefined : switched
 }
 
 /** What the requests of one turn have used so far. */

@@ -1,7 +1,17 @@
 import { AgentLoop } from './service.ts'
 
 export default AgentLoop
-export { Agent, type AgentOptions, type TurnLimits, type AgentStatus, type CancelOptions, type PreStepDecision, type RequestErrorAction } from './agent.ts'
+export {
+  Agent,
+  pendingRouteSwitch,
+  type AgentOptions,
+  type RouteSwitchOptions,
+  type TurnLimits,
+  type AgentStatus,
+  type CancelOptions,
+  type PreStepDecision,
+  type RequestErrorAction,
+} from './agent.ts'
 export type {
   AgentPayload,
   AgentWaterfallListener,

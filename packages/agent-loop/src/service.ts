@@ -6,7 +6,7 @@ import type { Session, SessionHeader, SessionStore } from '@loom/session'
 import type { AssembleContext, SystemPrompt } from '@loom/system-prompt'
 import type { ToolRuntime } from '@loom/tools'
 import { isAbsolute } from 'node:path'
-import { Agent, sessionObservers, type AgentOptions } from './agent.ts'
+import { Agent, pendingRouteSwitch, sessionObservers, type AgentOptions } from './agent.ts'
 import { pluginIdentity, type PluginIdentity } from './identity.ts'
 import type {} from './events.ts' // the agent/* event declarations
 
@@ -77,26 +77,24 @@ export class AgentLoop extends Service {
     super(ctx, 'agents')
     this.config = { maxParallelToolCalls, maxSteps }
     this.home = ctx
+    this.systemPrompt = ctx.systemPrompt
+    this.llm = ctx.llm
+    this.tools = ctx.tools
+    this.sessions = ctx.sessions
     // The route is this loop's own option, not part of AgentRef.
     const agentOf = (c: AssembleContext) => (c.agent instanceof Agent ? c.agent : undefined)
-    ctx.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)
-    ctx.systemPrompt.variable('model', c => agentOf(c)?.options.model)
-    ctx.systemPrompt.variable('cwd', c => c.agent?.cwd)
+    this.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)
+    this.systemPrompt.variable('model', c => agentOf(c)?.options.model)
+    this.systemPrompt.variable('cwd', c => c.agent?.cwd)
     ctx.on('session/event', (session, event) => sessionObservers.get(session)?.(event))
   }
 
-  get systemPrompt(): SystemPrompt {
-    return this.home.systemPrompt
-  }
-  get llm(): Llm {
-    return this.home.llm
-  }
-  get tools(): ToolRuntime {
-    return this.home.tools
-  }
-  private get sessions(): SessionStore {
-    return this.home.sessions
-  }
+  // The injected services, looked up once: a lookup through the context costs
+  // microseconds, and a step makes many. The loop restarts if one is replaced.
+  readonly systemPrompt: SystemPrompt
+  readonly llm: Llm
+  readonly tools: ToolRuntime
+  private readonly sessions: SessionStore
 
   /**
    * What identifies plugin `name` for drift, as loaded here: its package version,
@@ -135,8 +133,9 @@ export class AgentLoop extends Service {
   /**
    * Continues a stored session: the log is repaired if a crash left it open, and
    * turns, inbox and runtime context carry on from it. The route defaults to the
-   * one the session last used. With `pinPrompt`, the agent keeps the system text
-   * and tools of the session's latest logged header.
+   * one the session last used, or was switched to since (`Agent.switchRoute`).
+   * With `pinPrompt`, the agent keeps the system text and tools of the session's
+   * latest logged header.
    */
   async resume(id: string, options: AgentOptions = {}): Promise<Agent> {
     // Optional: resume needs a backend, nothing else does.
@@ -145,7 +144,8 @@ export class AgentLoop extends Service {
     if (this.agents.has(id)) throw new Error(`agent "${id}" already exists`)
     const caller = this.ctx
     const session = await persistence.prepare(id)
-    const last = session.requestHeader()?.config
+    // A route switched after the last request is the one the session goes on with.
+    const last = pendingRouteSwitch(session)?.data ?? session.requestHeader()?.config
     return this.publish(caller, session, { provider: last?.provider, model: last?.model, ...options }, 'resume')
   }
 
@@ -191,13 +191,14 @@ export class AgentLoop extends Service {
 
   /** Fire-and-forget, routed to the agent's listeners and unscoped ones; failures are logged. */
   emit<K extends AgentNotification>(agent: Agent, name: K, payload: PayloadOf<K>): void {
-    const logger = this.home.logger('agents')
+    // The logger only when there is something to log: every status change and inbox change comes through here.
+    const report = (error: unknown) => this.home.logger('agents').error(error)
     for (const listener of this.home.events.dispatch('emit', [scopeTarget(this, agent), name, payload])) {
       try {
         const result = listener(payload)
-        if (result instanceof Promise) result.catch(error => logger.error(error))
+        if (result instanceof Promise) result.catch(report)
       } catch (error) {
-        logger.error(error)
+        report(error)
       }
     }
   }

@@ -3,12 +3,12 @@
 import { createHash } from 'node:crypto'
 import type { Context } from '@deepseek-ai/cordis'
 import type { GenerateOptions, LlmCallConfig } from '@loom/llm'
-import type { SessionEvent, SessionEventMap } from '@loom/session'
+import { describeHeaderChanges, type SessionEvent, type SessionEventMap } from '@loom/session'
 import type { MemoryLogs } from '@loom/session/testing'
 import { defineTool } from '@loom/tools'
 import { describe, expect, it } from 'vitest'
 import { harness, IDENTITY, MockAdapter, textResponse } from './harness.ts'
-import { host, ofType, turn } from './request-support.ts'
+import { host, ofType, TableAdapter, turn } from './request-support.ts'
 
 type HeaderData = SessionEventMap['request/header']
 
@@ -332,5 +332,82 @@ describe('pinned prompts', () => {
     const greeterBefore = logged[0].sources!.plugins.find(p => p.name === 'greeter')!
     const greeterAfter = last.sources!.plugins.find(p => p.name === 'greeter')!
     expect(greeterAfter.digest).not.toBe(greeterBefore.digest)
+  })
+})
+
+describe('a route switched in an open session', () => {
+  it('is logged when switched, and the next header names it as the cause of the config change; the reasoning effort and limits follow the new route', async () => {
+    // Only the first model reasons: its effort must not follow the switch.
+    const mock = new TableAdapter([textResponse('one'), textResponse('two'), textResponse('three')], {
+      small: { reasoning: { efforts: [{ id: 'high', name: 'high' }] } },
+    })
+    const h = await host({ providers: { mock, other: new MockAdapter([textResponse('four')]) } })
+    const agent = h.ctx.agents.create('r1', { provider: 'mock', model: 'small', reasoningEffort: 'high' })
+    await turn(agent, 'first')
+    expect(agent.switchRoute({ provider: 'mock', model: 'small' })).toBe(false)
+    expect(agent.switchRoute({ provider: 'mock', model: 'large' }, { by: '/model', limits: { maxSteps: 3 } })).toBe(true)
+    expect(agent.session.events.at(-1)).toMatchObject({
+      type: 'agent/route',
+      data: { provider: 'mock', model: 'large', from: { provider: 'mock', model: 'small' }, by: '/model' },
+    })
+    expect(agent.options).toMatchObject({ provider: 'mock', model: 'large', limits: { maxSteps: 3 } })
+    expect(agent.options.reasoningEffort).toBeUndefined()
+    await turn(agent, 'second')
+    expect(h.adapters.mock.requests.map(request => request.model)).toEqual(['small', 'large'])
+    expect(h.adapters.mock.requests[1].reasoningEffort).toBeUndefined()
+    const [, change] = headers(agent.session.events)
+    const switched = agent.session.events.find(event => event.type === 'agent/route')!
+    expect(change.reason).toBe('change')
+    expect(change.changes?.route).toEqual({ provider: 'mock', model: 'large', from: { provider: 'mock', model: 'small' }, by: '/model', seq: switched.seq })
+    expect(describeHeaderChanges(change.changes!)).toBe(
+      'request header changed (route switched from mock/small to mock/large by /model; config "reasoningEffort" changed)',
+    )
+    // The next turn stays on it, with no new header; another provider is a switch too.
+    await turn(agent, 'third')
+    expect(headers(agent.session.events)).toHaveLength(2)
+    agent.switchRoute({ provider: 'other', model: 'o1' }, { by: '/provider' })
+    await turn(agent, 'fourth')
+    expect(h.adapters.other.requests.map(request => request.model)).toEqual(['o1'])
+    expect(describeHeaderChanges(headers(agent.session.events)[2].changes!)).toBe(
+      'request header changed (route switched from mock/large to other/o1 by /provider)',
+    )
+  })
+
+  it('a session resumed after a switch that no request used yet goes on with the new route, and its header names the switch', async () => {
+    const logs: MemoryLogs = new Map()
+    const gen1 = await host({ logs, providers: { mock: new MockAdapter([textResponse('one')]) } })
+    const agent = gen1.ctx.agents.create('r2', { provider: 'mock', model: 'small' })
+    await turn(agent, 'first')
+    agent.switchRoute({ provider: 'mock', model: 'large' }, { by: '/model' })
+    await gen1.ctx.sessions.flush(agent.session)
+    await agent.dispose()
+
+    const gen2 = await host({ logs, providers: { mock: new MockAdapter([textResponse('two')]) } })
+    const resumed = await gen2.ctx.agents.resume('r2')
+    expect(resumed.options).toMatchObject({ provider: 'mock', model: 'large' })
+    await turn(resumed, 'second')
+    expect(gen2.adapters.mock.requests[0].model).toBe('large')
+    const last = headers(resumed.session.events).at(-1)!
+    expect(last.reason).toBe('resume')
+    expect(last.changes?.route).toMatchObject({ model: 'large', by: '/model' })
+  })
+})
+
+describe('a route switch and the prompt stability check', () => {
+  it('{{model}} in a section changes with the switch without failing a strict check', async () => {
+    const h = await host({ prompt: { stabilityCheck: 'error' }, providers: { mock: new MockAdapter([textResponse('one'), textResponse('two')]) } })
+    await h.root.plugin({
+      name: 'route-note',
+      inject: ['systemPrompt'],
+      apply(ctx: Context) {
+        ctx.systemPrompt.section({ name: 'route-note', order: 200, text: 'You run on {{model}}.' })
+      },
+    })
+    const agent = h.ctx.agents.create('s1', { provider: 'mock', model: 'small' })
+    await turn(agent, 'first')
+    agent.switchRoute({ provider: 'mock', model: 'large' }, { by: '/model' })
+    await turn(agent, 'second')
+    expect(ofType(agent.session.events, 'turn/end').map(end => end.reason.kind)).toEqual(['completed', 'completed'])
+    expect(h.adapters.mock.requests[1].system).toContain('You run on large.')
   })
 })

@@ -13,7 +13,7 @@ export interface GenerateOptions extends LlmCallConfig {
 
 /**
  * How the agent loop retries a failed request of a route: `normal` retries the
- * listed codes up to `maxRetries` times, `always` retries every failure but an
+ * listed codes up to `maxRetries` times (`RETRIED_ONCE_CODES` once), `always` retries every failure but an
  * abort without a count. Backoff doubles from `initialDelayMs` up to
  * `maxDelayMs` with ±`jitterRatio`; a provider's Retry-After wins when it is at
  * most `maxRetryAfterMs` (else the failure is final); the waits of one request
@@ -35,7 +35,7 @@ export type ResolvedRetryPolicy =
 export const DEFAULT_RETRY_POLICY = Object.freeze({
   mode: 'normal',
   maxRetries: 5,
-  retryableCodes: Object.freeze(['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK']),
+  retryableCodes: Object.freeze(['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK', 'UNREACHABLE']),
   initialDelayMs: 500,
   maxDelayMs: 10_000,
   jitterRatio: 0.1,
@@ -45,12 +45,25 @@ const DEFAULT_MAX_RETRY_AFTER_MS = 60_000
 const DEFAULT_MAX_TOTAL_WAIT_MS = 120_000
 
 /**
+ * Failures that waiting seldom heals (a refused connection, an unknown host, an
+ * untrusted certificate: mostly a wrong baseUrl): a `normal` policy retries them
+ * once at most, so the turn fails in about a second with the reason instead of
+ * after every backoff.
+ */
+export const RETRIED_ONCE_CODES: readonly string[] = Object.freeze(['UNREACHABLE'])
+
+/** How many times a `normal` policy retries this failure: its `maxRetries`, or once for `RETRIED_ONCE_CODES`. */
+export function maxRetriesOf(policy: Extract<ResolvedRetryPolicy, { mode: 'normal' }>, failure: LlmFailure): number {
+  return RETRIED_ONCE_CODES.includes(failure.code) ? Math.min(1, policy.maxRetries) : policy.maxRetries
+}
+
+/**
  * The wait before retry number `retry + 1` of a request that has already waited
  * `waitedMs`, or `undefined` when the failure is final under `policy`.
  */
 export function retryDelay(policy: ResolvedRetryPolicy, failure: LlmFailure, retry: number, waitedMs: number, random = Math.random): number | undefined {
   if (failure.code === 'ABORTED') return undefined
-  if (policy.mode === 'normal' && (retry >= policy.maxRetries || !policy.retryableCodes.includes(failure.code))) return undefined
+  if (policy.mode === 'normal' && (retry >= maxRetriesOf(policy, failure) || !policy.retryableCodes.includes(failure.code))) return undefined
   let delay: number
   if (failure.providerRetryAfterMs !== undefined) {
     if (failure.providerRetryAfterMs > (policy.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS)) return undefined

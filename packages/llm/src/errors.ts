@@ -15,6 +15,7 @@ export const LLM_ERROR_CODES = {
   SERVICE_UNAVAILABLE: 'the provider is overloaded or down',
   TIMEOUT: 'the stream went idle for too long',
   NETWORK: 'the connection failed or was reset',
+  UNREACHABLE: "the provider's address cannot be reached: connection refused, no such host, or a certificate that is not trusted",
   PROTOCOL: 'the provider answered with something that is not the protocol',
   EMPTY_RESPONSE: 'the provider answered with nothing',
   RESPONSE_TOO_LARGE: "the answer outgrew the route's response limit",

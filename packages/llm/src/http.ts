@@ -27,12 +27,50 @@ export interface EventStreamRequest extends EventStreamLimits {
   redact?(text: string): string
 }
 
+/** System error codes of a connection that waiting seldom heals, and what they mean. */
+const UNHEALING: Record<string, string> = {
+  ECONNREFUSED: 'connection refused (ECONNREFUSED): is the server running on that port?',
+  ENOTFOUND: 'no such host (ENOTFOUND)',
+  ERR_INVALID_URL: 'not a valid URL',
+}
+
+/**
+ * Why `error` (a failed fetch) cannot connect in a way another attempt seldom
+ * heals, from its cause chain: a refused connection, an unknown host, a TLS
+ * certificate that is not trusted, a port fetch never connects to, a URL that
+ * does not parse. Undefined for anything else (a reset, a timeout): NETWORK.
+ */
+function unreachable(error: unknown, depth = 0): string | undefined {
+  if (!(error instanceof Error) || depth > 8) return undefined
+  // Every address tried (IPv6 and IPv4 of localhost, say) must have failed so.
+  if (error instanceof AggregateError && error.errors.length) {
+    const reasons = error.errors.map(member => unreachable(member, depth + 1))
+    return reasons.every(Boolean) ? reasons[0] : undefined
+  }
+  const code = (error as NodeJS.ErrnoException).code
+  if (code !== undefined && Object.hasOwn(UNHEALING, code)) return UNHEALING[code]
+  if (code !== undefined && /CERT|UNABLE_TO_(VERIFY|GET_ISSUER)/.test(code)) return `the server's TLS certificate is not trusted (${code})`
+  // The Fetch standard's blocked ports (1, 9, 25, …): fetch refuses them before connecting.
+  if (error.message === 'bad port') return 'fetch does not connect to that port (a blocked port: use another one)'
+  return unreachable(error.cause, depth + 1)
+}
+
+/** `http://127.0.0.1:1` of a URL: no path, query or credentials; the text as given when it does not parse. */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin
+  } catch {
+    return JSON.stringify(url)
+  }
+}
+
 /** Error answers are read up to this many bytes: enough for any provider's JSON error. */
 const MAX_ERROR_BYTES = 64 * 1024
 
 /**
  * POSTs the request and yields its events. Throws `LlmError`: `ABORTED` when the
- * signal fired, `TIMEOUT`, `NETWORK`, `PROTOCOL` (not an event stream),
+ * signal fired, `TIMEOUT`, `UNREACHABLE` (refused, no such host, untrusted
+ * certificate, a blocked port, not a URL), `NETWORK`, `PROTOCOL` (not an event stream),
  * `RESPONSE_TOO_LARGE`, or what `httpError` makes of an error status. Ending
  * the iteration early (a `[DONE]` event, say) releases the connection.
  */
@@ -64,6 +102,9 @@ export async function* fetchEventStream(request: EventStreamRequest): AsyncGener
       if (timedOut === 'idle') throw new LlmError(`${provider}: no data from the provider for ${idleTimeoutMs} ms`, 'TIMEOUT', { cause: error })
       if (timedOut === 'request') throw new LlmError(`${provider}: the request took longer than ${requestTimeoutMs} ms`, 'TIMEOUT', { cause: error })
       if (error instanceof LlmError) throw error
+      const why = unreachable(error)
+      if (why)
+        throw new LlmError(`${provider}: cannot reach ${redact(originOf(request.url))}: ${why}; check the route's baseUrl`, 'UNREACHABLE', { cause: error })
       throw new LlmError(`${provider}: connection failed: ${redact(errorChain(error))}`, 'NETWORK', { cause: error })
     } finally {
       clearTimeout(idleTimer)

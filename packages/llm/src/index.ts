@@ -8,7 +8,17 @@ export {
   userText,
 } from './messages.ts'
 export { errorChain, HarnessError, LLM_ERROR_CODES, LlmError, toFailure, type LlmErrorCode, type LlmErrorDetails } from './errors.ts'
-export { DEFAULT_RETRY_POLICY, LlmAdapter, reasoningInfo, retryDelay, type GenerateOptions, type LlmModelInfo, type ResolvedRetryPolicy } from './adapter.ts'
+export {
+  DEFAULT_RETRY_POLICY,
+  LlmAdapter,
+  maxRetriesOf,
+  reasoningInfo,
+  RETRIED_ONCE_CODES,
+  retryDelay,
+  type GenerateOptions,
+  type LlmModelInfo,
+  type ResolvedRetryPolicy,
+} from './adapter.ts'
 export { BlockAssembler } from './assembler.ts'
 export {
   isAgentLoopRequest,

@@ -26,6 +26,8 @@ export type AgentCancelCause =
   | { kind: 'disposed' }
   /** An error nothing caught stopped the process: `error` is its first line, `plugin` the row whose code threw it (none: Loom's own). */
   | { kind: 'uncaught'; error: string; plugin?: string }
+  /** Nothing reads the output any more (`loom run … | head -1`): the turn stops, as `head`'s writer would. */
+  | { kind: 'output-closed' }
 
 export type TurnEndReason =
   | { kind: 'completed' }
@@ -120,12 +122,24 @@ export interface RequestHeaderChanges {
   config: string[]
   /** When the budgets left a section out or let one back: the sections whose text grew (or shrank), which made them. */
   resized?: { name: string; owner: string; fromChars: number; toChars: number }[]
+  /** The route switch (the `agent/route` event at `seq`) that the new provider or model comes from. */
+  route?: AgentRouteSwitch & { seq: number }
   /**
    * UTF-8 byte offset of the first difference between the previous and the new
    * serialized prefix `JSON.stringify({ tools, system })` of the two headers (absent
    * fields omitted); absent when the prefix did not change.
    */
   firstDifference?: number
+}
+
+/** The route of an agent's next requests was switched while its session is open (`/model` in a conversation). */
+export interface AgentRouteSwitch {
+  provider: string
+  model: string
+  /** The route before the switch. */
+  from?: { provider: string; model: string }
+  /** Who switched it (`/model`, `/provider`, a plugin's name). */
+  by?: string
 }
 
 export interface RequestContext {
@@ -147,6 +161,8 @@ export interface SessionEventMap {
   /** `changes` on a `change` header, and on a `resume` header that differs from the last one; `drift` on a `resume` header whose plugins differ from the last request's. */
   'request/header': { header: RequestHeader; reason: RequestHeaderReason; sources?: RequestSources; changes?: RequestHeaderChanges; drift?: PluginDrift }
   'request/context': RequestContext
+  /** The agent's next requests go to this route (`Agent.switchRoute`); the next header names it. Never model-visible. */
+  'agent/route': AgentRouteSwitch
   /** A failed request is retried after `delayMs` (the failed attempt's chunks stay uncited); `retry` counts from 1. */
   'request/retry': { turn: number; step: number; retry: number; maxRetries?: number; delayMs: number; failure: LlmFailure }
   'compaction/start': { compactionId: string; turn: number | null }
@@ -230,6 +246,7 @@ export function isKnownEventType(type: string): type is SessionEventType {
     case 'tool/result':
     case 'request/header':
     case 'request/context':
+    case 'agent/route':
     case 'request/retry':
     case 'compaction/start':
     case 'compaction/summary':

@@ -9,6 +9,8 @@ export { jsonSnapshot, NonJsonError } from '@loom/llm'
 export { deepFreezeJson, Session } from './session.ts'
 export * from './requests.ts'
 export * from './prices.ts'
+export { lastRoute, outlineSession, type SessionOutline } from './summary.ts'
+export { describeDrift, describeHeaderChanges, describeReason, describeRetry, describeRouteSwitch, headerChangeCauses, headerChangeOwners } from './describe.ts'
 export {
   SessionForkError,
   SessionLeaseError,

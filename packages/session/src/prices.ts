@@ -87,3 +87,12 @@ export function usageCost(usage: TokenUsage, prices: CachePrices): { input: numb
     output: (usage.outputTokens * prices.output) / 1e6,
   }
 }
+
+/**
+ * USD per million tokens for `model` on `provider`: `configured` (a deployment's
+ * prices, by `provider/model` then model id), else the provider's list price;
+ * undefined when neither knows it (an unknown price is shown as such, never guessed).
+ */
+export function modelPrices(provider: string, model: string, configured: Readonly<Record<string, CachePrices>> = {}): CachePrices | undefined {
+  return ownValue(configured, `${provider}/${model}`) ?? ownValue(configured, model) ?? listPrices(provider, model)
+}

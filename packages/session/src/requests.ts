@@ -120,11 +120,52 @@ export interface SerializableRequest {
  * system text serializes as `""`, missing tools as `[]`.
  */
 export function serializeRequest(request: SerializableRequest): string {
+  return serializedLines(request).join('')
+}
+
+/**
+ * The lines of `serializeRequest`, each ending with `\n`. With a `cache` (one
+ * pass over requests that do not change meanwhile), a line is made once per
+ * message and tools array object: the requests of one log share their
+ * messages, so each is serialized once, and two requests' common lines are the
+ * same strings, compared without reading their characters.
+ */
+function serializedLines(request: SerializableRequest, cache?: WeakMap<object, string>): string[] {
   const tools = request.header ? request.header.tools : request.tools
   const system = request.header ? request.header.system : request.system
-  let text = JSON.stringify(tools ?? []) + '\n' + JSON.stringify(system ?? '') + '\n'
-  for (const message of request.messages) text += JSON.stringify({ role: message.role, content: message.content }) + '\n'
-  return text
+  let toolsLine = tools && cache?.get(tools)
+  if (toolsLine === undefined) {
+    toolsLine = JSON.stringify(tools ?? []) + '\n'
+    if (tools) cache?.set(tools, toolsLine)
+  }
+  const lines = new Array<string>(request.messages.length + 2)
+  lines[0] = toolsLine
+  lines[1] = JSON.stringify(system ?? '') + '\n'
+  for (let i = 0; i < request.messages.length; i++) {
+    const message = request.messages[i]
+    let line = cache?.get(message)
+    if (line === undefined) {
+      line = JSON.stringify({ role: message.role, content: message.content }) + '\n'
+      cache?.set(message, line)
+    }
+    lines[i + 2] = line
+  }
+  return lines
+}
+
+/** The common prefix length of two serializations given as lines: whole equal lines, then the first differing pair's prefix. */
+function commonLinesPrefix(a: readonly string[], b: readonly string[]): number {
+  let length = 0
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) {
+    if (a[i] === b[i]) {
+      length += a[i].length
+      continue
+    }
+    // Every line ends with its only line break, so the prefix ends inside this pair.
+    return length + commonPrefixLength(a[i], b[i])
+  }
+  return length
 }
 
 /** Length of the common prefix of two strings. */
@@ -234,13 +275,16 @@ export function requestEconomics(requests: readonly EconomicsRequest[], prices: 
     }
   }
   const rows: RequestEconomics<Money>[] = []
-  let previous: string | undefined
+  // Lines, not one string: a long session's requests share most of their lines, compared by reference.
+  let previous: { lines: string[]; chars: number } | undefined
+  const cache = new WeakMap<object, string>()
   for (const [index, request] of requests.entries()) {
-    const text = serializeRequest(request)
-    const reusedChars = previous === undefined ? 0 : commonPrefixLength(previous, text)
-    const reuse = previous === undefined ? null : previous.length === 0 ? 1 : reusedChars / previous.length
+    const lines = serializedLines(request, cache)
+    const chars = lines.reduce((sum, line) => sum + line.length, 0)
+    const reusedChars = previous === undefined ? 0 : commonLinesPrefix(previous.lines, lines)
+    const reuse = previous === undefined ? null : previous.chars === 0 ? 1 : reusedChars / previous.chars
     const hitTokens = Math.floor(reusedChars / 4)
-    const missTokens = Math.max(0, estimateTokens(text.length) - hitTokens)
+    const missTokens = Math.max(0, estimateTokens(chars) - hitTokens)
     const outputTokens = estimateTokens(request.outputChars ?? 0)
     const { usage } = request
     rows.push({
@@ -248,7 +292,7 @@ export function requestEconomics(requests: readonly EconomicsRequest[], prices: 
       turn: request.turn ?? null,
       step: request.step ?? null,
       seq: request.seq ?? index,
-      chars: text.length,
+      chars,
       reusedChars,
       reuse,
       hitTokens,
@@ -258,7 +302,7 @@ export function requestEconomics(requests: readonly EconomicsRequest[], prices: 
       outputCost: priced(p => (outputTokens * p.output) / 1e6),
       reported: usage ? reportedOf(usage) : null,
     })
-    previous = text
+    previous = { lines, chars }
   }
   const total = <T>(items: readonly T[], key: (item: T) => Money): Money => (prices ? items.reduce((sum, item) => sum + (key(item) as number), 0) : null)
   const count = <T>(items: readonly T[], key: (item: T) => number) => items.reduce((sum, item) => sum + key(item), 0)

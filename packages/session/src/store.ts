@@ -21,6 +21,13 @@ declare module '@deepseek-ai/cordis' {
     'session/flush'(session: Session): Promise<void>
     /** A persistence backend stored a batch durably (fsync'd): every event of session `id` up to `seq` is on disk. */
     'session/durable'(id: SessionId, seq: number): void
+    /**
+     * A persistence backend could not store a batch of the live session `id`
+     * (the store is unreachable, the disk full, the lease lost): nothing of it
+     * was stored, and it stays queued for the next write unless the session is
+     * abandoned. Whoever runs the session decides whether it goes on.
+     */
+    'session/write-failed'(id: SessionId, error: unknown): void
   }
 }
 
@@ -154,6 +161,14 @@ export interface SessionPersistence {
   whenDurable(id: SessionId, seq: number): Promise<void>
   /** Stops writing session `id` (not live): waits for its writes, then releases its lease. */
   close(id: SessionId): Promise<void>
+  /**
+   * Gives up the live session `id` unless its event `seq` is stored (`false`:
+   * it is, and writing goes on): what is not stored is dropped, never written,
+   * and the lease is let go, so the stored log ends where it was durable. For a
+   * host that cannot store a session (the store is down, the disk full) and
+   * must not write it later; its owner is disposed next. Optional.
+   */
+  abandon?(id: SessionId, seq: number): Promise<boolean>
 }
 
 function buildHeader(id: SessionId, meta: SessionMeta = {}): SessionHeader {
@@ -301,14 +316,15 @@ export class SessionStore extends Service {
    * `veto` the first synchronous throw reaches the caller.
    */
   private dispatch(name: 'session/created' | 'session/disposed' | 'session/event', args: unknown[], mode: 'contain' | 'veto') {
-    const logger = this.home.logger('sessions')
+    // The logger only when there is something to log: every event of every session comes through here.
+    const report = (error: unknown) => this.home.logger('sessions').error(error)
     for (const listener of this.home.events.dispatch('emit', [name, ...args])) {
       try {
         const result = listener(...args)
-        if (result instanceof Promise) result.catch(error => logger.error(error))
+        if (result instanceof Promise) result.catch(report)
       } catch (error) {
         if (mode === 'veto') throw error
-        logger.error(error)
+        report(error)
       }
     }
   }

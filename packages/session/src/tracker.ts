@@ -117,14 +117,18 @@ export class SessionTracker<T extends TrackedLog> {
       waiter.resolve()
       return false
     })
-    const logger = this.home.logger(this.logger)
-    for (const listener of this.home.events.dispatch('emit', ['session/durable', tracked.header.id, seq])) {
+    this.announce('session/durable', tracked.header.id, seq)
+  }
+
+  /** Emits `name` to every listener; a failing observer is logged and changes nothing (it cannot undo a write, nor a failure). */
+  private announce(name: 'session/durable' | 'session/write-failed', id: string, detail: unknown): void {
+    const report = (error: unknown) => this.home.logger(this.logger).error(error)
+    for (const listener of this.home.events.dispatch('emit', [name, id, detail])) {
       try {
-        const result = listener(tracked.header.id, seq)
-        if (result instanceof Promise) result.catch(error => logger.error(error))
+        const result = (listener as (id: string, detail: unknown) => unknown)(id, detail)
+        if (result instanceof Promise) result.catch(report)
       } catch (error) {
-        // A failing observer cannot undo a durable write.
-        logger.error(error)
+        report(error)
       }
     }
   }
@@ -135,8 +139,18 @@ export class SessionTracker<T extends TrackedLog> {
     tracked.reserved = undefined
     tracked.writer = new SessionWriteBehind({
       maxDelayMs: this.maxDelayMs,
-      // A batch taken before the log was abandoned is dropped, not written.
-      write: batch => this.serial(session.id, () => (this.tracked.get(session.id) === tracked ? store(batch) : Promise.reject(abandoned(session.id)))),
+      write: batch =>
+        this.serial(session.id, async () => {
+          // A batch taken before the log was abandoned is dropped, not written.
+          if (this.tracked.get(session.id) !== tracked) throw abandoned(session.id)
+          try {
+            await store(batch)
+          } catch (error) {
+            // Whoever runs the session decides whether it goes on (the batch stays queued).
+            this.announce('session/write-failed', session.id, error)
+            throw error
+          }
+        }),
       reportBackgroundFailure: error =>
         this.home
           .logger(this.logger)
@@ -157,6 +171,7 @@ export class SessionTracker<T extends TrackedLog> {
     const tracked = this.tracked.get(session.id)
     if (tracked?.owner === session) await tracked.writer!.flush()
   }
+
 
   /** A live session was disposed: its last events are written, then `forget` drops it. */
   async detach(session: Session, forget: (id: string, tracked: T) => unknown): Promise<void> {

@@ -21,7 +21,7 @@ const ignore = () => {}
 /**
  * Batches one live session's events before they are written durably.
  *
- * * `enqueue` stores a copy. The first event into an empty queue starts one timer; later events do
+ * * `enqueue` stores a copy (a frozen event, as a Session's are deep-frozen, is kept as it is). The first event into an empty queue starts one timer; later events do
  *   not move the deadline.
  * * At the deadline the whole queue is written as one background batch; if a write is still running,
  *   the expiry is remembered and the next batch starts as soon as that write finishes.
@@ -67,7 +67,8 @@ export class SessionWriteBehind {
       throw new Error(`SessionWriteBehind is closed: cannot enqueue event ${event.type} (seq ${event.seq})`)
     }
     const wasEmpty = this.#queue.length === 0
-    this.#queue.push(structuredClone(event))
+    // A Session's events are deep-frozen as they are appended: nothing can change them, so no copy.
+    this.#queue.push(Object.isFrozen(event) ? event : structuredClone(event))
     // A running flush writes everything enqueued before it finishes.
     if (this.#barrier) return
     if (this.#paused) {

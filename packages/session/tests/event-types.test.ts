@@ -15,6 +15,7 @@ const TYPES: Record<SessionEventType, true> = {
   'tool/result': true,
   'request/header': true,
   'request/context': true,
+  'agent/route': true,
   'request/retry': true,
   'compaction/start': true,
   'compaction/summary': true,

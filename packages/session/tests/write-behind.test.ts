@@ -366,6 +366,20 @@ describe('SessionWriteBehind enqueue and close', () => {
     expect(batches[0]![0]).not.toBe(event)
   })
 
+  it("keeps a frozen event (a session's, deep-frozen) as it is, without a copy", async () => {
+    const batches: SessionEvent[][] = []
+    const wb = new SessionWriteBehind({
+      write: async batch => {
+        batches.push([...batch])
+      },
+      reportBackgroundFailure: () => {},
+    })
+    const event = Object.freeze({ type: 'turn/start' as const, seq: 0, time: 0, data: Object.freeze({ turn: 1 }) })
+    wb.enqueue(event)
+    await wb.flush()
+    expect(batches[0]![0]).toBe(event)
+  })
+
   it('close() flushes pending events, then enqueue throws a clear error', async () => {
     const h = harness(200)
     h.wb.enqueue(ev(0))

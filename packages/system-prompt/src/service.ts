@@ -242,6 +242,15 @@ export class SystemPrompt extends Service {
   }
 
   /**
+   * The next assembly for `scope` starts a new stability baseline: a change its
+   * owner announces (an agent's route switch changes `{{model}}`) did not happen
+   * on its own, and is not reported as an instability.
+   */
+  rebaseStability(scope: object): void {
+    this.stability.forget(scope)
+  }
+
+  /**
    * Sets the stability check's mode while the caller's fiber lives, then restores
    * the previous one: `loom dev` turns it to `error`, so an unstable plugin fails
    * its turn with the culprit named instead of quietly costing cache hits.

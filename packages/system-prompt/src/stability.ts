@@ -66,6 +66,11 @@ export class StabilityCheck {
     this.version++
   }
 
+  /** The next assembly of `scope` starts a new baseline: what changed before it was announced, not on its own. */
+  forget(scope: ScopeKey): void {
+    this.scoped.delete(scope)
+  }
+
   /** Compares `assembly` with the previous assembly of `scope` (then remembers it); returns what changed on its own. */
   check(scope: ScopeKey | undefined, assembly: PromptAssembly): Instability[] {
     const previous = scope === undefined ? this.unscoped : this.scoped.get(scope)

@@ -5,7 +5,7 @@ import type { ApprovalAnswer, ApprovalRequest, Approver, ToolDecision, ToolRunCo
 export type Ask = { reason?: string; rule?: string; unattended?: Unattended }
 
 /** What the question shows about the tool itself (see `ApprovalRequest`). */
-export type ToolFacts = Pick<ApprovalRequest, 'effects' | 'origin' | 'destructive'>
+export type ToolFacts = Pick<ApprovalRequest, 'effects' | 'origin' | 'destructive' | 'writes'>
 
 /** How an `ask` was settled; `aborted` when the call was aborted while the approver was asked. */
 export type AskOutcome = Extract<ToolDecision, { policy: 'ask' }> | 'aborted'

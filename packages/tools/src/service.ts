@@ -312,7 +312,7 @@ export class ToolRuntime extends Service {
       available: () => this.schemas(scope).map(schema => schema.name),
       preExecute: async exec =>
         (await this.guard(exec, scope)) ?? this.chain(target, 'tools/pre-execute', [exec], async (): Promise<PreToolDecision> => DEFAULT_DECISION),
-      settleAsk: (exec, ask) => this.approvals.settle(exec, ask, this.aboutTool(exec, scope)),
+      settleAsk: async (exec, ask) => this.approvals.settle(exec, ask, await this.aboutTool(exec, scope)),
       execute: (exec, inner) => this.chain(target, 'tools/execute', [exec], inner),
       postExecute: (exec, result) => this.chain(target, 'tools/post-execute', [exec, result], async (): Promise<PostToolDecision> => ({ kind: 'accept' })),
       emitResult: (exec, result) => this.notify(target, 'tools/result', [exec, result]),
@@ -361,15 +361,22 @@ export class ToolRuntime extends Service {
     return need && { kind: 'ask', ...need }
   }
 
-  /** What an approval question shows about the tool besides the call: its effects, who acts, whether it may destroy data. */
-  private aboutTool(exec: ToolRunContext, scope: ScopeKey | undefined): ToolFacts {
+  /** What an approval question shows about the tool besides the call: its effects, who acts, whether it may destroy data, where it writes. */
+  private async aboutTool(exec: ToolRunContext, scope: ScopeKey | undefined): Promise<ToolFacts> {
     const tool = this.lookup(exec.name, scope)
     if (!tool) return {}
     const effects = effectsOfCall(tool, exec)
+    let writes: readonly string[] | undefined
+    try {
+      writes = tool.writes && tool.validate(exec.arguments) ? await tool.writes(exec.arguments, exec) : undefined
+    } catch {
+      // A target it cannot resolve is refused by the body itself; the question goes without it.
+    }
     return {
       ...(effects && { effects }),
       ...(tool.origin !== undefined && { origin: tool.origin }),
       ...(tool.destructive !== undefined && { destructive: tool.destructive }),
+      ...(writes?.length && { writes }),
     }
   }
 

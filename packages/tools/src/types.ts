@@ -145,6 +145,8 @@ export interface ApprovalRequest {
   readonly origin?: string
   /** The tool may destroy data. */
   readonly destructive?: boolean
+  /** Where the call would write, as its tool resolves the paths (`ToolDefinition.writes`): a question can show what it changes. */
+  readonly writes?: readonly string[]
   readonly agent?: AgentRef
   /** The calling agent's session id. */
   readonly session?: string

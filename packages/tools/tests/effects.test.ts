@@ -125,3 +125,17 @@ describe('tool effects', () => {
     expect(requests).toHaveLength(2)
   })
 })
+
+describe('the paths a question names', () => {
+  it('a tool that declares writes gives the approver the paths it resolved; one it cannot resolve asks without them', async () => {
+    const h = await host()
+    tool(h, 'save', ['write'], {
+      writes: (args: { inner?: string }) => (args.inner === 'bad' ? Promise.reject(new Error('outside')) : [`/workspace/${args.inner}`]),
+    })
+    h.ctx.on('tools/pre-execute', () => ({ kind: 'ask', reason: 'it writes' }))
+    const requests = await approver(h, { kind: 'deny' })
+    await h.run('save', { inner: 'notes.txt' })
+    await h.run('save', { inner: 'bad' })
+    expect(requests.map(request => request.writes)).toEqual([['/workspace/notes.txt'], undefined])
+  })
+})

@@ -274,7 +274,7 @@ describe('request', () => {
     expect(adapter.providerRetryPolicy('anthropic')).toEqual({
       mode: 'normal',
       maxRetries: 3,
-      retryableCodes: ['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK'],
+      retryableCodes: ['RATE_LIMIT', 'SERVER', 'SERVICE_UNAVAILABLE', 'TIMEOUT', 'NETWORK', 'UNREACHABLE'],
       initialDelayMs: 500,
       maxDelayMs: 10_000,
       jitterRatio: 0.1,
@@ -774,7 +774,7 @@ describe('errors', () => {
     // A refused connection carries no key either.
     const closed = adapterFor({ url: 'http://127.0.0.1:9', requests: [], close: async () => {} }, { apiKey: secret })
     const refused = await collect(closed)
-    expect(refused.error?.code).toBe('NETWORK')
+    expect(refused.error?.code).toBe('UNREACHABLE')
     expect(refused.error?.message).not.toContain(secret)
   })
 })

@@ -252,7 +252,8 @@ export function mapMessages(messages: readonly Message[], system?: string, reaso
       for (const block of message.content) {
         if (block.type !== 'tool-result') continue
         const text = textOf(block.content)
-        wire.push({ role: 'tool', tool_call_id: block.toolCallId, content: block.isError ? `Error: ${text}` : text })
+        // The wire has no error flag: the text says it, once (a tool error's text already starts with `Error:`).
+        wire.push({ role: 'tool', tool_call_id: block.toolCallId, content: block.isError && !text.startsWith('Error:') ? `Error: ${text}` : text })
       }
       const text = textOf(message.content)
       if (text) wire.push({ role: 'user', content: text })

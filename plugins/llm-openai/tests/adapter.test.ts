@@ -72,6 +72,15 @@ const finishOf = (chunks: StreamChunk[]) => chunks.find(chunk => chunk.type === 
 // ---------------------------------------------------------------------------
 
 describe('request', () => {
+  it('a failed tool result reads `Error: …` once, whether or not its text already says so', () => {
+    const wire = mapMessages([
+      createToolResultMessage({ callId: 'a', content: [{ type: 'text', text: 'Error: ENOENT: no such file' }], isError: true }),
+      createToolResultMessage({ callId: 'b', content: [{ type: 'text', text: 'no such dir' }], isError: true }),
+      createToolResultMessage({ callId: 'c', content: [{ type: 'text', text: 'Error: is only text here' }] }),
+    ])
+    expect(wire.map(message => message.content)).toEqual(['Error: ENOENT: no such file', 'Error: no such dir', 'Error: is only text here'])
+  })
+
   it('maps messages, tools and call options onto the chat-completions body', async () => {
     const server = await serve(['success'])
     const messages: Message[] = [
@@ -356,12 +365,13 @@ describe('errors', () => {
     expect(error?.message).toContain('100 ms')
   })
 
-  it('an unreachable server → NETWORK', async () => {
+  it('a server that is gone (connection refused) → UNREACHABLE, naming its address and the baseUrl to check', async () => {
     const server = await serve([])
     await server.close()
     const { error } = await collect(adapterFor(server))
-    expect(error?.code).toBe('NETWORK')
-    expect(error?.message).toMatch(/connection failed/)
+    expect(error?.code).toBe('UNREACHABLE')
+    expect(error?.message).toContain(`cannot reach ${new URL(server.url).origin}: connection refused (ECONNREFUSED)`)
+    expect(error?.message).toContain("check the route's baseUrl")
   })
 
   it('401 names the route and the variable the key came from, never the key', async () => {

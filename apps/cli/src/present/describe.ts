@@ -1,17 +1,12 @@
 // Readable summaries of what happened in a session: one-line tool calls and
 // results for the live stream, and the whole transcript for `loom sessions show`.
 import type { AssistantMessage, ContentBlock, LlmCallConfig, ToolResultMessage, ToolSchema, UserMessage } from '@loom/llm'
-import type {
-  AgentCancelCause,
-  PluginDrift,
-  RequestHeader,
-  RequestHeaderChanges,
-  SessionEvent,
-  SessionEventMap,
-  SessionHeader,
-  TurnEndReason,
-} from '@loom/session'
+import type { RequestHeader, SessionEvent, SessionHeader } from '@loom/session'
+import { describeDrift, describeHeaderChanges, describeReason, describeRetry, describeRouteSwitch } from '@loom/session'
 import { clip } from './term.ts'
+
+/** How a turn ended, a retry, plugin drift and a header change, in words: shared with the inspector, in @loom/session. */
+export { describeDrift, describeHeaderChanges, describeReason, describeRetry }
 
 /** The text of content blocks (tool results nest theirs). */
 export function blockText(blocks: readonly ContentBlock[]): string {
@@ -76,43 +71,6 @@ export function describeResult(message: ToolResultMessage): { ok: boolean; summa
   return { ok: true, summary: `${lines.length} lines` }
 }
 
-export function describeReason(reason: TurnEndReason): string {
-  switch (reason.kind) {
-    case 'error':
-      return `error: ${reason.error.code}: ${reason.error.message}`
-    case 'aborted':
-      return `aborted (${describeCause(reason.reason)})`
-    case 'limit':
-      return `stopped at the ${describeLimit(reason)}`
-    default:
-      return reason.kind
-  }
-}
-
-function describeCause(cause: AgentCancelCause): string {
-  if (cause.kind === 'hook') return `hook: ${cause.reason}`
-  if (cause.kind === 'uncaught') return `${cause.plugin === undefined ? 'an internal error' : `an uncaught error of plugin "${cause.plugin}"`}: ${cause.error}`
-  return cause.kind
-}
-
-/** `limit of 50 steps per turn (50 used)`, `limit of $0.50 per turn ($0.52 used)`. */
-function describeLimit(reason: Extract<TurnEndReason, { kind: 'limit' }>): string {
-  switch (reason.limit) {
-    case 'max-steps':
-      return `limit of ${reason.max} model requests per turn (--max-steps)`
-    case 'max-input-tokens':
-      return `limit of ${reason.max} input tokens per turn (${reason.used} used; --max-input-tokens)`
-    case 'max-cost-usd':
-      return `limit of $${reason.max} per turn ($${reason.used.toFixed(4)} used; --max-cost)`
-  }
-}
-
-/** `retrying in 2 s: deepseek: HTTP 429: … (retry 1 of 5)` */
-export function describeRetry(retry: SessionEventMap['request/retry']): string {
-  const wait = retry.delayMs >= 1000 ? `${(retry.delayMs / 1000).toFixed(retry.delayMs % 1000 ? 1 : 0)} s` : `${retry.delayMs} ms`
-  return `retrying in ${wait}: ${retry.failure.message} (retry ${retry.retry}${retry.maxRetries !== undefined ? ` of ${retry.maxRetries}` : ''})`
-}
-
 function oneLine(text: string): string {
   return text.replace(/\s*\n\s*/g, ' ⏎ ')
 }
@@ -132,42 +90,6 @@ function toolNames(tools: readonly ToolSchema[] | undefined): string {
 /** A header as the transcript introduces it: route, system text size, tools. */
 export function headerSummary(header: RequestHeader): string {
   return `${route(header.config)} · system ${(header.system ?? '').length} chars · ${(header.tools ?? []).length} tools: ${toolNames(header.tools)}`
-}
-
-/** `added @loom/web-fetch 0.1.0; removed @loom/mcp 0.1.0; upgraded @loom/tool-fs 0.1.0 → 0.2.0; edited greeter (source 3f2a1b9c04d2 → 9c8d7e11aa00)` */
-export function describeDrift({ added, removed, upgraded, changed = [] }: PluginDrift): string {
-  const at = (version: string | undefined) => version ?? '(version unknown)'
-  return [
-    ...added.map(plugin => `added ${plugin.name} ${at(plugin.version)}`),
-    ...removed.map(plugin => `removed ${plugin.name} ${at(plugin.version)}`),
-    ...upgraded.map(plugin => `upgraded ${plugin.name} ${at(plugin.from)} → ${at(plugin.to)}`),
-    ...changed.map(
-      plugin => `edited ${plugin.name}${plugin.version ? ` ${plugin.version}` : ''} (source ${plugin.from.slice(0, 12)} → ${plugin.to.slice(0, 12)})`,
-    ),
-  ].join('; ')
-}
-
-/**
- * The attribution of a `change` header in words: `request header changed (section
- * "greeter:one" of plugin "greeter" changed; first difference at byte 1234)`; a
- * resumed one's names the plugins that drifted first.
- */
-export function describeHeaderChanges(changes: RequestHeaderChanges, drift?: PluginDrift): string {
-  const parts = [
-    ...(drift ? [`other plugins than before: ${describeDrift(drift)}`] : []),
-    ...changes.sections.map(
-      entry =>
-        `section "${entry.name}" of plugin "${entry.owner}" ${entry.byBudget ? (entry.change === 'removed' ? 'left out by the prompt budgets' : 'back within the prompt budgets') : entry.change}`,
-    ),
-    ...(changes.resized ?? []).map(
-      entry =>
-        `section "${entry.name}" of plugin "${entry.owner}" ${entry.toChars > entry.fromChars ? 'grew' : 'shrank'} from ${entry.fromChars} to ${entry.toChars} characters`,
-    ),
-    ...changes.tools.map(entry => `tool "${entry.name}" of plugin "${entry.owner}" ${entry.change}`),
-    ...(changes.config.length ? [`config ${changes.config.map(key => `"${key}"`).join(', ')} changed`] : []),
-    ...(changes.firstDifference !== undefined ? [`first difference at byte ${changes.firstDifference}`] : []),
-  ]
-  return `request header changed (${parts.join('; ') || 'no attribution'})`
 }
 
 export interface TranscriptOptions {
@@ -223,6 +145,9 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
         out.push(`[model] ${provider}/${model}${contextWindow ? ` · context window ${contextWindow}` : ''}`)
         break
       }
+      case 'agent/route':
+        out.push(`[route] ${describeRouteSwitch(event.data)}`)
+        break
       case 'user/message': {
         const message = event.data
         const text = blockText(message.content)
@@ -233,6 +158,18 @@ export function transcript(header: SessionHeader, events: readonly SessionEvent[
       case 'request/retry':
         out.push(`[retry] ${describeRetry(event.data)}`)
         break
+      case 'approval/requested': {
+        const { tool, preview, reason, unattended, deadlineMs, agent } = event.data
+        const who = agent === undefined ? '' : ` (subagent ${agent})`
+        out.push(`[approval asked] ${tool}${who}: ${clip(preview, 160)}${reason ? ` · ${reason}` : ''} · unanswered in ${deadlineMs / 1000} s: ${unattended}`)
+        break
+      }
+      case 'approval/answered': {
+        const { decision, source, by, note } = event.data
+        const answer = decision === 'allow-session' ? 'allow for the session' : decision
+        out.push(`[approval answered] ${answer}, ${source === 'deadline' ? 'at the deadline' : `by ${by ?? 'a client'}`}${note ? `: ${note}` : ''}`)
+        break
+      }
       case 'assistant/message': {
         const { message, interrupted } = event.data
         const reasoning = message.content.flatMap(block => (block.type === 'reasoning' ? [block.text] : [])).join('\n')

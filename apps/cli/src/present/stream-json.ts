@@ -6,7 +6,7 @@ import type { SessionEventMap } from '@loom/session'
 import type { TurnResult } from '../runner.ts'
 import { assistantText, parseArguments, resultOf } from './describe.ts'
 import type { Io } from './term.ts'
-import type { RunReport, TurnView } from './turn.ts'
+import type { RunReport, TurnView } from './turn-view.ts'
 
 /** Bumped when a line changes incompatibly; adding a field or a line type is compatible. */
 export const STREAM_JSON_VERSION = 1

@@ -1,10 +1,13 @@
 // Terminal output: colors and a spinner only on a TTY; plain text otherwise;
 // never a known secret.
 import { hostSecretValues } from '@loom/secrets'
+import { clipToWidth } from './width.ts'
 
 export interface Stream {
   write(text: string): unknown
   isTTY?: boolean
+  /** The terminal's width, when it is one. */
+  columns?: number
 }
 
 export interface Io {
@@ -47,6 +50,7 @@ export class Spinner {
   private timer: NodeJS.Timeout | undefined
   private frame = 0
   private label = ''
+  private detail = ''
   private since = 0
 
   constructor(stream: Stream, enabled = Boolean(stream.isTTY)) {
@@ -65,6 +69,11 @@ export class Spinner {
     this.timer.unref()
   }
 
+  /** Shown dimmed after the label and time (the conversation's status), until set again. */
+  setDetail(detail: string | undefined): void {
+    this.detail = detail ?? ''
+  }
+
   /** Clears the spinner line; call before writing anything else to the terminal. */
   stop(): void {
     if (!this.timer) return
@@ -75,7 +84,9 @@ export class Spinner {
 
   private draw() {
     const seconds = Math.floor((Date.now() - this.since) / 1000)
-    this.stream.write(`\r\x1b[K${FRAMES[this.frame++ % FRAMES.length]} ${this.label}${seconds ? ` \x1b[2m${seconds}s\x1b[22m` : ''}`)
+    const line = `${FRAMES[this.frame++ % FRAMES.length]} ${this.label}${seconds ? ` \x1b[2m${seconds}s\x1b[22m` : ''}${this.detail ? `\x1b[2m · ${this.detail}\x1b[22m` : ''}`
+    // One row: a wrapped spinner line could not be cleared by the next frame.
+    this.stream.write(`\r\x1b[K${clipToWidth(line, (this.stream.columns ?? 80) - 1)}`)
   }
 }
 

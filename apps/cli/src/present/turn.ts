@@ -4,42 +4,15 @@
 // waits; then the answer if nothing streamed, and the footer on stderr. With
 // `--json`, only the report at the end; with `--output stream-json`, one JSON
 // line per thing that happened (stream-json.ts). Both live views read the turn
-// through `readTurn`, so they show the same things at the same moments.
-import type { TokenUsage } from '@loom/llm'
-import type { PluginDrift, RequestHeaderChanges, SessionEvent, SessionEventMap, TurnEndReason } from '@loom/session'
-import { usageCost, type CachePrices } from '@loom/session'
+// through `readTurn` (turn-view.ts), so they show the same things at the same moments.
+import type { PluginDrift, RequestHeaderChanges, SessionEventMap } from '@loom/session'
 import type { TurnResult, TurnWatcher } from '../runner.ts'
-import { assistantText, describeCall, describeHeaderChanges, describeReason, describeResult, describeRetry, parseArguments, resultOf } from './describe.ts'
+import { describeCall, describeHeaderChanges, describeReason, describeResult, describeRetry, parseArguments } from './describe.ts'
 import { editDiff } from './diff.ts'
-import { DurableOutput } from './durable.ts'
 import { MarkdownStream, renderMarkdown } from './markdown.ts'
 import { StreamJsonTurn } from './stream-json.ts'
 import { Spinner, styler, type Io } from './term.ts'
-
-export interface ToolCallReport {
-  id: string
-  name: string
-  arguments: unknown
-  isError: boolean | null
-  result: string | null
-  errorCode?: string
-}
-
-/** What `loom run --json` prints. */
-export interface RunReport {
-  sessionId: string
-  status: TurnEndReason['kind'] | 'not-started'
-  reason: unknown
-  text: string
-  toolCalls: ToolCallReport[]
-  usage: Required<TokenUsage>
-  /** Cache reads over all input tokens, as the provider reported them; null without usage. */
-  cacheHitShare: number | null
-  /** Estimated US dollars at the model's prices (an upper bound where off-peak hours bill less); null when its price is unknown. */
-  costUsd: number | null
-  provider: string
-  model: string
-}
+import { readTurn, runReport, type RunReport, type TurnView } from './turn-view.ts'
 
 export type OutputFormat = 'text' | 'stream-json'
 
@@ -51,118 +24,48 @@ export interface TurnFlags {
   showReasoning?: boolean
   /** Asks are answered at this terminal, whose question shows an edit's diff (the result does not show it again). */
   asksAtTerminal?: boolean
+  /** A status shown with the spinner (the conversation's: route, context, cost), asked for again at each step. */
+  status?: () => string | undefined
+  /** Receives the live view's controls while the turn runs (the conversation prints its notes through them). */
+  control?: (control: TurnControl) => void
+}
+
+/** What a conversation may do to the live view of a running turn. */
+export interface TurnControl {
+  /** Prints `text` on stderr under what the turn showed so far: the spinner cleared, the text streamed until now shown first. */
+  note(text: string): void
 }
 
 const EXIT_INTERRUPTED = 130
+/** As a writer that SIGPIPE stops: 128 + 13. */
+const EXIT_OUTPUT_CLOSED = 141
 
 /**
  * Runs `turn` with the terminal watching it, then prints how it ended. Resolves
  * to the exit code: 0 when the turn completed, 130 when a stop signal aborted
- * it, else 1.
+ * it, 141 when its output was closed (nothing reads it any more), else 1.
  */
 export async function showTurn(io: Io, flags: TurnFlags, turn: (watch?: TurnWatcher) => Promise<TurnResult>): Promise<number> {
-  const view = flags.json ? undefined : flags.output === 'stream-json' ? new StreamJsonTurn(io) : new LiveTurn(io, flags.asksAtTerminal === true)
+  const view = flags.json ? undefined : flags.output === 'stream-json' ? new StreamJsonTurn(io) : new LiveTurn(io, flags)
+  if (view instanceof LiveTurn) flags.control?.(view)
   const result = await turn(view && readTurn(view, { reasoning: flags.showReasoning === true }))
   const report = runReport(result.sessionId, result, result.events, result.reason, result.prices)
   if (view) view.end(report, result)
   else io.stdout.write(JSON.stringify(report, null, 2) + '\n')
   if (report.status === 'completed') return 0
+  if (outputClosed(result)) return EXIT_OUTPUT_CLOSED
   return result.cancelled && report.status === 'aborted' ? EXIT_INTERRUPTED : 1
 }
 
-/**
- * What a live view of a turn is told, in log order. `readTurn` calls each
- * method when it may be shown: a finished message, a tool result and the end
- * of the turn once their events are on disk (see durable.ts), the rest at once
- * unless something before it still waits.
- */
-export interface TurnView {
-  /** The turn's session is ready: its id and route (the agent's options). */
-  begin(session: { id: string; provider: string | null; model: string | null }): void
-  /** A model request starts. */
-  step(): void
-  /**
-   * The request's system text, tools or config differ from the previous request's
-   * (a reload, a new plugin, a resume on edited plugins): `changes` says whose, and
-   * on a resume `drift` which plugins differ from those the session last ran on.
-   */
-  headerChange(changes: RequestHeaderChanges, drift?: PluginDrift): void
-  text(delta: string): void
-  /** `shown`: reasoning is to be shown (`--show-reasoning`); otherwise a view may only say that the model reasons. */
-  reasoning(delta: string, shown: boolean): void
-  /** A model request is answered and its message is on disk. */
-  message(data: SessionEventMap['assistant/message']): void
-  /** A failed request is retried: what it streamed is not part of the answer. */
-  retry(retry: SessionEventMap['request/retry']): void
-  toolCall(call: SessionEventMap['tool/call']): void
-  /** `name`: the tool of the call this result answers. */
-  toolResult(result: SessionEventMap['tool/result'], name: string): void
-  /** The turn's end is on disk. */
-  turnEnd(data: SessionEventMap['turn/end']): void
-  /** Watching is over (every event is on disk and shown). */
-  stop(): void
-  /** After the turn: how it ended, from its report. */
-  end(report: RunReport, result: TurnResult): void
-}
-
-/** Follows the turn's session through the runner's events and tells `view`, each when it may be shown, until the returned function is called. */
-export function readTurn(view: TurnView, options: { reasoning: boolean }): TurnWatcher {
-  return (ctx, session) => {
-    // What presents something as done waits for the disk (see durable.ts).
-    const shown = new DurableOutput(ctx.get('sessionPersistence') !== undefined)
-    const names = new Map<string, string>()
-    const agent = ctx.agents.get(session.id)
-    view.begin({ id: session.id, provider: agent?.options.provider ?? null, model: agent?.options.model ?? null })
-    const read = (event: SessionEvent) => {
-      switch (event.type) {
-        case 'step/start':
-          return shown.live(() => view.step())
-        case 'request/header': {
-          const { changes, drift } = event.data
-          if (changes) shown.live(() => view.headerChange(changes, drift))
-          return
-        }
-        case 'assistant/chunk': {
-          const { chunk } = event.data
-          if (chunk.type === 'text-delta') shown.live(() => view.text(chunk.text))
-          else if (chunk.type === 'reasoning-delta') shown.live(() => view.reasoning(chunk.text, options.reasoning))
-          return
-        }
-        case 'assistant/message':
-          return shown.done(event.seq, () => view.message(event.data))
-        case 'request/retry':
-          return shown.live(() => view.retry(event.data))
-        case 'tool/call':
-          names.set(event.data.callId, event.data.name)
-          return shown.live(() => view.toolCall(event.data))
-        case 'tool/result': {
-          const name = names.get(event.data.message.content[0].toolCallId) ?? 'tool'
-          return shown.done(event.seq, () => view.toolResult(event.data, name))
-        }
-        case 'turn/end':
-          return shown.done(event.seq, () => view.turnEnd(event.data))
-      }
-    }
-    const stopDurable = ctx.on('session/durable', (id, seq) => {
-      if (id === session.id) shown.durable(seq)
-    })
-    const stopEvents = ctx.on('session/event', (target, event) => {
-      if (target === session) read(event)
-    })
-    return () => {
-      view.stop()
-      stopEvents()
-      stopDurable()
-    }
-  }
-}
+/** The turn stopped because nothing reads its output any more (`loom run … | head -1`). */
+const outputClosed = ({ reason }: TurnResult) => reason?.kind === 'aborted' && reason.reason.kind === 'output-closed'
 
 /**
  * The live view of one turn on the terminal. On a TTY the answer is rendered as
  * markdown a block at a time, hidden reasoning is counted on the spinner, and an
  * edit call shows its diff.
  */
-class LiveTurn implements TurnView {
+class LiveTurn implements TurnView, TurnControl {
   private readonly io: Io
   private readonly out: ReturnType<typeof styler>
   private readonly spinner: Spinner
@@ -178,10 +81,12 @@ class LiveTurn implements TurnView {
   private readonly calls = new Map<string, { name: string; raw: string }>()
 
   private readonly asksAtTerminal: boolean
+  private readonly status: (() => string | undefined) | undefined
 
-  constructor(io: Io, asksAtTerminal: boolean) {
+  constructor(io: Io, flags: TurnFlags) {
     this.io = io
-    this.asksAtTerminal = asksAtTerminal
+    this.asksAtTerminal = flags.asksAtTerminal === true
+    this.status = flags.status
     this.out = styler(io.stdout)
     this.spinner = new Spinner(io.stderr)
     this.markdown = this.out.enabled ? new MarkdownStream(this.out) : undefined
@@ -191,6 +96,7 @@ class LiveTurn implements TurnView {
 
   step() {
     this.reasoned = 0
+    this.spinner.setDetail(this.status?.())
     this.spinner.start('thinking')
   }
 
@@ -256,17 +162,27 @@ class LiveTurn implements TurnView {
     this.spinner.stop()
   }
 
+  note(text: string) {
+    // The answer's unfinished block is shown as far as it came, then the note under it.
+    if (this.markdown) this.write(this.markdown.end())
+    this.spinner.stop()
+    if (!this.atLineStart) this.write('\n')
+    this.io.stderr.write(text + '\n')
+  }
+
   stop() {
     this.spinner.stop()
   }
 
   /** The answer if it did not stream, why a turn that did not complete ended, and the footer. */
-  end(report: RunReport, { reason, error }: TurnResult) {
+  end(report: RunReport, result: TurnResult) {
+    const { reason, error } = result
     if (this.markdown) this.write(this.markdown.end())
     if (!this.atLineStart) this.write('\n')
     if (!this.streamedText && report.text) this.line(this.out.enabled ? renderMarkdown(report.text, this.out) : report.text)
     const err = styler(this.io.stderr)
-    if (report.status !== 'completed') {
+    // Output closed by its reader: the turn stops quietly (the footer names the session it is in).
+    if (report.status !== 'completed' && !outputClosed(result)) {
       const why = reason ? describeReason(reason) : `it did not start${error ? `: ${error}` : ''}`
       this.io.stderr.write(err.red(`loom: the turn ended: ${why}`) + '\n')
     }
@@ -296,59 +212,18 @@ function describeChars(count: number): string {
   return count < 1000 ? `${count} chars` : `${(count / 1000).toFixed(1)}k chars`
 }
 
-/** The turn's events as data: the last answer, the tool calls with their results, usage and cost. */
-export function runReport(
-  sessionId: string,
-  route: { provider: string; model: string },
-  events: readonly SessionEvent[],
-  reason: TurnEndReason | undefined,
-  prices: CachePrices | null = null,
-): RunReport {
-  const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
-  const calls = new Map<string, ToolCallReport>()
-  let text = ''
-  for (const event of events) {
-    if (event.type === 'assistant/message') {
-      const data = event.data
-      const said = assistantText(data.message)
-      if (said.trim()) text = said
-      for (const key of Object.keys(usage) as (keyof TokenUsage)[]) usage[key] += data.usage?.[key] ?? 0
-    } else if (event.type === 'tool/call') {
-      const data = event.data
-      calls.set(data.callId, { id: data.callId, name: data.name, arguments: parseArguments(data.arguments), isError: null, result: null })
-    } else if (event.type === 'tool/result') {
-      const data = event.data
-      const message = data.message
-      const call = calls.get(message.content[0].toolCallId)
-      if (call) {
-        const { text: result, isError } = resultOf(message)
-        call.result = result
-        call.isError = isError
-        if (data.error) call.errorCode = data.error.code
-      }
-    }
-  }
-  const detail = reason?.kind === 'error' ? reason.error : reason?.kind === 'aborted' ? reason.reason : reason?.kind === 'limit' ? reason : null
-  const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
-  const cost = prices && usageCost(usage, prices)
-  return {
-    sessionId,
-    status: reason?.kind ?? 'not-started',
-    reason: detail,
-    text,
-    toolCalls: [...calls.values()],
-    usage,
-    cacheHitShare: input ? usage.cacheReadTokens / input : null,
-    costUsd: cost && cost.input + cost.output,
-    provider: route.provider,
-    model: route.model,
-  }
-}
+/** The route of the offline models (the demo model, a scripted one): they call no provider, so they cost nothing. */
+const OFFLINE_PROVIDER = 'scripted'
 
-/** `8194 in (6144 cached, 75%) / 216 out tokens · ~$0.0012`, or `· unknown price` for a model with none. */
+/**
+ * `8194 in (6144 cached, 75%) / 216 out tokens · ~$0.0012`; `· unknown price` for
+ * a model with none; no cost at all when it is zero or the route is offline.
+ */
 export function describeUsage(report: RunReport): string {
   const { usage } = report
   const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens
   const cached = report.cacheHitShare === null ? '' : ` (${usage.cacheReadTokens} cached, ${Math.round(report.cacheHitShare * 100)}%)`
-  return `${input} in${cached} / ${usage.outputTokens} out tokens · ${report.costUsd === null ? 'unknown price' : `~$${report.costUsd.toFixed(4)}`}`
+  const tokens = `${input} in${cached} / ${usage.outputTokens} out tokens`
+  if (report.costUsd === 0 || (report.costUsd === null && report.provider === OFFLINE_PROVIDER)) return tokens
+  return `${tokens} · ${report.costUsd === null ? 'unknown price' : `~$${report.costUsd.toFixed(4)}`}`
 }

@@ -1,0 +1,97 @@
+// A PostgreSQL outage under a running turn, with no message to notice it. Host
+// A runs a session whose first tool waits for the test (the database goes down
+// meanwhile); when it ends, its result is the first write the store refuses,
+// and that is where A stops the agent: the next tool it had started (a sleep,
+// then a marker file) is stopped before it leaves its mark, no model is called
+// again, and the agent is gone from A. Once the database is back, host B takes
+// the session within A's idle release plus a few seconds (A let its lease go),
+// closes the cut turn as interrupted, and nothing of what A could not store is
+// in the log.
+import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
+import { existsSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { project } from './helpers.ts'
+import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded } from './serve-client.ts'
+
+const TOKEN = 'outage-turn-test-token-0123456789'
+/** `loom serve`'s default `idleReleaseMs`. */
+const IDLE_RELEASE_MS = 5000
+
+const hosts: Host[] = []
+let pg: TestPostgres
+
+describe('loom serve stops a running turn at the first write the store refuses', () => {
+  beforeAll(async () => {
+    pg = await startTestPostgres()
+  }, 180_000)
+
+  afterAll(async () => {
+    for (const host of hosts) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGKILL')
+    await Promise.all(hosts.map(host => host.exited))
+    await pg?.stop()
+  })
+
+  it('no further tool or model call, the agent let go, and the session continues on another host', { timeout: 120_000 }, async () => {
+    const schema = pg.schema()
+    const at = project({ 'README.md': '# outage under a turn\n', 'loom.yml': hostsLayer(schema, 60_000) })
+    const go = join(at.cwd, 'go')
+    const marker = join(at.cwd, 'marker')
+    const onA = [
+      { text: 'Waiting.', toolCalls: [{ name: 'bash', arguments: { command: `while [ ! -e ${go} ]; do sleep 0.05; done` } }] },
+      { text: 'Next.', toolCalls: [{ name: 'bash', arguments: { command: `sleep 3 && touch ${marker}` } }] },
+      'Done on A.',
+    ]
+    const env = (name: string, script: unknown) => ({
+      LOOM_SERVE_TOKEN: TOKEN,
+      LOOM_PG_URL: pg.url,
+      LOOM_TEST_HOST: name,
+      LOOM_TEST_SCRIPT: JSON.stringify(script),
+    })
+    const [a, b] = await Promise.all([startHost('host-a', at, env('host-a', onA)), startHost('host-b', at, env('host-b', ['Answered on B.']))])
+    hosts.push(a, b)
+    const [apiA, apiB] = [a, b].map(host => client(host.url, TOKEN))
+
+    const id = (await apiA.request('POST', '/v1/sessions', { task: 'a long task' })).body.id as string
+    await apiA.events(id, { until: frames => frames.some(frame => frame.event.type === 'tool/call') })
+    await pg.halt()
+    // The waiting tool ends: its result is the first write that fails.
+    writeFileSync(go, '')
+    await eventually(
+      async () => {
+        const health = (await apiA.request('GET', '/healthz', undefined, {})).body
+        return health.agents.open === 0 ? health : undefined
+      },
+      30_000,
+      `host A to give up the session\n${a.stderr()}`,
+    )
+    expect(a.stderr()).toContain(`session ${id}: the store could not take its events`)
+    // Given up while the next tool slept: it never got to leave its mark.
+    expect(existsSync(marker)).toBe(false)
+
+    await pg.restart()
+    const accepted = await eventually(
+      async () => {
+        const reply = await apiB.request('POST', `/v1/sessions/${id}/messages`, { text: 'after the outage' })
+        if (reply.status === 202) return reply
+        // Until B's pool reconnects, or while A's lease is still being let go.
+        expect([409, 503], `${reply.text}\n${b.stderr()}`).toContain(reply.status)
+        await new Promise(resolve => setTimeout(resolve, 200))
+        return undefined
+      },
+      IDLE_RELEASE_MS + 5000,
+      `host B to take session ${id}`,
+    )
+    expect(accepted.body).toMatchObject({ id, mode: 'followup' })
+    await apiB.events(id, { until: turnEnded(2) })
+
+    const { events } = (await apiB.request('GET', `/v1/sessions/${id}`)).body as { events: Frame['event'][] }
+    expect(events.filter(event => event.type === 'turn/end').map(event => event.data.reason.kind)).toEqual(['interrupted', 'completed'])
+    // Nothing A could not store: not the waiting tool's result, not the step after it.
+    const calls = events.filter(event => event.type === 'tool/call').map(event => event.data.arguments as string)
+    expect(calls).toHaveLength(1)
+    expect(calls[0]).toContain('while')
+    expect(JSON.stringify(events)).not.toContain('Next.')
+    expect(existsSync(marker)).toBe(false)
+  })
+})

@@ -1,0 +1,6 @@
+export { AssetStore, assetFiles, PAGE_DIR } from './assets.ts'
+export { bearerToken, createInspector, type InspectorHandler, type InspectorOptions } from './handler.ts'
+export { startInspector, type InspectorServer, type InspectorServerOptions } from './server.ts'
+export { type InspectorSource, isNotFound, type Persistence, persistenceSource, type PersistenceSourceOptions } from './source.ts'
+export { type Clipped, TEXT_LIMIT, type TranscriptItem, transcriptItems } from './transcript.ts'
+export { InspectorViews, type SeriesPoint, type SessionRow, ViewError } from './views.ts'
