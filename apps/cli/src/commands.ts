@@ -88,7 +88,7 @@ export const OPTIONS = {
   },
   'headers-timeout-ms': { type: 'string', value: '<n>', help: "a request's headers must arrive within this, else 408 (default 10000)" },
   'request-timeout-ms': { type: 'string', value: '<n>', help: 'a whole request (headers and body) must arrive within this, else 408 (default 30000)' },
-  continue: { type: 'boolean', short: 'c', help: 'open the conversation on the last session started in this folder' },
+  continue: { type: 'boolean', short: 'c', help: 'open the conversation on the session used last in this folder' },
   list: { type: 'boolean', help: 'list the trusted layers: path, hash, date, and whether the file still matches' },
   revoke: { type: 'boolean', help: 'remove the trust in the layer (default: the loom.yml of this folder)' },
   help: { type: 'boolean', short: 'h', help: "this help; after a command, that command's options and examples" },
@@ -152,7 +152,7 @@ export const COMMANDS = [
     args: [REF],
     summary: 'open the conversation (as `loom` does) on a stored session',
     details:
-      'The session is named by its id, a unique prefix of it, or last: the most recent session started in this folder (`loom -c` opens that one). An ambiguous prefix is an error that lists the sessions it names. Needs a terminal; to script a turn on a session, use loom sessions resume.',
+      'The session is named by its id, a unique prefix of it, or last: the session used last in this folder (`loom -c` opens that one). An ambiguous prefix is an error that lists the sessions it names. Needs a terminal; to script a turn on a session, use loom sessions resume.',
     options: CHAT,
     examples: ['loom resume last', `loom resume ${SESSION.slice(0, 11)}`],
   },
@@ -206,8 +206,7 @@ export const COMMANDS = [
     name: 'sessions resume',
     args: [REF, task('loom sessions resume ID "and now?"')],
     summary: 'a new turn on a stored session (output as for run)',
-    details:
-      'The session is named by its id, a unique prefix of it, or last (the most recent one started in this folder). The task - is read from stdin, all of it.',
+    details: 'The session is named by its id, a unique prefix of it, or last (the one used last in this folder). The task - is read from stdin, all of it.',
     options: TURN,
     examples: [`loom sessions resume ${SESSION} "and now the tests"`, 'loom sessions resume last - < next-task.txt'],
   },
@@ -345,7 +344,7 @@ export const CONVERSATION = {
   args: [],
   summary: 'a conversation with the agent in the current directory, on a terminal: one session, a turn per line',
   details:
-    'Each line typed runs a turn, streamed as loom run streams it, with its tokens and cost after it. Ctrl-C cancels the running turn and returns to the prompt; Ctrl-C or Ctrl-D at an empty prompt quits. Type /help for the slash commands (/prompt, /manifest, /stats, /sessions, /new, /resume, /model, /compact, /quit). -c opens the last session started in this folder; loom resume opens a stored one. Without a terminal, loom prints this help.',
+    'Each message typed runs a turn, streamed as loom run streams it, with its tokens and cost after it; a status line above the prompt shows the route, the context used, cache hits and cost. Enter sends; a trailing \\, Shift+Enter or a paste makes a message of several lines; Tab completes commands and paths; @path attaches a file. Ctrl-C or Esc cancels the running turn and returns to the prompt (Ctrl-C twice quits); Ctrl-C or Ctrl-D at an empty prompt quits. Type /help for the slash commands (/prompt, /manifest, /stats, /sessions, /new, /resume, /model, /provider, /compact, /quit). -c opens the session used last in this folder; loom resume opens a stored one. Without a terminal, loom prints this help.',
   options: [...CHAT, 'continue'],
   examples: ['loom', 'loom -c', 'loom --model deepseek-pro'],
 } as const satisfies CommandSpec

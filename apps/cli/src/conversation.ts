@@ -96,10 +96,14 @@ export async function converse(options: ConversationOptions): Promise<number> {
       out.dim(` · ${route.provider}/${route.model} · /help lists the commands`),
   )
 
-  /** The status line: the route, the context's fill, cache hits and cost of this session so far. */
-  const status = () => {
-    const prices = (provider: string, model: string) => runner().prices(provider, model)
-    return describeStatus(sessionStatus(agent?.session.events ?? [], route, prices))
+  /** The status line: the route, the context's fill, cache hits and cost of this session so far; none while there is no runner (`loom dev`). */
+  const status = (): string | undefined => {
+    try {
+      const prices = (provider: string, model: string) => runner().prices(provider, model)
+      return describeStatus(sessionStatus(agent?.session.events ?? [], route, prices))
+    } catch {
+      return undefined
+    }
   }
 
   // The keyboard, for the whole conversation (released when it quits, so a later Ctrl-C is a signal again).
@@ -138,38 +142,46 @@ export async function converse(options: ConversationOptions): Promise<number> {
     quit.abort()
   }
 
-  /** A line on stderr under the running turn's output (its spinner cleared, its text so far shown first). */
+  /** A line on stderr under the running turn's output (its spinner cleared, its text so far shown first), or under an open question. */
   const note = (text: string) => {
     const styled = styler(io.stderr).yellow(text)
-    if (busy?.control) busy.control.note(styled)
-    else io.stderr.write((options.asking?.asking ? '\n' : '') + styled + '\n')
+    // A question holds the turn's output, and leaves the cursor on its line.
+    if (options.asking?.asking) io.stderr.write(`\n${styled}\n`)
+    else if (busy?.control) busy.control.note(styled)
+    else io.stderr.write(styled + '\n')
   }
   const cancelTurn = (why: string) => {
     busy!.cancelled = true
     note(`loom: cancelling the turn (${why})`)
     runner().cancel()
   }
-  /** Ctrl-C, as a key or as SIGINT: cancels the running turn; again within a second, or while it is cancelled, quits. */
-  const ctrlC = (): 'handled' | 'exit' => {
+  /**
+   * Ctrl-C: cancels the running turn; again while it is cancelled quits (130),
+   * as does a key again within a second (a signal may come twice through a
+   * launcher, so only keys count so); when nothing runs, it quits (0).
+   */
+  const ctrlC = (from: 'key' | 'signal'): 'handled' | 'exit' => {
     // The turn being closed for a quit did not end: nothing is left to wait for.
     if (quit.signal.aborted) return 'exit'
     const now = Date.now()
-    const again = now - cancelledAt < QUIT_WINDOW_MS
+    const again = from === 'key' && now - cancelledAt < QUIT_WINDOW_MS
     if (busy && !busy.cancelled && !again) {
       cancelledAt = now
       cancelTurn('Ctrl-C again to quit')
     } else requestQuit(busy || again ? 130 : 0)
     return 'handled'
   }
+  /** What was typed while a turn ran: the next prompt starts with it. */
+  let typedAhead = ''
   const stopKeys = keys?.on(key => {
     if (!busy) return false
-    if (key.name === 'ctrl-c') ctrlC()
+    if (key.name === 'ctrl-c') ctrlC('key')
     else if (key.name === 'escape' && !busy.cancelled) cancelTurn('Esc')
-    // Other keys while a turn runs are not for anyone.
+    else if (key.name === 'text' || key.name === 'paste') typedAhead += key.text
     return true
   })
   options.onInterrupt?.(signal => {
-    if (signal === 'SIGINT') return ctrlC()
+    if (signal === 'SIGINT') return ctrlC('signal')
     // Any other signal ends the conversation: the running turn is closed first.
     requestQuit(exitCode)
     return 'stopping'
@@ -183,6 +195,8 @@ export async function converse(options: ConversationOptions): Promise<number> {
 
   const whileBusy = async <T>(work: () => Promise<T>): Promise<T> => {
     busy = { cancelled: false }
+    // A Ctrl-C pairs only with one that cancelled this work.
+    cancelledAt = Number.NEGATIVE_INFINITY
     try {
       return await work()
     } finally {
@@ -208,14 +222,22 @@ export async function converse(options: ConversationOptions): Promise<number> {
     ? {
         stdout: {
           isTTY: io.stdout.isTTY,
-          columns: io.stdout.columns,
+          get columns() {
+            return io.stdout.columns
+          },
           write: (text: string) => {
             if (!asking.asking) return io.stdout.write(text)
             held += text
             return true
           },
         },
-        stderr: { isTTY: io.stderr.isTTY, columns: io.stderr.columns, write: (text: string) => asking.asking || io.stderr.write(text) },
+        stderr: {
+          isTTY: io.stderr.isTTY,
+          get columns() {
+            return io.stderr.columns
+          },
+          write: (text: string) => asking.asking || io.stderr.write(text),
+        },
       }
     : io
 
@@ -334,7 +356,9 @@ export async function converse(options: ConversationOptions): Promise<number> {
   /** The next message: typed at the prompt on a terminal, else a line of input; undefined to quit. */
   const ask = async (): Promise<string | undefined> => {
     if (prompt) {
-      const result = await prompt.read({ status: out.dim(status()), signal: quit.signal })
+      const line = status()
+      const result = await prompt.read({ status: line === undefined ? undefined : out.dim(line), text: typedAhead, signal: quit.signal })
+      typedAhead = ''
       if (result.kind === 'line') {
         history!.add(result.text)
         return result.text

@@ -35,7 +35,7 @@ export interface Parsed {
   step?: number
   /** `prompt --diff A [B]`: the first side of the comparison. */
   diff?: string
-  /** `loom -c`: the conversation continues the last session started here. */
+  /** `loom -c`: the conversation continues the session used last here. */
   continue: boolean
   /** `trust --list`, `trust --revoke`. */
   list: boolean

@@ -6,8 +6,7 @@ import SystemPrompt from '@loom/system-prompt'
 import ToolRuntime, { defineTool } from '@loom/tools'
 import * as Permissions from '@loom/permissions'
 import * as ToolFs from '@loom/tool-fs'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { PassThrough, Readable } from 'node:stream'
 import { answerOf, type Asking, DENIAL_NOTES, HeadlessApprover, headlessApprover, provideApprover, TerminalApprover } from '../src/approve.ts'
@@ -164,7 +163,7 @@ describe('loom run --approve with @loom/permissions', () => {
 describe('a protected path at the terminal', () => {
   /** tool-fs in a workspace whose loom.yml is protected, the default bundle's permissions (write asks), and the terminal approver answering `answer`. */
   async function terminal(answer: string) {
-    const workspace = mkdtempSync(join(tmpdir(), 'loom-terminal-protect-'))
+    const workspace = project().cwd
     writeFileSync(join(workspace, 'loom.yml'), '[]\n')
     const root = new Context()
     await root.plugin(SystemPrompt)
@@ -201,8 +200,7 @@ describe('a protected path at the terminal', () => {
 describe('the terminal approver', () => {
   /** tool-fs in a workspace with `files`, writes asked about, and the terminal approver on `input`; `shown()` is what it wrote. */
   async function asking(input: NodeJS.ReadableStream, files: Record<string, string> = {}, asking: Asking = { asking: false }) {
-    const workspace = mkdtempSync(join(tmpdir(), 'loom-terminal-ask-'))
-    for (const [path, text] of Object.entries(files)) writeFileSync(join(workspace, path), text)
+    const workspace = project(files).cwd
     const root = new Context()
     await root.plugin(SystemPrompt)
     await root.plugin(ToolRuntime, { denyRead: [join(workspace, 'secret.txt')] } as never)

@@ -167,6 +167,8 @@ describe.skipIf(!TMUX)('loom on a terminal (tmux; CI installs it)', () => {
     await terminal.waitFor(/\[n\] deny: $/m)
     terminal.send('C-c')
     let screen = await terminal.waitFor(/the turn ended: aborted.*\n.*session \S+ ·/)
+    // The note starts under the question's line.
+    expect(screen).toMatch(/\[n\] deny: \nloom: cancelling the turn \(Ctrl-C again to quit\)\n/)
     await terminal.prompt(screen.indexOf('the turn ended'))
     terminal.line('and now?')
     screen = await terminal.waitFor(/^> and now\?\nDone\.\n.*session \S+ ·/m)

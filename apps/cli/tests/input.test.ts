@@ -2,11 +2,11 @@
 // a message, completion, the history file, `@path` attachments, the status line,
 // and the prompt driven by keys written to a stand-in terminal.
 import type { SessionEvent } from '@loom/session'
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync as makeTemporary, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { attachMentions, mentions } from '../src/input/attach.ts'
 import { complete, sharedPrefix } from '../src/input/complete.ts'
 import { historyFile, InputHistory, projectFolder } from '../src/input/history.ts'
@@ -17,6 +17,17 @@ import { writePreview } from '../src/present/diff.ts'
 import { styler } from '../src/present/term.ts'
 import { describeStatus, sessionStatus } from '../src/present/status.ts'
 import { clipToWidth, displayWidth } from '../src/present/width.ts'
+
+/** Temporary folders of this file, removed after it. */
+const temporary: string[] = []
+afterAll(() => {
+  for (const folder of temporary.splice(0)) rmSync(folder, { recursive: true, force: true })
+})
+const mkdtempSync = (prefix: string) => {
+  const folder = makeTemporary(prefix)
+  temporary.push(folder)
+  return folder
+}
 
 const names = (decoder: KeyDecoder, chunk: string) => decoder.push(chunk).map(key => (key.text === undefined ? key.name : `${key.name}:${key.text}`))
 
@@ -187,12 +198,12 @@ describe('the input history', () => {
   })
 
   it('a history that cannot be written stays in memory', () => {
+    // Its folder's place is taken by a file: no one, not even root, can create it.
     const dir = mkdtempSync(join(tmpdir(), 'loom-history-'))
-    chmodSync(dir, 0o500)
-    const history = new InputHistory(join(dir, 'sub', 'h.jsonl'))
+    writeFileSync(join(dir, 'history'), '')
+    const history = new InputHistory(join(dir, 'history', 'h.jsonl'))
     history.add('kept anyway')
     expect(history.list()).toEqual(['kept anyway'])
-    chmodSync(dir, 0o700)
   })
 })
 

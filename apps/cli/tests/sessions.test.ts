@@ -217,7 +217,12 @@ describe('loom sessions', () => {
     expect((await loom(['sessions', 'show', id.slice(0, -2)], at)).stdout).toBe(byId)
     const last = await loom(['sessions', 'stats', 'last', '--json'], at)
     expect(last.code, last.stderr).toBe(0)
-    expect(JSON.parse(last.stdout).id).toBe(JSON.parse((await loom(['sessions', 'list', '--json'], at)).stdout).at(-1).id)
+    // `last` is the session of this folder used most recently (its last event), as for `loom -c`.
+    const used = sessionFiles(home)
+      .map(file => ({ header: JSON.parse(readFileSync(file, 'utf8').split('\n')[0]), time: (events(file).at(-1) as { time?: number } | undefined)?.time ?? 0 }))
+      .filter(({ header }) => header.cwd === cwd && header.origin !== 'subagent')
+      .sort((a, b) => b.time - a.time)
+    expect(JSON.parse(last.stdout).id).toBe(used[0].header.id)
     expect((await loom(['sessions', 'verify', 'last'], at)).code).toBe(0)
     expect(JSON.parse((await loom(['sessions', 'manifest', 'last', '--json'], at)).stdout).id).toBe(JSON.parse(last.stdout).id)
   })

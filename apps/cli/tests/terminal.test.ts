@@ -146,10 +146,14 @@ describe.skipIf(!TMUX)('the conversation at a terminal (tmux)', () => {
 
     terminal.line('stream slowly once more')
     await terminal.waitFor(/^> stream slowly once more\n.*writing( \d+s)? · fixture\/fixture-1/m)
+    // Typed while the turn runs: not shown over it, and waiting at the next prompt.
+    terminal.send('-l', 'next idea')
     terminal.send('Escape')
     screen = await terminal.waitFor(
       /^> stream slowly once more\nPartial answer, still streaming\nloom: cancelling the turn \(Esc\)\nloom: the turn ended: aborted \(user\)\n/m,
     )
+    await terminal.waitFor(/^> next idea$/m, screen.lastIndexOf('the turn ended'))
+    terminal.send('C-u')
     await terminal.prompt(screen.lastIndexOf('the turn ended'))
 
     terminal.line('stream slowly to the end')

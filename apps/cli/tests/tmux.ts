@@ -3,36 +3,48 @@
 // with capture-pane. Waits poll the screen with generous deadlines: a loaded
 // machine stretches everything, and no test depends on how long a thing takes.
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { MAIN, cleanEnv, project } from './helpers.ts'
 
 export const TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux'].find(existsSync)
 
-/** `loom ...args` in a tmux terminal of 120x40. */
+/**
+ * `loom ...args` in a tmux terminal of 120x40, on a tmux server of its own: a
+ * server gives each new session the environment it was started with, so a shared
+ * one (another test's, or anyone's) would run loom with the wrong $LOOM_HOME.
+ */
 export class Terminal {
   static count = 0
   readonly name = `loom-terminal-${process.pid}-${Terminal.count++}`
+  /** The server's socket, removed with the session. */
+  private readonly socket = join(tmpdir(), this.name)
 
   constructor(cwd: string, home: string, args: string[] = []) {
     const env = cleanEnv(home)
     // The shell line keeps the pane open after loom exits, with its exit code on screen.
     const command = [process.execPath, '--conditions=loom-source', MAIN, ...args].map(word => `'${word}'`).join(' ')
-    execFileSync(TMUX!, ['new-session', '-d', '-s', this.name, '-x', '120', '-y', '40', `${command}; echo "exited $?"; sleep 600`], { cwd, env })
+    this.tmux(['new-session', '-d', '-s', this.name, '-x', '120', '-y', '40', `${command}; echo "exited $?"; sleep 600`], { cwd, env })
+  }
+
+  private tmux(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): string {
+    return execFileSync(TMUX!, ['-S', this.socket, ...args], { ...options, encoding: 'utf8' })
   }
 
   /** The whole history (tmux keeps 2000 lines): an offset into an earlier screen stays valid in a later one. */
   screen(): string {
-    return execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-2000', '-t', this.name], { encoding: 'utf8' })
+    return this.tmux(['capture-pane', '-p', '-J', '-S', '-2000', '-t', this.name])
   }
 
   /** What the terminal shows now, without the history above it. */
   visible(): string {
-    return execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-t', this.name], { encoding: 'utf8' })
+    return this.tmux(['capture-pane', '-p', '-J', '-t', this.name])
   }
 
   /** Types `keys` (tmux key names: `Enter`, `C-c`, `C-d`, `Escape`, `Tab`, or text). */
   send(...keys: string[]) {
-    execFileSync(TMUX!, ['send-keys', '-t', this.name, ...keys])
+    this.tmux(['send-keys', '-t', this.name, ...keys])
   }
 
   line(text: string) {
@@ -42,8 +54,8 @@ export class Terminal {
 
   /** Pastes `text` as a terminal pastes it: bracketed, when the program asked for that. */
   paste(text: string) {
-    execFileSync(TMUX!, ['set-buffer', '-b', this.name, text])
-    execFileSync(TMUX!, ['paste-buffer', '-p', '-d', '-b', this.name, '-t', this.name])
+    this.tmux(['set-buffer', '-b', this.name, text])
+    this.tmux(['paste-buffer', '-p', '-d', '-b', this.name, '-t', this.name])
   }
 
   /** Resolves with the screen once `pattern` is on it (matched from `from` characters on), or fails with what it shows. */
@@ -62,12 +74,14 @@ export class Terminal {
     return this.waitFor(/^> ?$/m, from)
   }
 
+  /** Ends the session, and with it its server. */
   kill() {
     try {
-      execFileSync(TMUX!, ['kill-session', '-t', this.name], { stdio: 'ignore' })
+      execFileSync(TMUX!, ['-S', this.socket, 'kill-session', '-t', this.name], { stdio: 'ignore' })
     } catch {
       /* already gone */
     }
+    rmSync(this.socket, { force: true })
   }
 }
 

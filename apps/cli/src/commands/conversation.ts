@@ -1,5 +1,5 @@
 // `loom` (no command) and `loom -c`: the conversation on a terminal, on a new
-// session or on the last one started in this folder; `loom resume` opens it on
+// session or on the one used last in this folder; `loom resume` opens it on
 // a stored session.
 import type { Asking } from '../approve.ts'
 import { type Plan, type PlanMaker, runner } from '../context.ts'

@@ -145,11 +145,11 @@ export class TerminalPrompt {
     return this.cursorRow !== undefined
   }
 
-  /** Reads one message: `status` is drawn above it while it is typed, and cleared when it is entered. */
-  read({ status, signal }: { status?: string; signal?: AbortSignal } = {}): Promise<PromptResult> {
+  /** Reads one message, starting with `text`: `status` is drawn above it while it is typed, and cleared when it is entered. */
+  read({ status, text = '', signal }: { status?: string; text?: string; signal?: AbortSignal } = {}): Promise<PromptResult> {
     return new Promise(resolve => {
       if (signal?.aborted) return resolve({ kind: 'end' })
-      this.buffer = new LineBuffer()
+      this.buffer = new LineBuffer(this.options.multiline ? text : text.replace(/\n/g, ' '))
       this.status = status
       const walk = new HistoryWalk(this.options.history?.() ?? [])
       const release = this.keys.open()
