@@ -10,7 +10,11 @@
 // quits. `@path` in a message attaches that file (input/attach.ts). A tool call
 // the policy asks about is a question answered with one key (approve.ts,
 // TerminalApprover). Piped input (a script driving `loom dev`) reads plain lines.
+// The prompts of the deployment's MCP servers are commands too:
+// `/mcp__<server>__<prompt> args…` sends the prompt's text as the message.
+import type { Context } from '@deepseek-ai/cordis'
 import type { Agent } from '@loom/agent-loop'
+import type { McpPrompt, McpPromptResult } from '@loom/mcp'
 import { redact } from '@loom/secrets'
 import { createInterface } from 'node:readline'
 import type { Asking } from './approve.ts'
@@ -76,6 +80,9 @@ const QUIT_WINDOW_MS = 1000
 export async function converse(options: ConversationOptions): Promise<number> {
   const { io } = options
   const runner = options.runner
+  // Started now, in the background: nothing waits for it.
+  const mcp = new McpPrompts(() => runner().context)
+  void mcp.load()
   const input = (options.input ?? process.stdin) as TtyInput
   const output = options.output ?? process.stdout
   // A terminal: keys in raw mode, the line editor, the status line. Piped input reads plain lines.
@@ -116,12 +123,12 @@ export async function converse(options: ConversationOptions): Promise<number> {
         continuation: out.dim('… '),
         multiline: true,
         history: () => history!.list(),
-        completion: { commands: () => COMMANDS.map(([usage]) => usage.split(' ')[0]), cwd: flags.cwd },
+        completion: { commands: () => [...COMMANDS.map(([usage]) => usage.split(' ')[0]), ...mcp.list().map(prompt => `/${prompt.command}`)], cwd: flags.cwd },
       })
     : undefined
 
-  /** A turn or a compaction that Ctrl-C cancels; `cancelled` once it was asked to stop, `control` its live view. */
-  let busy: { cancelled: boolean; control?: TurnControl } | undefined
+  /** A turn, a compaction or an MCP prompt's fetch that Ctrl-C cancels (`cancel`); `cancelled` once it was asked to stop, `control` its live view. */
+  let busy: { cancelled: boolean; cancel: () => void; control?: TurnControl } | undefined
   /** When Ctrl-C last cancelled a turn. */
   let cancelledAt = Number.NEGATIVE_INFINITY
   let exitCode = 0
@@ -136,7 +143,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
     releaseKeys = undefined
     if (busy) {
       note('loom: quitting')
-      runner().cancel()
+      busy.cancel()
     }
     closeLine?.()
     quit.abort()
@@ -153,7 +160,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
   const cancelTurn = (why: string) => {
     busy!.cancelled = true
     note(`loom: cancelling the turn (${why})`)
-    runner().cancel()
+    busy!.cancel()
   }
   /**
    * Ctrl-C: cancels the running turn; again while it is cancelled quits (130),
@@ -193,8 +200,8 @@ export async function converse(options: ConversationOptions): Promise<number> {
     else io[stream].write(text + '\n')
   })
 
-  const whileBusy = async <T>(work: () => Promise<T>): Promise<T> => {
-    busy = { cancelled: false }
+  const whileBusy = async <T>(work: () => Promise<T>, cancel = () => runner().cancel()): Promise<T> => {
+    busy = { cancelled: false, cancel }
     // A Ctrl-C pairs only with one that cancelled this work.
     cancelledAt = Number.NEGATIVE_INFINITY
     try {
@@ -259,11 +266,16 @@ export async function converse(options: ConversationOptions): Promise<number> {
     return agent
   }
 
-  const turn = async (text: string) => {
+  /** A turn on `text`: a typed message attaches the files its `@path` mentions name; an MCP prompt's text is sent as it is. */
+  const turn = async (text: string, { mentions = true } = {}) => {
     const on = await current()
-    const files = await attachMentions(text, { cwd: flags.cwd, denied: path => runner().readDenial(path) })
-    for (const file of files.attached) say(out.dim(`  + @${file.path} (${file.lines} lines, ${describeBytes(file.bytes)})`))
-    for (const why of files.notes) io.stderr.write(styler(io.stderr).yellow(`loom: ${why}`) + '\n')
+    let message = text
+    if (mentions) {
+      const files = await attachMentions(text, { cwd: flags.cwd, denied: path => runner().readDenial(path) })
+      for (const file of files.attached) say(out.dim(`  + @${file.path} (${file.lines} lines, ${describeBytes(file.bytes)})`))
+      for (const why of files.notes) io.stderr.write(styler(io.stderr).yellow(`loom: ${why}`) + '\n')
+      message = files.text
+    }
     await whileBusy(() =>
       showTurn(
         turnIo,
@@ -275,9 +287,27 @@ export async function converse(options: ConversationOptions): Promise<number> {
             if (busy) busy.control = control
           },
         },
-        watch => runner().turn(on, files.text, watch),
+        watch => runner().turn(on, message, watch),
       ),
     )
+  }
+
+  /**
+   * `/mcp__<server>__<prompt> args…`: the server renders the prompt with the
+   * arguments of `line`, and its text is the message of a turn (shown first, as
+   * the user did not type it). A refusal (unknown prompt, missing argument,
+   * server down) is the error getPrompt gives; Ctrl-C cancels the fetch.
+   */
+  const runPrompt = async (command: string, line: string) => {
+    const stop = new AbortController()
+    const result = await whileBusy(
+      () => mcp.get(command, line, stop.signal),
+      () => stop.abort(),
+    ).catch(error => {
+      throw stop.signal.aborted ? new Error(`${command}: cancelled`) : error
+    })
+    say(out.dim(quoted(result.text)))
+    await turn(result.text, { mentions: false })
   }
 
   /** Replaces the agent with one on the stored session `id` (opened first: if that fails, the current one stays). */
@@ -298,6 +328,15 @@ export async function converse(options: ConversationOptions): Promise<number> {
       case '/help': {
         const width = Math.max(...[...COMMANDS, ...KEYS].map(([usage]) => usage.length)) + 2
         say(COMMANDS.map(([usage, text]) => `  ${usage.padEnd(width)}${text}`).join('\n'))
+        await mcp.load()
+        const prompts = mcp.list().map(prompt => [prompt.usage, prompt.description ?? prompt.title ?? ''])
+        if (prompts.length) {
+          const promptWidth = Math.max(...prompts.map(([usage]) => usage.length)) + 2
+          say(
+            'prompts of MCP servers (the text is sent as your message):\n' +
+              prompts.map(([usage, text]) => `  ${usage.padEnd(promptWidth)}${text}`.trimEnd()).join('\n'),
+          )
+        }
         if (terminal) say(out.dim('keys:\n' + KEYS.map(([key, text]) => `  ${key.padEnd(width)}${text}`).join('\n')))
         break
       }
@@ -348,6 +387,7 @@ export async function converse(options: ConversationOptions): Promise<number> {
         break
       }
       default:
+        if (name.startsWith('/mcp__')) return void (await runPrompt(name, line.slice(name.length).trim()))
         warn(`unknown command ${name}; /help lists the commands`)
     }
     return undefined
@@ -407,6 +447,73 @@ export async function converse(options: ConversationOptions): Promise<number> {
   }
   return exitCode
 }
+
+/**
+ * The prompts of the deployment's MCP servers. @loom/mcp is imported once the
+ * deployment runs its plugin (it loads the MCP SDK): a deployment without MCP
+ * servers never loads it.
+ */
+class McpPrompts {
+  private module: typeof import('@loom/mcp') | undefined
+  private loading: Promise<void> | undefined
+  /** Why the import failed. */
+  private failure: unknown
+  private readonly context: () => Context
+
+  /** `context`: a context of the deployment now (`loom dev` replaces it); it throws when there is none. */
+  constructor(context: () => Context) {
+    this.context = context
+  }
+
+  /** Starts the import when the deployment runs @loom/mcp; resolves once it is settled, at once when there is none. */
+  load(): Promise<void> {
+    if (!this.loading && this.runsMcp()) {
+      this.loading = import('@loom/mcp').then(
+        module => void (this.module = module),
+        error => void (this.failure = error),
+      )
+    }
+    return this.loading ?? Promise.resolve()
+  }
+
+  /** The prompts of the connected servers, sorted by command; none before the import is done. */
+  list(): McpPrompt[] {
+    void this.load()
+    try {
+      return this.module?.listPrompts(this.context()) ?? []
+    } catch {
+      return []
+    }
+  }
+
+  /** The prompt `command` (with its slash) rendered with the arguments of `line`; rejects with a message naming the culprit. */
+  async get(command: string, line: string, signal: AbortSignal): Promise<McpPromptResult> {
+    await this.load()
+    if (this.failure !== undefined) {
+      throw new Error(`${command}: MCP prompts are not available: @loom/mcp did not load (${(this.failure as Error)?.message ?? this.failure})`)
+    }
+    if (!this.module) throw new Error(`no MCP prompt ${command}: this deployment has no MCP servers (@loom/mcp)`)
+    return this.module.getPrompt(this.context(), command, line, { signal })
+  }
+
+  private runsMcp(): boolean {
+    try {
+      return [...this.context().registry.values()].some(plugin => plugin.name === '@loom/mcp' && plugin.fibers.length > 0)
+    } catch {
+      return false
+    }
+  }
+}
+
+/** How a prompt's text is shown before its turn: each line quoted, at most `MAX_QUOTED` of them. */
+function quoted(text: string): string {
+  const lines = text.split('\n')
+  const shown = lines.slice(0, MAX_QUOTED).map(line => `  │ ${line}`)
+  if (lines.length > MAX_QUOTED) shown.push(`  │ … ${lines.length - MAX_QUOTED} more lines`)
+  return shown.join('\n')
+}
+
+const MAX_QUOTED = 12
 
 /** The route of an agent's next request. */
 function routeOf(agent: Agent): { provider: string; model: string } {

@@ -131,6 +131,11 @@ export class Runner extends Service {
     this.config = config
   }
 
+  /** A context of the deployment, for what a host reaches through it directly (the prompts of `@loom/mcp`). */
+  get context(): Context {
+    return this.home
+  }
+
   /** The route a command uses: flags, then config, then the first preferred provider the deployment serves. */
   async route(flags: RouteFlags = {}): Promise<{ provider: string; model: string }> {
     const available = this.home.llm.listProviders().map(provider => provider.id)

@@ -5,9 +5,8 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { cleanEnv, events, loom, loomProcess, MAIN, project, scriptedModel, sessionFiles } from './helpers.ts'
-
-const TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux'].find(existsSync)
+import { events, loom, loomProcess, project, scriptedModel, sessionFiles } from './helpers.ts'
+import { closeTerminals, open, TMUX } from './tmux.ts'
 
 /**
  * An MCP server over stdio, written against the protocol: `lookup` is read-only, `add_entry`
@@ -160,45 +159,11 @@ describe('the shell without its sandbox', () => {
   })
 })
 
-/** `loom` in a tmux terminal of 160x40, kept open after it exits. */
-function terminal(at: { cwd: string; home: string }) {
-  const name = `loom-gate-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
-  const command = [process.execPath, '--conditions=loom-source', MAIN].map(word => `'${word}'`).join(' ')
-  execFileSync(TMUX!, ['new-session', '-d', '-s', name, '-x', '160', '-y', '40', `${command}; echo "exited $?"; sleep 600`], {
-    cwd: at.cwd,
-    env: cleanEnv(at.home),
-  })
-  const screen = () => execFileSync(TMUX!, ['capture-pane', '-p', '-J', '-S', '-2000', '-t', name], { encoding: 'utf8' })
-  const session = {
-    name,
-    screen,
-    line(text: string) {
-      execFileSync(TMUX!, ['send-keys', '-t', name, '-l', text])
-      execFileSync(TMUX!, ['send-keys', '-t', name, 'Enter'])
-    },
-    async waitFor(pattern: RegExp): Promise<string> {
-      const start = Date.now()
-      for (;;) {
-        const shown = screen()
-        if (pattern.test(shown)) return shown
-        if (Date.now() - start > 30_000) throw new Error(`timed out waiting for ${pattern}; the screen:\n${shown}`)
-        await new Promise(resolve => setTimeout(resolve, 100))
-      }
-    },
-  }
-  opened.push(name)
-  return session
-}
-
-const opened: string[] = []
-afterEach(() => {
-  for (const name of opened.splice(0)) execFileSync(TMUX!, ['kill-session', '-t', name], { stdio: 'ignore' })
-})
+afterEach(closeTerminals)
 
 describe.skipIf(!TMUX)('the questions at the terminal (tmux; CI installs it)', () => {
   it('an MCP tool that is not read-only is asked about, naming its server and that it may destroy data; n keeps it from running', async () => {
-    const at = glossary()
-    const term = terminal(at)
+    const { terminal: term, ...at } = open({}, [], glossary())
     await term.waitFor(/^> ?$/m)
     term.line('tidy the glossary')
     await term.waitFor(/\? mcp__glossary__add_entry wants to run with \{"word":"warp"\} {2}\[MCP server "glossary" · acts outside Loom\] .*\[n\] deny: $/m)
@@ -233,8 +198,7 @@ describe.skipIf(!TMUX)('the questions at the terminal (tmux; CI installs it)', (
     - id: subagents
       name: '@loom/subagents'
 `
-    const at = project({ 'loom.yml': layer })
-    const term = terminal(at)
+    const { terminal: term, ...at } = open({ 'loom.yml': layer })
     await term.waitFor(/^> ?$/m)
     term.line('count the files')
     await term.waitFor(/\? bash wants to run: touch from-subagent {2}\[subagent \S+-task-[0-9a-f]{6} · runs programs\] .*\[n\] deny: $/m)

@@ -11,6 +11,8 @@ import { closeTerminals, open, TMUX } from './tmux.ts'
 afterEach(closeTerminals)
 
 const MODEL = fileURLToPath(new URL('./fixtures/terminal-model.ts', import.meta.url))
+/** The MCP server of @loom/mcp's tests (SDK-built; prompts `review <file> [focus]`, `greet`, `broken`), run by this Node. */
+const MCP_SERVER = fileURLToPath(new URL('../../../plugins/mcp/tests/fixtures/server.ts', import.meta.url))
 
 /** The fixture model as the route, priced, and `extra` rows. */
 const FIXTURE = (extra = '') => `
@@ -215,6 +217,70 @@ describe.skipIf(!TMUX)('the conversation at a terminal (tmux)', () => {
     await terminal.waitFor(/exited 0/)
     const [message] = typed(sessionFiles(at.home)[0])
     expect(message).toBe('compare @notes.txt @big.log @secret.txt\n\n<attached-file path="notes.txt">\nfirst line\nsecond line\n</attached-file>')
+  })
+
+  it('MCP prompts are commands: /help lists them, Tab completes them, one runs as the message of a turn (its @ attaches nothing); a refusal is one line', async () => {
+    // The deployment waits for the server at start, so the first /help already lists its prompts.
+    const mcp = `- insert:
+    - id: mcp
+      name: '@loom/mcp'
+      config:
+        startupWaitMs: 120000
+        servers:
+          docs:
+            command: ${JSON.stringify(process.execPath)}
+            args: [${JSON.stringify(MCP_SERVER)}]
+`
+    const { terminal, ...at } = open({ 'loom.yml': FIXTURE(mcp), 'notes.txt': 'first line\n' })
+    await terminal.prompt(0)
+    terminal.line('/help')
+    let screen = await terminal.waitFor(/^prompts of MCP servers/m)
+    expect(screen.slice(screen.indexOf('prompts of MCP servers'))).toMatch(
+      /^prompts of MCP servers \(the text is sent as your message\):\n {2}\/mcp__docs__broken {17}Always fails\.\n {2}\/mcp__docs__greet {18}A greeting and its answer\.\n {2}\/mcp__docs__review <file> \[focus\] {2}Asks for a review of a file\.\nkeys:\n/,
+    )
+    await terminal.prompt(screen.indexOf('prompts of MCP servers'))
+
+    terminal.send('-l', '/mcp__docs__r')
+    terminal.send('Tab')
+    await terminal.waitFor(/^> \/mcp__docs__review $/m)
+    terminal.line('@notes.txt error handling')
+    screen = await terminal.waitFor(/Echo from fixture-1: 1 lines, starting "Review @notes\.txt, looking at error handling\."\.\n/)
+    const ran = screen.slice(screen.indexOf('> /mcp__docs__review @notes.txt'))
+    expect(ran).toMatch(/^> \/mcp__docs__review @notes\.txt error handling\n {2}│ Review @notes\.txt, looking at error handling\.\n/)
+    expect(ran).not.toContain('Attached')
+    await terminal.prompt(screen.indexOf('Echo from fixture-1'))
+
+    terminal.line('/mcp__docs__review')
+    screen = await terminal.waitFor(
+      /^loom: \/mcp__docs__review \(prompt "review" of MCP server "docs"\) needs argument "file"; usage: \/mcp__docs__review <file> \[focus\]$/m,
+    )
+    await terminal.prompt(screen.indexOf('needs argument "file"'))
+    terminal.line('/mcp__docs__broken')
+    screen = await terminal.waitFor(/^loom: MCP server "docs": prompt "broken" failed: .*the template is missing/m)
+    await terminal.prompt(screen.indexOf('prompt "broken" failed'))
+    terminal.line('/mcp__docs__nope')
+    screen = await terminal.waitFor(
+      /^loom: no MCP prompt \/mcp__docs__nope: the connected servers offer \/mcp__docs__broken, \/mcp__docs__greet, \/mcp__docs__review$/m,
+    )
+    await terminal.prompt(screen.indexOf('no MCP prompt'))
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
+    // One turn: the prompt's text is the message, as the server wrote it.
+    expect(typed(sessionFiles(at.home)[0])).toEqual(['Review @notes.txt, looking at error handling.'])
+  })
+
+  it('without MCP servers, /help lists no prompts and /mcp__… says the deployment has none', async () => {
+    const { terminal } = open({ 'loom.yml': FIXTURE() })
+    await terminal.prompt(0)
+    terminal.line('/help')
+    let screen = await terminal.waitFor(/^keys:$/m)
+    expect(screen).not.toContain('prompts of MCP servers')
+    await terminal.prompt(screen.indexOf('keys:'))
+    terminal.line('/mcp__docs__review a.ts')
+    screen = await terminal.waitFor(/^loom: no MCP prompt \/mcp__docs__review: this deployment has no MCP servers \(@loom\/mcp\)$/m)
+    await terminal.prompt(screen.indexOf('no MCP prompt'))
+    terminal.line('/quit')
+    await terminal.waitFor(/exited 0/)
   })
 
   it('loom -c continues the session used last, not the one started last (after /resume of an older one); the input history is kept across restarts', async () => {
