@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import { userText } from '@loom/llm'
 import { createHost, type Host } from '@loom/testkit'
 import { defineTool } from '@loom/tools'
@@ -372,16 +372,18 @@ describe('the plugin', () => {
     await host.assertZeroResidue(mounted)
   })
 
-  it('an unload during a slow git leaves nothing behind', async () => {
+  it('an unload during a slow git stops it and leaves nothing behind', async () => {
+    // A git that would outlast the test's timeout: only the unload ends it, and the pending delta with it.
     const slowGit = join(base, 'slower-git')
-    writeFileSync(slowGit, '#!/bin/sh\nsleep 5\n', { mode: 0o755 })
-    const mounted = await host.mount(workspace, { git: slowGit, gitTimeoutMs: 1_000 })
-    const started = Date.now()
+    const pidFile = join(base, 'slower-git.pid')
+    writeFileSync(slowGit, `#!/bin/sh\necho $$ > '${pidFile}'\nexec sleep 600\n`, { mode: 0o755 })
+    const mounted = await host.mount(workspace, { git: slowGit, gitTimeoutMs: 600_000 })
     const pending = mounted.delta({ cwd: repo() }).catch(() => undefined)
-    await new Promise(resolve => setTimeout(resolve, 100))
+    await vi.waitFor(() => expect(existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim()).toBeTruthy(), { timeout: 20_000 })
+    const pid = Number(readFileSync(pidFile, 'utf8'))
     await mounted.dispose()
     await pending
-    expect(Date.now() - started).toBeLessThan(900) // the unload stopped git; no deadline was waited for
+    await vi.waitFor(() => expect(() => process.kill(pid, 0)).toThrow(), { timeout: 20_000 })
     await host.assertZeroResidue(mounted)
   })
 })
