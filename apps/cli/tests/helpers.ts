@@ -269,6 +269,20 @@ export const SLOW_MODEL = scriptedModel(`
 - Woke up.
 `)
 
+/** One model for both agents of @loom/subagents, in call order: the parent delegates, the child answers, the parent concludes. */
+export const DELEGATING_MODEL = `${scriptedModel(`
+- toolCalls:
+    - { id: call-task, name: task, arguments: { description: 'summarize the readme', prompt: 'What does README.md say?' } }
+- The README greets the reader.
+- The subagent reports that the README greets the reader.
+`)}
+- insert:
+    - id: subagents
+      name: '@loom/subagents'
+      config:
+        maxSteps: 5
+`
+
 /** A loom.yml whose model runs bash `command` and then says `Done.`, with the default bundle's policy patched to ask about bash with no unattended answer. */
 export function bashAskedByPolicy(command: string): string {
   return `${scriptedModel(`

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Browser, findChromium, focused, type Locator, openBrowser, type Page } from '@loom/inspector/testing'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { bashAskedByPolicy, loom, project, type Run, scriptedModel, trustLayer } from './helpers.ts'
+import { bashAskedByPolicy, DELEGATING_MODEL, loom, project, type Run, scriptedModel, trustLayer } from './helpers.ts'
 import { client, eventually, startHost, turnEnded } from './serve-client.ts'
 
 const CHROMIUM = findChromium()
@@ -73,19 +73,6 @@ const BUDGET = `${scriptedModel(`
       name: ./house.ts
 `
 
-const DELEGATING = `${scriptedModel(`
-- toolCalls:
-    - { id: call-task, name: task, arguments: { description: 'summarize the readme', prompt: 'What does README.md say?' } }
-- The README greets the reader.
-- The subagent reports that the README greets the reader.
-`)}
-- insert:
-    - id: subagents
-      name: '@loom/subagents'
-      config:
-        maxSteps: 5
-`
-
 describe.skipIf(!CHROMIUM)('loom inspect in a browser', () => {
   let browser: Browser
   // One store (LOOM_HOME) for the four projects, as on a machine where they all ran.
@@ -111,7 +98,7 @@ describe.skipIf(!CHROMIUM)('loom inspect in a browser', () => {
     writeFileSync(join(budget.cwd, 'RULES.md'), 'Rule: be kind. '.repeat(200))
     const resumed = await loom(['sessions', 'resume', budget.id, 'second'], budget)
     expect(resumed.code, resumed.stderr).toBe(0)
-    ids.parent = (await run({ 'loom.yml': DELEGATING, 'README.md': '# Hello reader\n' }, 'Delegate the README summary.')).id
+    ids.parent = (await run({ 'loom.yml': DELEGATING_MODEL, 'README.md': '# Hello reader\n' }, 'Delegate the README summary.')).id
     ids.denied = (await run({ 'loom.yml': bashAskedByPolicy('echo approved-and-ran') }, 'say it')).id
     const listed = JSON.parse((await loom(['sessions', 'list', '--json'], { cwd: home, home })).stdout) as { id: string; parentSession?: string }[]
     ids.child = listed.find(session => session.parentSession === ids.parent)!.id
@@ -393,17 +380,7 @@ describe('loom inspect, the command', () => {
 })
 
 /** bash asks, with no unattended answer: over the API, the call waits for the session's client. */
-const ASKING = `${scriptedModel(`
-- toolCalls:
-    - { id: c1, name: bash, arguments: { command: 'echo asked' } }
-- I did not run it.
-`)}
-- id: permissions
-  config:
-    default: allow
-    rules:
-      - { tool: bash, action: ask }
-`
+const ASKING = bashAskedByPolicy('echo asked')
 
 describe.skipIf(!CHROMIUM)('loom serve /ui in a browser', () => {
   const TOKEN = 'inspector-ui-token-0123456789'

@@ -1,21 +1,7 @@
 // @loom/subagents in a deployment: `loom run` delegates through the `task` tool,
 // the child's session is stored beside its parent's, and `loom sessions` links them.
 import { describe, expect, it } from 'vitest'
-import { loom, project, scriptedModel } from './helpers.ts'
-
-// One model for both agents, in call order: the parent delegates, the child answers, the parent concludes.
-const DELEGATING_MODEL = `${scriptedModel(`
-- toolCalls:
-    - { id: call-task, name: task, arguments: { description: 'summarize the readme', prompt: 'What does README.md say?' } }
-- The README greets the reader.
-- The subagent reports that the README greets the reader.
-`)}
-- insert:
-    - id: subagents
-      name: '@loom/subagents'
-      config:
-        maxSteps: 5
-`
+import { DELEGATING_MODEL, loom, project } from './helpers.ts'
 
 describe('loom run with @loom/subagents', () => {
   it('stores the child session with its parent; sessions show and list link the two', async () => {
