@@ -8,10 +8,12 @@ export const REDACTED = '[REDACTED]'
 const MIN_FRAGMENT = 4
 
 // A credential as it appears after a header or an assignment: 8 or more characters
-// of the bearer-token alphabet (RFC 6750). `CRED` also needs a digit, so that code
-// such as `password: string` or `token = getToken()` is left alone.
-const CRED_ANY = String.raw`[A-Za-z0-9._~+/=-]{8,}`
-const CRED = String.raw`(?=[A-Za-z._~+/=-]*\d)${CRED_ANY}`
+// of the bearer-token alphabet (RFC 6750). The alternatives in group `cred` also need a
+// digit, so that code such as `password: string` or `token = getToken()` is left alone;
+// that is checked on the match (see `redactContext`), not by a lookahead, which would
+// scan the rest of the run again from every place a name matches (`token=token=…`).
+// At most 64 KiB: far beyond any real token, and an unbounded run of megabytes overflows V8's regex stack.
+const CRED_ANY = String.raw`[A-Za-z0-9._~+/=-]{8,65536}`
 // Quotes and blanks around `:` or `=` (`"apiKey": "..."`, `TOKEN=...`, `x-api-key: ...`).
 const ASSIGN = String.raw`["']?[ \t]*[:=][ \t]*["']?`
 
@@ -24,9 +26,9 @@ const CONTEXT_PATTERN = new RegExp(
     // `Authorization: Bearer <token>`, `Basic <base64>`, `token <token>` (also Proxy-Authorization).
     String.raw`(?<=\bauthorization${ASSIGN}(?:bearer|basic|token)[ \t]+)${CRED_ANY}`,
     // `Bearer <token>` anywhere (a JSON header echo, a log line).
-    String.raw`(?<=\bbearer[ \t]+)${CRED}`,
+    String.raw`(?<=\bbearer[ \t]+)(?<bearer>${CRED_ANY})`,
     // A secret-looking name assigned a credential: `x-api-key: ...`, `OPENAI_API_KEY=...`, `"password": "..."`.
-    String.raw`(?<=(?:api[-_]?key|[-_]key|token|secret|password|passwd|passphrase|credentials?|authorization)${ASSIGN})${CRED}`,
+    String.raw`(?<=(?:api[-_]?key|[-_]key|token|secret|password|passwd|passphrase|credentials?|authorization)${ASSIGN})(?<assigned>${CRED_ANY})`,
     // A credential in a URL query: `?api_key=...`, `&access_token=...`.
     String.raw`(?<=[?&](?:access_token|api_key|apikey|key|token|secret|password)=)[^&#\s"'<>]+`,
     // The password of a URL with credentials: `postgres://app:<password>@db`.
@@ -88,7 +90,7 @@ export function createRedactor(secrets: readonly string[], { contextual = true }
   return (text, options = {}) => {
     let out = literal ? text.replace(literal, REDACTED) : text
     out = out.replace(SHAPE_PATTERN, REDACTED).replace(PRIVATE_KEY, `$1${REDACTED}$2`)
-    if (contextual) out = out.replace(CONTEXT_PATTERN, REDACTED)
+    if (contextual) out = out.replace(CONTEXT_PATTERN, redactContext)
     if (options.headCut) out = redactHeadFragment(out, known)
     if (options.tailCut) out = redactTailFragment(out, known)
     return out
@@ -179,4 +181,10 @@ export function redactDeep<T>(value: T, secrets: readonly string[] = [], options
     return copy
   }
   return walk(value, false) as T
+}
+
+/** A match of `CONTEXT_PATTERN`, redacted unless it is one that needs a digit and has none. */
+function redactContext(match: string, ...rest: unknown[]): string {
+  const groups = rest.at(-1) as { bearer?: string; assigned?: string }
+  return (groups.bearer ?? groups.assigned) !== undefined && !/\d/.test(match) ? match : REDACTED
 }

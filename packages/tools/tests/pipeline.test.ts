@@ -465,9 +465,8 @@ describe('timeoutMs', () => {
         { timeoutMs: 20 },
       ),
     )
-    const started = Date.now()
+    // The body never settles: only the timeout can end the call.
     const result = await h.run('slow')
-    expect(Date.now() - started).toBeLessThan(1000)
     expect(result).toEqual({
       isError: true,
       error: { message: 'tool "slow" timed out after 20 ms', info: { name: 'ToolTimeoutError', code: 'TIMEOUT' } },
@@ -495,7 +494,8 @@ describe('timeoutMs', () => {
   it('a body within its timeout succeeds; the caller signal stays untouched', async () => {
     const h = await host()
     const controller = new AbortController()
-    h.ctx.tools.register(tool('quick', async () => 'fast', { timeoutMs: 1000 }))
+    // Ten minutes: however loaded the machine, the timeout cannot beat the body.
+    h.ctx.tools.register(tool('quick', async () => 'fast', { timeoutMs: 600_000 }))
     expect(text(await h.run('quick', {}, { signal: controller.signal }))).toBe('fast')
     expect(controller.signal.aborted).toBe(false)
   })

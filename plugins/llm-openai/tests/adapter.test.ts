@@ -10,7 +10,7 @@ import Llm, {
   type StreamChunk,
 } from '@loom/llm'
 import { readFileSync } from 'node:fs'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { httpError, OpenAICompatibleAdapter, mapMessages, mapUsage, VERSION, type OpenAICompatibleOptions } from '../src/adapter.ts'
 import * as plugin from '../src/index.ts'
 import { DEFAULT_CALLS, DEFAULT_REASONING, DEFAULT_TEXT, startMockServer, type Behaviour, type MockServer } from './mock-server.ts'
@@ -280,8 +280,18 @@ describe('stream mapping', () => {
 
   it('does not count the time the consumer holds a chunk as idle', async () => {
     const server = await serve(['success'])
-    const { error } = await collect(adapterFor(server, { idleTimeoutMs: 60 }), call(), () => new Promise(resolve => setTimeout(resolve, 20)))
-    expect(error).toBeUndefined()
+    // Fake time passes only when the test says: holding each chunk passes ten idle timeouts, and no network wait
+    // is ever cut short, however slow the machine. An idle timer left running while a chunk is held would fire.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      const { chunks, error } = await collect(adapterFor(server, { idleTimeoutMs: 100 }), call(), () => {
+        vi.advanceTimersByTime(1000)
+      })
+      expect(error).toBeUndefined()
+      expect(texts(chunks, 'text-delta')).toBe(DEFAULT_TEXT)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })
 
@@ -311,7 +321,8 @@ describe('errors', () => {
     ['stall', 'TIMEOUT', undefined],
   ] as [Behaviour, string, number | undefined][])('%o → %s in one attempt (the agent loop retries)', async (behaviour, code, status) => {
     const server = await serve([behaviour, 'success'])
-    const { error } = await collect(adapterFor(server, { idleTimeoutMs: 100 }))
+    // Only a stall needs a short idle timeout; the others must not meet one on a slow machine.
+    const { error } = await collect(adapterFor(server, behaviour === 'stall' ? { idleTimeoutMs: 100 } : {}))
     expect(error?.code).toBe(code)
     expect(error?.failure.status).toBe(status)
     expect(server.requests).toHaveLength(1)
@@ -346,15 +357,35 @@ describe('errors', () => {
     expect(server.requests).toHaveLength(1)
   })
 
-  it('a stalled stream → TIMEOUT after idleTimeoutMs', async () => {
+  it('a stalled stream → TIMEOUT once idleTimeoutMs passes without data, not before', async () => {
     const server = await serve(['stall'])
-    const started = Date.now()
-    const { chunks, error } = await collect(adapterFor(server, { idleTimeoutMs: 150 }))
-    const elapsed = Date.now() - started
-    expect(error?.code).toBe('TIMEOUT')
-    expect(texts(chunks, 'text-delta')).toBe('Hel')
-    expect(elapsed).toBeGreaterThanOrEqual(140)
-    expect(elapsed).toBeLessThan(2000)
+    // Fake time: the request and the first chunk are never cut short by a slow machine; the stall lasts exactly
+    // as long as the test advances the clock.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      let settled = false
+      let stalled!: () => void
+      const waiting = new Promise<void>(resolve => {
+        stalled = resolve
+      })
+      const outcome = collect(adapterFor(server, { idleTimeoutMs: 150 }), call(), chunk => {
+        // Once the consumer returns, the adapter goes back to the network for more (no I/O before it does).
+        if (chunk.type === 'text-delta') setImmediate(stalled)
+      }).finally(() => {
+        settled = true
+      })
+      await waiting
+      vi.advanceTimersByTime(149)
+      for (let i = 0; i < 10; i++) await new Promise(resolve => setImmediate(resolve))
+      expect(settled, 'no timeout before idleTimeoutMs').toBe(false)
+      vi.advanceTimersByTime(1)
+      const { chunks, error } = await outcome
+      expect(error?.code).toBe('TIMEOUT')
+      expect(error?.message).toContain('no data from the provider for 150 ms')
+      expect(texts(chunks, 'text-delta')).toBe('Hel')
+    } finally {
+      vi.useRealTimers()
+    }
     expect(await server.requests[0].closed).toEqual({ early: true })
   })
 
@@ -452,18 +483,15 @@ describe('thinking mode', () => {
 })
 
 describe('abort', () => {
-  it('an abort mid-stream ends promptly with ABORTED and closes the connection', async () => {
-    const server = await serve([{ type: 'success', delayMs: 100 }])
+  it('an abort mid-stream ends it with ABORTED without waiting for the server, and closes the connection', async () => {
+    // The server sends a first chunk and then nothing, ever (the idle timeout is five minutes): only the abort can end it.
+    const server = await serve(['stall'])
     const controller = new AbortController()
-    let abortedAt = 0
     const { chunks, error } = await collect(adapterFor(server), call({ signal: controller.signal }), chunk => {
-      if (chunk.type === 'reasoning-delta' && !abortedAt) {
-        abortedAt = Date.now()
-        controller.abort()
-      }
+      if (chunk.type === 'text-delta') controller.abort()
     })
     expect(error?.code).toBe('ABORTED')
-    expect(Date.now() - abortedAt).toBeLessThan(80)
+    expect(texts(chunks, 'text-delta')).toBe('Hel')
     expect(finishOf(chunks)).toBeUndefined()
     expect(await server.requests[0].closed).toEqual({ early: true })
     expect(server.requests).toHaveLength(1)
@@ -477,9 +505,10 @@ describe('abort', () => {
   })
 
   it('a consumer that stops early closes the connection', async () => {
-    const server = await serve([{ type: 'success', delayMs: 30 }])
+    // A stream that never ends by itself: the connection can only close early because the consumer left.
+    const server = await serve(['stall'])
     for await (const chunk of adapterFor(server).stream(call())) {
-      if (chunk.type === 'reasoning-delta') break
+      if (chunk.type === 'text-delta') break
     }
     expect(await server.requests[0].closed).toEqual({ early: true })
   })

@@ -208,15 +208,13 @@ describe('read', () => {
     expect(r.text).toBe('Error: "pipe" is not a regular file (a device, socket or pipe); only regular files can be read')
   })
 
-  it('reads the start of a huge file quickly without counting all of it', async () => {
-    // 12 MiB: past the 10 MiB line-counting bound.
+  it('reads the start of a huge file without counting all of it', async () => {
+    // 12 MiB: past the 10 MiB line-counting bound. Not counted is seen in the result: no total line count.
     const line = `${'z'.repeat(99)}\n`
     await writeFile(join(ws, 'huge.txt'), line.repeat((12 * 1024 * 1024) / 100))
-    const started = Date.now()
     const r = await call('read', { path: 'huge.txt', limit: 2 })
     expect(r.text).toBe(`${numbered(1, ['z'.repeat(99), 'z'.repeat(99)])}\n(Showing lines 1-2 of more than 2. To read more, call read with offset=3.)`)
     expect((r.meta as any).totalLines).toBeNull()
-    expect(Date.now() - started).toBeLessThan(5000)
   })
 
   it('holds only the shown part of a huge line', async () => {

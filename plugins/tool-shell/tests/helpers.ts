@@ -47,7 +47,7 @@ export function withArg(text: string): number[] {
 }
 
 /** Polls until no live process has `text` in its command line; returns those left after `ms`. */
-export async function waitGone(text: string, ms = 5_000): Promise<number[]> {
+export async function waitGone(text: string, ms = 20_000): Promise<number[]> {
   const until = Date.now() + ms
   for (;;) {
     const left = withArg(text)
@@ -57,7 +57,7 @@ export async function waitGone(text: string, ms = 5_000): Promise<number[]> {
 }
 
 /** Polls until at least `count` live processes have `text` in their command line. */
-export async function waitStarted(text: string, count: number, ms = 5_000): Promise<number[]> {
+export async function waitStarted(text: string, count: number, ms = 20_000): Promise<number[]> {
   const until = Date.now() + ms
   for (;;) {
     const found = withArg(text)

@@ -43,10 +43,11 @@ describe.each([
   test('a timeout kills the whole tree, setsid children included, before the call returns', async () => {
     await host.mount(shell, { sandbox, graceMs: 300 })
     const t = uniqueSleep()
-    const call = bash(`${escapers(t)} echo started; sleep ${t}`, { timeout: 600 })
+    // Long enough for a loaded machine to start the whole tree (seen below) before the timeout kills it.
+    const call = bash(`${escapers(t)} echo started; sleep ${t}`, { timeout: 3_000 })
     await waitStarted(t, all)
     const result = await call
-    expect(textOf(result)).toBe('started\n[timed out after 0.6 s]\n[killed by signal SIGTERM]')
+    expect(textOf(result)).toBe('started\n[timed out after 3 s]\n[killed by signal SIGTERM]')
     expect(result.meta).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM' })
     // SIGKILL was sent before the call returned; only its delivery may take a moment on a busy machine.
     expect(await waitGone(t)).toEqual([])
@@ -55,9 +56,8 @@ describe.each([
   test('a command that ignores SIGTERM is killed after the grace period', async () => {
     await host.mount(shell, { sandbox, graceMs: 200 })
     const t = uniqueSleep()
-    const started = Date.now()
+    // The loop never ends and ignores SIGTERM: only the SIGKILL after the grace period lets the call return.
     const result = await bash(`trap '' TERM; setsid sleep ${t} & while :; do sleep ${t}; done`, { timeout: 300 })
-    expect(Date.now() - started).toBeLessThan(5_000)
     expect(textOf(result)).toBe('(no output)\n[timed out after 0.3 s]\n[killed by signal SIGKILL]')
     expect(await waitGone(t)).toEqual([])
   })
