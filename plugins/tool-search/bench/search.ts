@@ -1,41 +1,48 @@
-// grep through the real tool against GNU grep on the same 10,000-file tree.
+// grep and glob through the real tools, on each engine (ripgrep, and the search worker),
+// against plain ripgrep on the same 10,000-file tree.
 //
 // The tree: 6,000 source files (TypeScript, JavaScript, Markdown, JSON; 20 to 80 lines
 // each) under src/ and packages/, 3,000 built files under dist/ (ignored by the root
 // .gitignore, with *.log), 499 ignored .log files, and 500 binary objects under .git/.
 //
-// What is compared: the tool's median wall time for a grep call (through the host's
-// tool pipeline, the worker kept warm by a first call, which is reported apart as
-// `loom_first_ms`) against `grep -rnI` run by spawnSync (process start included), told
-// to skip what the tool skips: directories and files whose name starts with a dot
-// (.git, .gitignore), dist/ and node_modules/, and *.log. (Given the root as an absolute path:
-// as `.`, `--exclude-dir=.*` would exclude the root itself.) Both print `file:line: text`
-// for every match (fewer than the tool's 250-line cap, so both search the whole tree),
-// and the match counts are checked to agree. Runs alternate, after a warm-up, so both
-// read from the page cache.
+// What is compared: the tool's median wall time for a call through the host's tool
+// pipeline (after a first call, reported apart as `loom_first_ms`: a freshly mounted
+// plugin, so ripgrep is located and probed, or the worker started) against `rg` run by
+// spawnSync (process start included; its first run apart as `rg_first_ms`), which skips
+// the same by its defaults (.gitignore, hidden .git). Runs alternate, after a warm-up, so
+// both read from the page cache. `identical`: the tool listed exactly rg's lines (grep)
+// or files (glob); the tool's caps are raised so both list everything.
 import { spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { createHost } from '@loom/testkit'
 import * as toolSearch from '../src/index.ts'
+import { installedRipgrep } from '../src/ripgrep.ts'
 
-export interface GrepFigure {
-  bench: 'tool-search/grep'
+export interface SearchFigure {
+  bench: 'tool-search/grep' | 'tool-search/glob'
+  engine: 'ripgrep' | 'worker'
   pattern: string
   files: number
+  /** Lines (grep) or files (glob) found. */
   matches: number
   loom_ms: number
   loom_first_ms: number
-  gnu_grep_ms: number
-  ratio: number
+  rg_ms: number | null
+  rg_first_ms: number | null
+  /** loom_ms / rg_ms (target: at most 1.2 for the ripgrep engine). */
+  ratio: number | null
+  /** loom_first_ms / rg_first_ms (target: at most 2). */
+  first_ratio: number | null
+  /** The tool found exactly what rg found. */
+  identical: boolean | null
 }
 
-/** The two searches: a literal word and a regular expression (valid in both JavaScript and POSIX ERE). */
-const SEARCHES = [
-  { pattern: 'computeChecksum', gnu: ['-F'] },
-  { pattern: 'export (async )?function [a-z]+Checksum', gnu: ['-E'] },
-]
+/** A literal word and a regular expression (valid in JavaScript and Rust alike). */
+const GREPS = ['computeChecksum', 'export (async )?function [a-z]+Checksum']
+/** Every Markdown file, and the TypeScript files of one kind of folder. */
+const GLOBS = ['**/*.md', 'src/**/e1/*.ts']
 
 /** Deterministic pseudo-random numbers, so every run builds the same tree. */
 function random(seed: number) {
@@ -75,55 +82,117 @@ export function buildTree(root: string): number {
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
+const round = (ms: number) => Math.round(ms * 10) / 10
+const ratio = (a: number, b: number | null) => (b === null ? null : Math.round((a / b) * 100) / 100)
+/** rg's output lines, without the `./` of the path searched. */
+const lines = (stdout: string) =>
+  stdout
+    .split('\n')
+    .filter(Boolean)
+    .map(line => line.replace(/^\.\//, ''))
+const sameSet = (a: string[], b: string[]) => a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n')
 
-export async function benchGrep(runs = 5): Promise<GrepFigure[]> {
-  const root = realpathSync(mkdtempSync(join(tmpdir(), 'loom-bench-grep-')))
-  const host = await createHost()
+/** One measured search: the tool's call and rg's command for the same answer. */
+interface Search {
+  bench: SearchFigure['bench']
+  pattern: string
+  tool: { name: string; args: Record<string, unknown> }
+  rg: string[]
+  /** What rg printed, in the tool's terms. */
+  fromRg: (stdout: string) => string[]
+  /** What the tool answered, as a list. */
+  fromTool: (text: string) => string[]
+}
+
+const searches: Search[] = [
+  ...GREPS.map(pattern => ({
+    bench: 'tool-search/grep' as const,
+    pattern,
+    tool: { name: 'grep', args: { pattern } },
+    rg: ['--no-config', '--line-number', '--with-filename', '--no-heading', '--color', 'never', '-e', pattern, '.'],
+    fromRg: (stdout: string) => lines(stdout).map(line => line.replace(/^([^:]*:\d+):/, '$1: ')),
+    fromTool: (text: string) => text.split('\n').filter(Boolean),
+  })),
+  ...GLOBS.map(pattern => ({
+    bench: 'tool-search/glob' as const,
+    pattern,
+    tool: { name: 'glob', args: { pattern } },
+    rg: ['--no-config', '--files', '--glob', pattern, '.'],
+    fromRg: lines,
+    fromTool: (text: string) => text.split('\n').filter(Boolean),
+  })),
+]
+
+export async function benchSearch(runs = 9): Promise<SearchFigure[]> {
+  const root = realpathSync(mkdtempSync(join(tmpdir(), 'loom-bench-search-')))
+  const rgBinary = await installedRipgrep()
+  const engines = [...(rgBinary === undefined ? [] : [{ engine: 'ripgrep' as const, ripgrep: rgBinary }]), { engine: 'worker' as const, ripgrep: 'never' }]
+  const config = { root, grepMaxMatches: 100_000, globMaxResults: 100_000 }
   try {
     const files = buildTree(root)
-    await host.mount(toolSearch)
-    const figures: GrepFigure[] = []
-    for (const search of SEARCHES) {
-      const loom = async () => {
+    const figures: SearchFigure[] = []
+    for (const search of searches) {
+      const rg = () => {
         const start = performance.now()
-        const result = await host.callTool('grep', { pattern: search.pattern }, { cwd: root })
-        const ms = performance.now() - start
-        return { ms, matches: (result.meta as { matches: number }).matches }
+        const result = spawnSync(rgBinary!, search.rg, { cwd: root, encoding: 'utf8', maxBuffer: 1 << 28 })
+        return { ms: performance.now() - start, found: search.fromRg(result.stdout) }
       }
-      const gnu = () => {
-        const start = performance.now()
-        const args = ['-rnI', ...search.gnu, '--exclude-dir=.*', '--exclude-dir=dist', '--exclude-dir=node_modules', '--exclude=.*', '--exclude=*.log']
-        const result = spawnSync('grep', [...args, '-e', search.pattern, root], { encoding: 'utf8' })
-        const ms = performance.now() - start
-        return { ms, matches: result.stdout.split('\n').filter(Boolean).length }
+      const rgFirst = rgBinary === undefined ? undefined : rg()
+      for (const { engine, ripgrep } of engines) {
+        const host = await createHost()
+        try {
+          await host.mount(toolSearch, { ...config, ripgrep })
+          const loom = async () => {
+            const start = performance.now()
+            const result = await host.ctx.tools.execute({
+              callId: 'bench',
+              name: search.tool.name,
+              arguments: search.tool.args,
+              signal: new AbortController().signal,
+            })
+            const ms = performance.now() - start
+            const text = result.content.map(block => (block.type === 'text' ? block.text : '')).join('')
+            const ran = (result.meta as { engine?: string }).engine
+            if (ran !== engine) throw new Error(`${search.tool.name} ${search.pattern}: ran on ${ran}, not ${engine}`)
+            return { ms, found: search.fromTool(text) }
+          }
+          const first = await loom()
+          if (rgBinary !== undefined) rg()
+          const loomMs: number[] = []
+          const rgMs: number[] = []
+          let identical: boolean | null = rgFirst === undefined ? null : sameSet(first.found, rgFirst.found)
+          for (let i = 0; i < runs; i++) {
+            const a = await loom()
+            loomMs.push(a.ms)
+            if (rgBinary === undefined) continue
+            const b = rg()
+            rgMs.push(b.ms)
+            identical &&= sameSet(a.found, b.found)
+          }
+          const loom_ms = round(median(loomMs))
+          const rg_ms = rgMs.length === 0 ? null : round(median(rgMs))
+          const rg_first_ms = rgFirst === undefined ? null : round(rgFirst.ms)
+          figures.push({
+            bench: search.bench,
+            engine,
+            pattern: search.pattern,
+            files,
+            matches: first.found.length,
+            loom_ms,
+            loom_first_ms: round(first.ms),
+            rg_ms,
+            rg_first_ms,
+            ratio: ratio(loom_ms, rg_ms),
+            first_ratio: ratio(first.ms, rg_first_ms),
+            identical,
+          })
+        } finally {
+          await host.dispose()
+        }
       }
-      const first = await loom()
-      gnu()
-      const loomMs: number[] = []
-      const gnuMs: number[] = []
-      for (let i = 0; i < runs; i++) {
-        const a = await loom()
-        const b = gnu()
-        if (a.matches !== b.matches) throw new Error(`grep /${search.pattern}/: the tool found ${a.matches} lines, GNU grep ${b.matches}`)
-        loomMs.push(a.ms)
-        gnuMs.push(b.ms)
-      }
-      const loom_ms = Math.round(median(loomMs) * 10) / 10
-      const gnu_grep_ms = Math.round(median(gnuMs) * 10) / 10
-      figures.push({
-        bench: 'tool-search/grep',
-        pattern: search.pattern,
-        files,
-        matches: first.matches,
-        loom_ms,
-        loom_first_ms: Math.round(first.ms * 10) / 10,
-        gnu_grep_ms,
-        ratio: Math.round((loom_ms / gnu_grep_ms) * 100) / 100,
-      })
     }
     return figures
   } finally {
-    await host.dispose()
     rmSync(root, { recursive: true, force: true })
   }
 }

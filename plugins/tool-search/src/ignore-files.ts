@@ -1,6 +1,9 @@
-// Ignore files, read the way ripgrep reads them: `.ignore` and `.gitignore` in every
-// directory (patterns relative to that directory, git's syntax), then the repository's
-// `.git/info/exclude`, then the global excludes file. Runs in the search worker (sync I/O).
+// Ignore files, read the way ripgrep reads them: `.rgignore`, `.ignore` and `.gitignore`
+// in every directory (patterns relative to that directory, git's syntax), then the
+// repository's `.git/info/exclude`, then the global excludes file. A repository nested in
+// the walk (a folder holding `.git`) is git's own: the enclosing `.gitignore` files and
+// exclude file stop at it, its exclude file applies. Runs in the search worker (sync
+// I/O); the ripgrep engine asks where the repository and the global file are.
 import { readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import ignore from 'ignore'
@@ -8,10 +11,13 @@ import ignore from 'ignore'
 type Rules = ReturnType<typeof ignore>
 
 /** Where each kind of ignore file ranks: a lower rank wins over a higher one, like ripgrep. */
-const RANK = { '.ignore': 0, '.gitignore': 1, exclude: 2 } as const
+export const RANK = { '.rgignore': 0, '.ignore': 1, '.gitignore': 2, exclude: 3, global: 4 } as const
+
+/** The ranks a repository bounds: a nested repository does not inherit them. */
+const repositoryRank = (rank: number) => rank === RANK['.gitignore'] || rank === RANK.exclude
 
 /** The names of the per-directory ignore files. */
-const IGNORE_FILES = ['.ignore', '.gitignore'] as const
+export const IGNORE_FILES = ['.rgignore', '.ignore', '.gitignore'] as const
 
 /** One ignore file: its rules (and their lines), its rank, and its folder as a path from the walk's top (`''` or ending in `/`). */
 interface IgnoreFile {
@@ -62,37 +68,55 @@ function without(file: IgnoreFile, dir: string): IgnoreFile[] {
   return lines.some(isRule) ? [{ ...file, rules: ignore().add(lines), lines }] : []
 }
 
-/** `chain` plus the ignore files of the directory at `base` (read from `path`), in precedence order. */
-export function enter(chain: Chain, path: string, base: string, present: (name: string) => boolean): Chain {
+/**
+ * `chain` plus the ignore files of the directory at `base` (read from `path`), in
+ * precedence order. `nested`: the directory is a repository inside the walk, which
+ * inherits only the `.rgignore` and `.ignore` files and the global file.
+ */
+export function enter(chain: Chain, path: string, base: string, present: (name: string) => boolean, nested = false): Chain {
   const own: IgnoreFile[] = []
   for (const name of IGNORE_FILES) {
     if (!present(name)) continue
     const lines = readRules(join(path, name))
     if (lines !== undefined) own.push({ rules: ignore().add(lines), lines, rank: RANK[name], base })
   }
-  if (own.length === 0) return chain
+  let inherited = chain
+  if (nested) {
+    inherited = chain.filter(file => !repositoryRank(file.rank))
+    const repository = findRepository(path)
+    const lines = repository === undefined ? undefined : readRules(join(repository.commonDir, 'info', 'exclude'))
+    if (lines !== undefined) own.push({ rules: ignore().add(lines), lines, rank: RANK.exclude, base })
+  }
+  if (own.length === 0 && inherited === chain) return chain
   // Stable: within a rank, the deeper directory's file (this one) comes first.
-  return [...own, ...chain].sort((a, b) => a.rank - b.rank)
+  return [...own, ...inherited].sort((a, b) => a.rank - b.rank)
 }
 
 /**
  * The chain that applies to the entries of `start` (an absolute directory): the ignore
  * files of its ancestors up to `top` (the enclosing git repository, else the workspace
- * root), the repository's `info/exclude` and the global excludes file. `prefix` is
- * `start` as a path from `top`. The patterns that ignore `start` itself are left out:
- * a directory named explicitly is searched.
+ * root), the repository's `info/exclude` and the global excludes file (`globalFile`,
+ * when it has rules). `prefix` is `start` as a path from `top`. The patterns that ignore
+ * `start` itself are left out (`trimmed` says some were): a directory named explicitly
+ * is searched.
  */
-export function startChain(start: string, workspaceRoot: string, env: GitEnv): { chain: Chain; prefix: string } {
+export function startChain(
+  start: string,
+  workspaceRoot: string,
+  env: GitEnv,
+): { chain: Chain; prefix: string; top: string; trimmed: boolean; globalFile?: string } {
   const repo = findRepository(start)
   const top = repo?.root ?? workspaceRoot
   const rel = relative(top, start).split(sep).join('/')
   let chain: Chain = []
-  const add = (file: string | undefined) => {
+  const add = (file: string | undefined, rank: number) => {
     const lines = file === undefined ? undefined : readRules(file)
-    if (lines !== undefined) chain = [...chain, { rules: ignore().add(lines), lines, rank: RANK.exclude, base: '' }]
+    if (lines !== undefined) chain = [...chain, { rules: ignore().add(lines), lines, rank, base: '' }]
+    return lines !== undefined
   }
-  if (repo !== undefined) add(join(repo.commonDir, 'info', 'exclude'))
-  add(globalExcludesFile(env, repo?.commonDir))
+  if (repo !== undefined) add(join(repo.commonDir, 'info', 'exclude'), RANK.exclude)
+  const global = globalExcludesFile(env, repo?.commonDir)
+  const globalFile = add(global, RANK.global) ? global : undefined
   const segments = rel === '' ? [] : rel.split('/')
   for (let i = 0; i < segments.length; i++) {
     const base = segments
@@ -102,8 +126,10 @@ export function startChain(start: string, workspaceRoot: string, env: GitEnv): {
     chain = enter(chain, join(top, base), base, () => true)
   }
   const prefix = rel === '' ? '' : `${rel}/`
+  const whole = chain
   if (prefix !== '') chain = chain.flatMap(file => without(file, prefix))
-  return { chain, prefix }
+  const trimmed = chain.length !== whole.length || chain.some((file, i) => file !== whole[i])
+  return { chain, prefix, top, trimmed, globalFile }
 }
 
 /** The lines of an ignore file; undefined when it is missing, unreadable or has no rules. */
@@ -114,8 +140,11 @@ function readRules(path: string): string[] | undefined {
 
 const isRule = (line: string) => /^[ \t]*[^#\s]/.test(line)
 
+/** Whether a pattern is anchored to the folder of its file (a slash at its start or in its middle). */
+export const isAnchored = (line: string) => isRule(line) && line.replace(/^!/, '').trimEnd().replace(/\/+$/, '').includes('/')
+
 /** The nearest directory at or above `dir` holding `.git` (a directory, or a file naming the git directory). */
-function findRepository(dir: string): { root: string; commonDir: string } | undefined {
+export function findRepository(dir: string): { root: string; commonDir: string } | undefined {
   for (let at = dir; ; at = dirname(at)) {
     const dotGit = join(at, '.git')
     let info
@@ -142,7 +171,7 @@ function findRepository(dir: string): { root: string; commonDir: string } | unde
  * the XDG git config (in that precedence; includes are not followed), else git's
  * default `$XDG_CONFIG_HOME/git/ignore` (`~/.config/git/ignore`).
  */
-function globalExcludesFile(env: GitEnv, gitDir: string | undefined): string | undefined {
+export function globalExcludesFile(env: GitEnv, gitDir: string | undefined): string | undefined {
   const xdg = env.xdgConfigHome || join(env.home, '.config')
   const configs = [gitDir === undefined ? undefined : join(gitDir, 'config'), join(env.home, '.gitconfig'), join(xdg, 'git', 'config')]
   for (const config of configs) {

@@ -3,8 +3,10 @@ import Schema from '@deepseek-ai/schemastery'
 import type {} from '@loom/system-prompt'
 import { workspaceRootOf } from '@loom/tools/workspace'
 import { defineTool, type ToolRunContext } from '@loom/tools'
+import { RipgrepEngine } from './rg-engine.ts'
+import { checkSetting } from './ripgrep.ts'
 import { ScanWorkers } from './scan.ts'
-import { globFiles, grepFiles, type GlobArgs, type GrepArgs, type GrepOutput, type SearchLimits } from './search.ts'
+import { globFiles, grepFiles, type GlobArgs, type GrepArgs, type GrepOutput, type Searcher, type SearchLimits } from './search.ts'
 
 export const name = '@loom/tool-search'
 export const inject = ['tools', 'systemPrompt']
@@ -12,6 +14,8 @@ export const inject = ['tools', 'systemPrompt']
 export interface Config extends SearchLimits {
   /** Workspace root; absent: the calling agent's session cwd, else the process cwd. */
   root?: string
+  /** Which ripgrep searches: `auto` (rg on PATH), `never` (the search worker only) or the path of a binary. */
+  ripgrep: string
 }
 
 /**
@@ -47,6 +51,11 @@ export const Config: Schema<Config> = Schema.object({
     .description(
       'Milliseconds a glob or grep may take: glob is aborted (a TIMEOUT error); grep stops its search and returns the matches found so far with a notice.',
     ),
+  ripgrep: Schema.string()
+    .default('auto')
+    .description(
+      'Which ripgrep runs the searches it can answer exactly as the search worker would: "auto" (rg on PATH, looked up once), "never" (the worker only) or the absolute path of an rg binary. The results are the same either way.',
+    ),
 }) as unknown as Schema<Config>
 
 /** Section names and orders (first-party tool guidance band). */
@@ -77,7 +86,7 @@ const walkProperties = {
   no_ignore: { type: 'boolean', description: 'Also search files that .gitignore, .ignore or git excludes ignore. Default false.' },
 }
 
-/** Starting the search worker takes 50 to 150 ms: done this long after the plugin starts, unless it was disposed first. */
+/** Starting the search worker takes 50 to 150 ms: done this long after the plugin starts (when no ripgrep searches), unless it was disposed first. */
 const WARM_AFTER_MS = 1000
 
 /** A call made in a session keeps every match (up to one artifact) and shows the first and last `grepMaxMatches`. */
@@ -89,10 +98,22 @@ function grepOutput(ctx: Context, exec: ToolRunContext): GrepOutput | undefined 
 
 /** Registers the `glob` and `grep` tools and their guidance sections. */
 export function apply(ctx: Context, config: Config) {
+  checkSetting(config.ripgrep)
   const texts = guidance(config)
   const workers = new ScanWorkers()
+  const ripgrep = new RipgrepEngine(config.ripgrep, workers)
+  const searcher: Searcher = {
+    run: async (job, signal, deadline) => (await ripgrep.run(job, signal, deadline)) ?? workers.run(job, signal, deadline),
+  }
+  ripgrep.binary().catch(() => {}) // checked once, ahead of the first search (a wrong binary is reported by the search)
+  // Without ripgrep, the worker answers every search: it is started ahead of the first.
+  const warmWorker = () =>
+    ripgrep.binary().then(
+      binary => binary === undefined && workers.warm(),
+      () => {},
+    )
   ctx.effect(() => {
-    const warm = setTimeout(() => workers.warm(), WARM_AFTER_MS).unref()
+    const warm = setTimeout(() => void warmWorker(), WARM_AFTER_MS).unref()
     return () => {
       clearTimeout(warm)
       workers.close()
@@ -118,7 +139,7 @@ export function apply(ctx: Context, config: Config) {
       isConcurrencySafe: true,
       effects: ['read'],
       timeoutMs: config.timeoutMs,
-      execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal, ctx.tools.readRules()),
+      execute: (args, exec) => globFiles(workspaceRootOf(config.root, exec), args, config, searcher, exec.signal, ctx.tools.readRules()),
     }),
   )
 
@@ -141,10 +162,11 @@ export function apply(ctx: Context, config: Config) {
       isConcurrencySafe: true,
       effects: ['read'],
       timeoutMs: Math.min(config.timeoutMs + GREP_HOST_TIMEOUT_GRACE_MS, 2 ** 31 - 1),
-      execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, workers, exec.signal, ctx.tools.readRules(), grepOutput(ctx, exec)),
+      execute: (args, exec) => grepFiles(workspaceRootOf(config.root, exec), args, config, searcher, exec.signal, ctx.tools.readRules(), grepOutput(ctx, exec)),
     }),
   )
 }
 
 export { compileGlob, GLOB_MAX_LENGTH, splitGlob, type GlobMatcher } from './pattern.ts'
-export { compileRegExp, GREP_MAX_FILE_BYTES } from './search.ts'
+export { compileRegExp } from './search.ts'
+export { GREP_BLOCK_BYTES } from './text.ts'

@@ -1,5 +1,5 @@
 /** What the worker counts while it searches, readable by the host even after the worker was stopped. */
-export const COUNTERS = ['binary', 'large', 'ignored', 'hidden', 'denied'] as const
+export const COUNTERS = ['binary', 'ignored', 'hidden', 'denied'] as const
 export type Counter = (typeof COUNTERS)[number]
 
 /** Bytes kept of the path being searched (longer paths are cut). */

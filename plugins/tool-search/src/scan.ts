@@ -33,7 +33,8 @@ export interface GrepJob {
   /** Bytes of matching lines (`file:line: text` and a newline each) at most: with an artifact to keep them, the real bound. */
   maxBytes: number
   maxLineBytes: number
-  maxFileBytes: number
+  /** Files up to this size are read at once, larger ones in blocks of it (GREP_BLOCK_BYTES). */
+  blockBytes: number
 }
 
 /** glob: the files of a walk matching a pattern, newest first, at most `max`. */
@@ -44,14 +45,30 @@ export interface GlobJob {
   max: number
 }
 
-export type ScanJob = (GrepJob | GlobJob) & { progress: SharedArrayBuffer }
+/** Which lines a JavaScript regular expression matches (lines ripgrep found, checked again: see rg-engine.ts). */
+export interface TestJob {
+  kind: 'test'
+  source: string
+  flags: string
+  lines: { display: string; text: string }[]
+}
+
+/** A walk that only counts what it skips: the notes of an empty answer the ripgrep engine found. */
+export interface CountJob {
+  kind: 'count'
+  walk: WalkJob
+}
+
+export type ScanJob = (GrepJob | GlobJob | TestJob | CountJob) & { progress: SharedArrayBuffer }
 
 /** What the worker posts: grep's matches as it finds them (in path order), then the end. */
 export type ScanMessage =
   | { kind: 'match'; file: number; text: string; truncated: boolean }
-  | { kind: 'done'; cut: boolean; glob?: { shown: string[]; total: number } }
+  | { kind: 'done'; cut: boolean; glob?: { shown: string[]; total: number }; verdicts?: boolean[] }
 
 export interface ScanResult {
+  /** Which engine searched: ripgrep, or the worker's own walk and JavaScript matching. */
+  engine: 'ripgrep' | 'worker'
   /** grep's `file:line: text`, in order. */
   lines: string[]
   /** Files with at least one line in `lines`. */
@@ -61,12 +78,14 @@ export interface ScanResult {
   truncatedLines: number
   /** glob's answer: the newest files (relative to the workspace root) and how many matched. */
   glob?: { shown: string[]; total: number }
-  /** What was skipped: binary and large files (grep), ignored, hidden and denied entries. */
+  /** What was skipped: binary files (grep), ignored, hidden and denied entries. */
   skipped: Record<Counter, number>
   /** The deadline stopped the search: the results are what was found before it. */
   timedOut: boolean
   /** With `timedOut`: the file the search was in. */
   stoppedIn?: string
+  /** A test job's answer: whether each line matched. */
+  verdicts?: boolean[]
 }
 
 // Next to this module: scan-worker.ts in the sources, scan-worker.js once compiled.
@@ -98,7 +117,7 @@ export class ScanWorkers {
    * far is the (partial) result; when `signal` fires, the worker is stopped and the
    * call rejects.
    */
-  run(job: GrepJob | GlobJob, signal: AbortSignal, deadline?: AbortSignal): Promise<ScanResult> {
+  run(job: GrepJob | GlobJob | TestJob | CountJob, signal: AbortSignal, deadline?: AbortSignal): Promise<ScanResult> {
     signal.throwIfAborted()
     const worker = this.#take()
     const progress = new Progress()
@@ -123,7 +142,9 @@ export class ScanWorkers {
       }
       const onAbort = () => settle(false, () => reject(signal.reason))
       const onDeadline = () =>
-        settle(false, () => resolve({ lines, files, cut: false, truncatedLines, skipped: skipped(), timedOut: true, stoppedIn: progress.current() }))
+        settle(false, () =>
+          resolve({ engine: 'worker', lines, files, cut: false, truncatedLines, skipped: skipped(), timedOut: true, stoppedIn: progress.current() }),
+        )
       const onError = (error: Error) => settle(false, () => reject(error))
       const onExit = (code: number) => settle(false, () => reject(new Error(`the search worker exited (code ${code}) before finishing`)))
       const onMessage = (message: ScanMessage) => {
@@ -133,7 +154,8 @@ export class ScanWorkers {
           if (message.file !== lastMatchedFile) files++
           lastMatchedFile = message.file
         } else {
-          settle(true, () => resolve({ lines, files, cut: message.cut, truncatedLines, glob: message.glob, skipped: skipped(), timedOut: false }))
+          const { cut, glob, verdicts } = message
+          settle(true, () => resolve({ engine: 'worker', lines, files, cut, truncatedLines, glob, verdicts, skipped: skipped(), timedOut: false }))
         }
       }
       signal.addEventListener('abort', onAbort, { once: true })

@@ -2,9 +2,10 @@ import { stat } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { isAbsolute, posix } from 'node:path'
 import type { Shorten } from '@loom/tools/artifacts'
-import { allowedBelow, plural, ReadDeniedError, readDenial, resolveInWorkspace, rulesFor, type ReadRules, type WorkspacePath } from '@loom/tools/workspace'
+import { allowedBelow, ReadDeniedError, readDenial, resolveInWorkspace, rulesFor, type ReadRules, type WorkspacePath } from '@loom/tools/workspace'
 import { compileGlob, globDepth, splitGlob } from './pattern.ts'
-import type { GrepJob, ScanResult, ScanWorkers, WalkJob } from './scan.ts'
+import type { GlobJob, GrepJob, ScanResult, WalkJob } from './scan.ts'
+import { GREP_BLOCK_BYTES } from './text.ts'
 
 export interface SearchLimits {
   globMaxResults: number
@@ -41,8 +42,14 @@ export interface GrepOutput {
   shorten: Shorten
 }
 
-/** Files larger than this are not searched by grep (they are counted in a notice). */
-export const GREP_MAX_FILE_BYTES = 16 * 1024 * 1024
+/**
+ * Runs a search: through ripgrep when it can answer exactly as the worker would, else
+ * in the search worker (see rg-engine.ts and scan.ts). When `deadline` fires the search
+ * stops and answers with what it found.
+ */
+export interface Searcher {
+  run(job: GrepJob | GlobJob, signal: AbortSignal, deadline?: AbortSignal): Promise<ScanResult>
+}
 
 /** Refuses a search that starts in a path the read rules deny (a folder with an allowed path below it is walked, skipping the rest). */
 function checkReadable(at: WorkspacePath, reads: ReadRules): void {
@@ -102,10 +109,11 @@ function skippedNote({ skipped }: ScanResult): string | undefined {
 
 /**
  * Files whose path (relative to `path`, default the workspace root) matches the glob,
- * newest modification first (ties by path), at most `globMaxResults`; walked in the
- * search worker, so a pattern that backtracks for long is stopped with the call.
+ * newest modification first (ties by path), at most `globMaxResults`; walked by
+ * ripgrep or in the search worker (where a pattern that could backtrack for long is
+ * matched, so that it is stopped with the call).
  */
-export async function globFiles(root: string, args: GlobArgs, limits: SearchLimits, workers: ScanWorkers, signal: AbortSignal, reads: ReadRules) {
+export async function globFiles(root: string, args: GlobArgs, limits: SearchLimits, searcher: Searcher, signal: AbortSignal, reads: ReadRules) {
   const { at } = await searchRoot(root, args.path, false, reads)
   // Literal leading directories of the pattern narrow the walk (and are confined like any path).
   const { base, rest } = splitGlob(args.pattern)
@@ -117,13 +125,13 @@ export async function globFiles(root: string, args: GlobArgs, limits: SearchLimi
     if (!info?.isDirectory()) return noFiles(args, at)
   }
   globMatcher(rest, `invalid glob pattern "${args.pattern}"`)
-  const found = await workers.run(
+  const found = await searcher.run(
     { kind: 'glob', walk: walkJob(start, limits, args, globDepth(rest), reads), pattern: rest, max: limits.globMaxResults },
     signal,
   )
   const { shown, total } = found.glob!
   const denied = deniedNote(found)
-  if (total === 0) return noFiles(args, at, [...denied, ...[skippedNote(found)].filter(note => note !== undefined)], found.skipped.denied)
+  if (total === 0) return noFiles(args, at, [...denied, ...[skippedNote(found)].filter(note => note !== undefined)], found)
   const lines = [...shown]
   if (total > shown.length) {
     lines.push('', `(Showing ${shown.length} of ${total} files, newest first. Narrow the pattern or the path to see the others.)`)
@@ -131,14 +139,22 @@ export async function globFiles(root: string, args: GlobArgs, limits: SearchLimi
   if (denied.length > 0) lines.push('', ...denied)
   return {
     content: lines.join('\n'),
-    meta: { pattern: args.pattern, path: at.display, total, shown: shown.length, ...(found.skipped.denied > 0 && { deniedSkipped: found.skipped.denied }) },
+    meta: {
+      pattern: args.pattern,
+      path: at.display,
+      total,
+      shown: shown.length,
+      engine: found.engine,
+      ...(found.skipped.denied > 0 && { deniedSkipped: found.skipped.denied }),
+    },
   }
 }
 
-function noFiles(args: GlobArgs, at: WorkspacePath, notes: string[] = [], deniedSkipped = 0) {
+function noFiles(args: GlobArgs, at: WorkspacePath, notes: string[] = [], found?: ScanResult) {
+  const denied = found?.skipped.denied ?? 0
   return {
     content: [`No files match "${args.pattern}" in "${at.display}".`, ...notes].join('\n'),
-    meta: { pattern: args.pattern, path: at.display, total: 0, shown: 0, ...(deniedSkipped > 0 && { deniedSkipped }) },
+    meta: { pattern: args.pattern, path: at.display, total: 0, shown: 0, ...(found && { engine: found.engine }), ...(denied > 0 && { deniedSkipped: denied }) },
   }
 }
 
@@ -171,15 +187,16 @@ export function compileRegExp(pattern: string, ignoreCase: boolean): RegExp {
  * binary, hidden and ignored files skipped, at most `grepMaxMatches` lines of at most
  * `grepMaxLineBytes`.
  *
- * The walk and the matching run in a worker thread (see scan.ts), streaming: a file is
- * searched as soon as the walk meets it. The call stops itself at `timeoutMs` and
+ * ripgrep searches when it can answer exactly as the worker would (see rg-engine.ts);
+ * else the walk and the matching run in a worker thread (see scan.ts), streaming: a file
+ * is searched as soon as the walk meets it. The call stops itself at `timeoutMs` and
  * answers with what was found so far, with a notice.
  */
 export async function grepFiles(
   root: string,
   args: GrepArgs,
   limits: SearchLimits,
-  workers: ScanWorkers,
+  searcher: Searcher,
   signal: AbortSignal,
   reads: ReadRules,
   output?: GrepOutput,
@@ -200,13 +217,13 @@ export async function grepFiles(
     maxMatches: output === undefined ? limits.grepMaxMatches : Number.MAX_SAFE_INTEGER,
     maxBytes: output?.maxBytes ?? Number.POSITIVE_INFINITY,
     maxLineBytes: limits.grepMaxLineBytes,
-    maxFileBytes: GREP_MAX_FILE_BYTES,
+    blockBytes: GREP_BLOCK_BYTES,
   }
   const deadline = new AbortController()
   const timer = setTimeout(() => deadline.abort(), limits.timeoutMs)
   let found: ScanResult
   try {
-    found = await workers.run(job, signal, deadline.signal)
+    found = await searcher.run(job, signal, deadline.signal)
   } finally {
     clearTimeout(timer)
   }
@@ -225,8 +242,7 @@ export async function grepFiles(
       `(The search stopped after ${found.lines.length} matches, the most one result keeps (${output!.maxBytes} bytes); there are more. Narrow the pattern, the path or the glob to see the others.)`,
     )
   }
-  const { binary, large, ignored, hidden, denied } = found.skipped
-  if (large > 0) notes.push(`(Skipped ${plural(large, 'file')} larger than ${GREP_MAX_FILE_BYTES / 1024 / 1024} MiB.)`)
+  const { binary, ignored, hidden, denied } = found.skipped
   notes.push(...deniedNote(found))
   if (isFile && binary > 0) notes.push(`("${at.display}" is a binary file; grep searches text files only.)`)
   const meta = {
@@ -236,12 +252,12 @@ export async function grepFiles(
     files: found.files,
     cut: found.cut,
     binarySkipped: binary,
-    largeSkipped: large,
     ignoredSkipped: ignored,
     hiddenSkipped: hidden,
     deniedSkipped: denied,
     truncatedLines: found.truncatedLines,
     timedOut: found.timedOut,
+    engine: found.engine,
   }
   if (found.lines.length === 0) {
     const where = glob ? `"${at.display}" (glob "${glob}")` : `"${at.display}"`

@@ -77,7 +77,9 @@ export function* walkFiles(start: string, options: WalkOptions): Generator<Walke
     } catch {
       return
     }
-    const chain = top === undefined ? dir.chain : enter(dir.chain, dir.path, dir.fromTop, name => entries.some(e => e.name === name))
+    const present = (name: string) => entries.some(e => e.name === name)
+    // Below the start, a folder holding .git is a repository of its own (the start's is the top's).
+    const chain = top === undefined ? dir.chain : enter(dir.chain, dir.path, dir.fromTop, present, dir.depth > 1 && present('.git'))
     const parent = { ...dir, chain }
     const pending: (Pending & { key: string })[] = []
     for (const entry of entries) {

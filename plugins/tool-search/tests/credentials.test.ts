@@ -5,10 +5,19 @@ import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { createHost } from '@loom/testkit'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import * as toolSearch from '../src/index.ts'
+import { installedRipgrep } from '../src/ripgrep.ts'
+
+/** Both engines; with rules to apply in the walk, ripgrep's leaves the search to the worker, which counts what it skips. */
+const RG = await installedRipgrep()
+const ENGINES = [
+  { name: 'worker', ripgrep: 'never' },
+  { name: 'ripgrep', ripgrep: RG },
+]
 
 let host: Awaited<ReturnType<typeof createHost>>
+let ripgrep: string | undefined
 let base: string
 let home: string
 const savedEnv = { HOME: process.env.HOME, XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME }
@@ -39,7 +48,7 @@ beforeEach(async () => {
   process.env.HOME = home
   process.env.XDG_CONFIG_HOME = join(base, 'xdg')
   host = await createHost()
-  await host.mount(toolSearch)
+  await host.mount(toolSearch, { ripgrep })
 })
 
 afterEach(async () => {
@@ -54,45 +63,58 @@ afterEach(async () => {
 const SKIPPED = (n: number) =>
   `(Skipped ${n} ${n === 1 ? 'entry' : 'entries'} that tools may not read, such as credential stores; the user can let one through with allowRead on the @loom/tools row of loom.yml.)`
 
-describe('credential stores in a search', () => {
-  it('the workspace is the home folder: grep and glob with hidden: true skip them, and say so', async () => {
-    const grep = await call('grep', { pattern: 'needle', hidden: true })
-    expect(grep.text).toBe(`.docker/daemon.json:1: {"needle":true}\nproject/a.txt:1: needle\n\n${SKIPPED(3)}`)
-    expect(grep.meta).toMatchObject({ matches: 2, deniedSkipped: 3 })
-    const glob = await call('glob', { pattern: '**/*', hidden: true })
-    expect(glob.text.split('\n\n')[0].split('\n').sort()).toEqual(['.docker/daemon.json', 'project/a.txt'])
-    expect(glob.text.endsWith(SKIPPED(3))).toBe(true)
-    // Nothing denied in the way: no note.
-    expect((await call('grep', { pattern: 'needle' }, join(home, 'project'))).text).toBe('a.txt:1: needle')
-  })
-
-  it('a search that starts inside a store, or names a key, is refused with the reason', async () => {
-    for (const [name, args] of [
-      ['grep', { pattern: 'needle', path: '.ssh' }],
-      ['grep', { pattern: 'needle', path: '.docker/config.json' }],
-      ['glob', { pattern: '*', path: '.ssh' }],
-      ['glob', { pattern: '.ssh/*' }],
-    ] as const) {
-      const r = await call(name, args)
-      expect(r.isError, JSON.stringify(args)).toBe(true)
-      expect(r.text).toContain('is out of reach: tools may not read or change')
-      expect(r.text).toContain('allowRead on the @loom/tools row')
-    }
-  })
-
-  it('a symlink in the workspace to a key is skipped, as its target', async () => {
-    await symlink(join(home, '.ssh', 'id_ed25519'), join(home, 'project', 'key.txt'))
-    const r = await call('grep', { pattern: 'needle' })
-    expect(r.text).toBe(`project/a.txt:1: needle\n\n${SKIPPED(1)}`)
-  })
-
-  it('an allowed path inside a store is searched; the rest of the store is not', async () => {
-    await host.root.plugin({
-      name: 'deployment',
-      inject: ['tools'],
-      apply: ctx => void ctx.tools.allowRead(join(home, '.ssh', 'known_hosts'), 'ssh checks hosts'),
+for (const engine of ENGINES) {
+  describe.skipIf(engine.ripgrep === undefined)(`${engine.name} engine${engine.ripgrep === undefined ? ' (skipped: rg is not on PATH)' : ''}`, () => {
+    beforeAll(() => {
+      ripgrep = engine.ripgrep
     })
-    expect((await call('grep', { pattern: 'needle', path: '.ssh' })).text).toBe(`.ssh/known_hosts:1: needle host\n\n${SKIPPED(1)}`)
-    expect((await call('grep', { pattern: 'needle', hidden: true })).text).toContain('.ssh/known_hosts:1: needle host')
+
+    describe('credential stores in a search', () => {
+      it('the workspace is the home folder: grep and glob with hidden: true skip them, and say so', async () => {
+        const grep = await call('grep', { pattern: 'needle', hidden: true })
+        expect(grep.text).toBe(`.docker/daemon.json:1: {"needle":true}\nproject/a.txt:1: needle\n\n${SKIPPED(3)}`)
+        expect(grep.meta).toMatchObject({ matches: 2, deniedSkipped: 3 })
+        const glob = await call('glob', { pattern: '**/*', hidden: true })
+        expect(glob.text.split('\n\n')[0].split('\n').sort()).toEqual(['.docker/daemon.json', 'project/a.txt'])
+        expect(glob.text.endsWith(SKIPPED(3))).toBe(true)
+        // Nothing denied in the way: no note.
+        expect((await call('grep', { pattern: 'needle' }, join(home, 'project'))).text).toBe('a.txt:1: needle')
+      })
+
+      it('a search that starts inside a store, or names a key, is refused with the reason', async () => {
+        for (const [name, args] of [
+          ['grep', { pattern: 'needle', path: '.ssh' }],
+          ['grep', { pattern: 'needle', path: '.docker/config.json' }],
+          ['glob', { pattern: '*', path: '.ssh' }],
+          ['glob', { pattern: '.ssh/*' }],
+        ] as const) {
+          const r = await call(name, args)
+          expect(r.isError, JSON.stringify(args)).toBe(true)
+          expect(r.text).toContain('is out of reach: tools may not read or change')
+          expect(r.text).toContain('allowRead on the @loom/tools row')
+        }
+      })
+
+      it('a symlink in the workspace to a key is skipped, as its target', async () => {
+        await symlink(join(home, '.ssh', 'id_ed25519'), join(home, 'project', 'key.txt'))
+        const r = await call('grep', { pattern: 'needle' })
+        expect(r.text).toBe(`project/a.txt:1: needle\n\n${SKIPPED(1)}`)
+      })
+
+      it('an allowed path inside a store is searched; the rest of the store is not', async () => {
+        await host.root.plugin({
+          name: 'deployment',
+          inject: ['tools'],
+          apply: ctx => void ctx.tools.allowRead(join(home, '.ssh', 'known_hosts'), 'ssh checks hosts'),
+        })
+        expect((await call('grep', { pattern: 'needle', path: '.ssh' })).text).toBe(`.ssh/known_hosts:1: needle host\n\n${SKIPPED(1)}`)
+        expect((await call('grep', { pattern: 'needle', hidden: true })).text).toContain('.ssh/known_hosts:1: needle host')
+      })
+    })
+
+    it('searches with the chosen engine where no rule applies', async () => {
+      expect((await call('grep', { pattern: 'needle' }, join(home, 'project'))).meta).toMatchObject({ engine: engine.name })
+      expect((await call('grep', { pattern: 'needle', hidden: true })).meta).toMatchObject({ engine: 'worker' })
+    })
   })
-})
+}
