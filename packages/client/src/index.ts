@@ -117,6 +117,14 @@ export interface LoomClientOptions {
   retries?: number
   /** The wait before sending again after a lost connection, in ms (default 1000); a Retry-After replaces it. */
   retryDelayMs?: number
+  /**
+   * How long an event stream may bring no byte at all, not even the server's
+   * heartbeat comment, before its connection is taken for dead (half-open: the
+   * server or a proxy went away without closing it) and a new one resumes with
+   * Last-Event-ID (default 45000: three of `loom serve`'s 15 s heartbeats; 0:
+   * never). Set it to about three times the server's `heartbeatMs`.
+   */
+  heartbeatTimeoutMs?: number
 }
 
 /** Options of a write: its Idempotency-Key (default: a new UUID per call, kept across its retries) and an abort signal. */
@@ -164,6 +172,8 @@ export class LoomConnectionError extends Error {
 
 /** The longest Retry-After honoured: past it, a proxy's answer is not worth waiting for within one call. */
 const MAX_RETRY_AFTER_MS = 60_000
+/** Three of `loom serve`'s default heartbeats (15 s): one missed heartbeat is not yet a dead connection. */
+const DEFAULT_HEARTBEAT_TIMEOUT_MS = 45_000
 
 export class LoomClient {
   private readonly url: string
@@ -171,6 +181,7 @@ export class LoomClient {
   private readonly fetch: typeof fetch
   private readonly retries: number
   private readonly retryDelayMs: number
+  private readonly heartbeatTimeoutMs: number
 
   constructor(options: LoomClientOptions) {
     if (!/^https?:\/\//.test(options.url)) throw new TypeError(`LoomClient: url must be an http(s) URL, got "${options.url}"`)
@@ -180,6 +191,8 @@ export class LoomClient {
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis)
     this.retries = options.retries ?? 3
     this.retryDelayMs = options.retryDelayMs ?? 1000
+    this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS
+    if (!(this.heartbeatTimeoutMs >= 0)) throw new TypeError(`LoomClient: heartbeatTimeoutMs must be 0 or more, got ${options.heartbeatTimeoutMs}`)
   }
 
   /** A new session with `task`; its first turn runs. */
@@ -218,11 +231,13 @@ export class LoomClient {
 
   /**
    * The events of session `id` from seq `from` (default 0), live, for as long
-   * as the caller iterates: each seq once, in order. A dropped connection or a
-   * stream the server ends (a drain) is resumed with `Last-Event-ID`, at once
-   * when the connection had brought events, else after the stream's `retry:`
-   * (or a 503's Retry-After), at most `retries` times in a row. Ends when
-   * `signal` aborts or the loop breaks; a refusal (404, 401) is thrown.
+   * as the caller iterates: each seq once, in order. A dropped connection, a
+   * stream the server ends (a drain), or one that brought nothing, not even a
+   * heartbeat, for `heartbeatTimeoutMs` (half-open) is resumed with
+   * `Last-Event-ID`, at once when the connection had brought events, else
+   * after the stream's `retry:` (or a 503's Retry-After), at most `retries`
+   * times in a row. Ends when `signal` aborts or the loop breaks; a refusal
+   * (404, 401) is thrown.
    */
   async *events(id: string, options: { from?: number; signal?: AbortSignal } = {}): AsyncGenerator<SessionEvent, void, undefined> {
     const { signal } = options
@@ -231,23 +246,41 @@ export class LoomClient {
     let delayMs = this.retryDelayMs
     let failures = 0
     let failure: unknown
+    const halfOpen = (cause?: unknown) =>
+      new LoomConnectionError(
+        `the event stream of session "${id}" brought nothing for ${this.heartbeatTimeoutMs} ms, not even a heartbeat (a half-open connection), after seq ${last}`,
+        cause,
+      )
     while (!signal?.aborted) {
       const connection = new AbortController()
       const stop = () => connection.abort()
       signal?.addEventListener('abort', stop, { once: true })
       let progressed = false
+      // Silence for heartbeatTimeoutMs (no answer, no byte) means a half-open connection: it is dropped and resumed.
+      let silent = false
+      let watchdog: ReturnType<typeof setTimeout> | undefined
+      const heard = () => {
+        clearTimeout(watchdog)
+        if (this.heartbeatTimeoutMs === 0) return
+        watchdog = setTimeout(() => {
+          silent = true
+          connection.abort()
+        }, this.heartbeatTimeoutMs)
+      }
+      heard()
       try {
         const response = await this.fetch(this.url + path, {
           headers: { ...this.auth(), accept: 'text/event-stream', 'last-event-id': String(last) },
           signal: connection.signal,
         })
+        heard()
         if (!response.ok || !response.body) {
           const error = await refusal(response, 'GET', path)
           if (error.retryAfter === undefined) throw error
           failure = error
           delayMs = retryAfterMs(error.retryAfter)
         } else {
-          for await (const frame of frames(response.body)) {
+          for await (const frame of frames(response.body, heard)) {
             if (frame.retry !== undefined) delayMs = frame.retry
             if (frame.data === undefined) continue
             const event = JSON.parse(frame.data) as SessionEvent
@@ -256,15 +289,19 @@ export class LoomClient {
             if (event.seq !== last + 1) break
             last = event.seq
             progressed = true
+            // The caller's time with the event is not the server's silence.
+            clearTimeout(watchdog)
             yield event
+            heard()
           }
-          failure = new LoomConnectionError(`the event stream of session "${id}" ended after seq ${last}`, undefined)
+          failure = silent ? halfOpen() : new LoomConnectionError(`the event stream of session "${id}" ended after seq ${last}`, undefined)
         }
       } catch (error) {
         if (signal?.aborted) return
         if (error instanceof LoomApiError) throw error
-        failure = error
+        failure = silent ? halfOpen(error) : error
       } finally {
+        clearTimeout(watchdog)
         signal?.removeEventListener('abort', stop)
         connection.abort()
       }
@@ -367,13 +404,18 @@ interface Frame {
   retry?: number
 }
 
-/** The messages of a Server-Sent Events body (the WHATWG framing: any line break, `data:` lines joined, comments skipped). */
-async function* frames(body: ReadableStream<Uint8Array>): AsyncGenerator<Frame> {
+/**
+ * The messages of a Server-Sent Events body (the WHATWG framing: any line
+ * break, `data:` lines joined, comments skipped); `heard` is told of every
+ * chunk that arrives, a heartbeat comment's too.
+ */
+async function* frames(body: ReadableStream<Uint8Array>, heard: () => void): AsyncGenerator<Frame> {
   const decoder = new TextDecoder()
   let buffer = ''
   let data: string[] = []
   let retry: number | undefined
   for await (const chunk of body) {
+    heard()
     buffer += decoder.decode(chunk, { stream: true })
     for (let match = /\r\n|\r|\n/.exec(buffer); match; match = /\r\n|\r|\n/.exec(buffer)) {
       // A `\r` that ends the buffer may be the first half of `\r\n`: wait for the next chunk.

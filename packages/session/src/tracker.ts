@@ -172,7 +172,6 @@ export class SessionTracker<T extends TrackedLog> {
     if (tracked?.owner === session) await tracked.writer!.flush()
   }
 
-
   /** A live session was disposed: its last events are written, then `forget` drops it. */
   async detach(session: Session, forget: (id: string, tracked: T) => unknown): Promise<void> {
     const tracked = this.tracked.get(session.id)

@@ -15,6 +15,7 @@ import { ApiError, discardBody, objectBody, onlyFields, readJson, Router, sendEr
 import type { ModelAllowlist } from './models.ts'
 import type { HostedSessions, MessageMode } from './sessions.ts'
 import { EventStream, resumeAfter } from './sse.ts'
+import { isUiPath } from './ui.ts'
 
 export interface ApiOptions {
   token: string
@@ -29,6 +30,8 @@ export interface ApiOptions {
   report: (error: unknown) => void
   /** The routes a request may choose for a new session; absent: any the deployment serves. */
   models?: ModelAllowlist
+  /** The inspector's page and API under /ui (ui.ts): it checks the token of its API itself. */
+  ui?: (req: IncomingMessage, res: ServerResponse) => Promise<void>
 }
 
 const MODES: readonly MessageMode[] = ['followup', 'steer', 'inject']
@@ -126,6 +129,7 @@ export function createApi(sessions: HostedSessions, options: ApiOptions): Api {
       let url: URL | undefined
       try {
         url = requestUrl(req)
+        if (options.ui && isUiPath(url.pathname)) return await options.ui(req, res)
         // Nothing but the refusal before the token is checked: no routing, no body read.
         if (!PROBES.has(url.pathname) && !authorized(req.headers.authorization)) {
           throw new ApiError(401, 'UNAUTHORIZED', 'a valid bearer token is required (Authorization: Bearer <token>)', {
@@ -161,7 +165,7 @@ async function streamEvents(sessions: HostedSessions, { req, res, url, params }:
   res.on('close', () => abort.abort())
   let cursor = after
   const send = (batch: readonly { seq: number }[]) => {
-    for (const event of batch) stream.send(event.seq, event)
+    stream.sendEvents(batch)
     if (batch.length) cursor = batch.at(-1)!.seq
   }
   try {

@@ -10,11 +10,12 @@ import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { createApi, isProbe } from './api.ts'
 import { ApiApprovals } from './approvals.ts'
-import { MIN_TOKEN_LENGTH } from './auth.ts'
+import { bearerCheck, MIN_TOKEN_LENGTH } from './auth.ts'
 import { createHttpServer } from './http.ts'
 import { KEY_TTL_MS } from './idempotency.ts'
 import { type ModelCatalog, ModelAllowlist } from './models.ts'
 import { HostedSessions, type Persistence, type SessionOpener } from './sessions.ts'
+import { createUi, type UiOptions } from './ui.ts'
 
 export { ApiApprovals, DECISIONS, type Answer, type AskedCall, type ClientAnswer, type Decision } from './approvals.ts'
 export { bearerCheck, loadToken, MIN_TOKEN_LENGTH, TOKEN_VARIABLE, TokenError } from './auth.ts'
@@ -176,6 +177,7 @@ export class Serve extends Service {
     })
     this.store = storeKind(store)
     ctx.on('session/durable', id => this.sessions.durable(id))
+    ctx.on('session/write-failed', (id, error) => this.sessions.writeFailed(id, error))
     const logger = ctx.logger('serve')
     if (config.approvals.mode === 'api') {
       this.approvals = new ApiApprovals(ctx, this.sessions, {
@@ -202,6 +204,13 @@ export class Serve extends Service {
         approvals: this.approvals,
         report: error => logger.error(error),
         models,
+        ui: createUi({
+          sessions: this.sessions,
+          store,
+          authorize: bearerCheck(config.token),
+          prices: (opener as { prices?: UiOptions['prices'] }).prices?.bind(opener),
+          report: error => logger.error(error),
+        }),
       }),
       { headersTimeoutMs: config.headersTimeoutMs, requestTimeoutMs: config.requestTimeoutMs, maxConnections: config.maxConnections },
       isProbe,

@@ -25,6 +25,7 @@ import {
   type SessionHeader,
   type SessionLeaseHolder,
   type SessionPersistence,
+  type SessionStore,
   type StoredSession,
   type TurnEndReason,
 } from '@loom/session'
@@ -39,12 +40,10 @@ export interface SessionOpener {
   route?(flags: { provider?: string; model?: string }): Promise<{ provider: string; model: string }>
 }
 
-/** The store, with what the first-party backends add: the lease holder, and (PostgreSQL) abandoning a session and a reachability probe. */
+/** The store, with what the first-party backends add: the lease holder, and (PostgreSQL) a reachability probe. */
 export type Persistence = SessionPersistence & {
   holder?(id: string): Promise<SessionLeaseHolder | undefined>
   leaseCommand?: string
-  /** Stops writing the live session `id` unless its event `seq` is stored (`false`); what is not stored is never written. */
-  abandon?(id: string, seq: number): Promise<boolean>
   /** Resolves once the store can be reached. */
   ping?(): Promise<void>
 }
@@ -105,6 +104,8 @@ const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 
 export class HostedSessions {
   private readonly home: Context
+  /** The live sessions (`ctx.sessions`), looked up once: every delivery flushes through it. */
+  private readonly live: SessionStore
   private readonly opener: SessionOpener
   private readonly store: Persistence
   private readonly options: HostOptions
@@ -124,6 +125,7 @@ export class HostedSessions {
 
   constructor(home: Context, opener: SessionOpener, store: Persistence, options: HostOptions) {
     this.home = home
+    this.live = home.sessions
     this.opener = opener
     this.store = store
     this.options = options
@@ -145,6 +147,24 @@ export class HostedSessions {
   /** Called on `session/durable`: streams of that session read again at once. */
   durable(id: string): void {
     for (const wake of this.waiting.get(id) ?? []) wake()
+  }
+
+  /**
+   * Called on `session/write-failed`: the store could not take a batch of a
+   * session whose agent may run here. That write is the fencing point: the
+   * session is given up at once (see `abandon`), not at its next message, so a
+   * running turn calls no model and runs no tool more with nothing stored, and
+   * its lease is let go (or expires on schedule while the store stays away).
+   */
+  writeFailed(id: string, error: unknown): void {
+    const entry = this.hosted.get(id)
+    if (!entry) return
+    // After any delivery to it: a delivery that met the same failure gives the session up itself.
+    void this.serial(id, async () => {
+      if (this.hosted.get(id) !== entry || !(await this.abandon(entry, entry.agent.session.seq - 1))) return
+      this.home.logger('serve').warn(`session ${id}: the store could not take its events (${(error as Error)?.message ?? error}); it was given up on this host`)
+      await entry.agent.dispose().catch(() => {})
+    })
   }
 
   /** Agents open here, and how many of them run a turn. */
@@ -197,7 +217,7 @@ export class HostedSessions {
     const running = agent.status === 'running'
     agent.cancel({ kind: 'user' })
     await agent.idle()
-    await this.home.sessions.flush(agent.session)
+    await this.live.flush(agent.session)
     return { id, cancelled: running }
   }
 
@@ -449,7 +469,7 @@ export class HostedSessions {
       else agent.inject(message)
       seq = agent.session.seq - 1
       try {
-        await this.home.sessions.flush(agent.session)
+        await this.live.flush(agent.session)
       } catch (error) {
         // Stored after all (a write raced the failed flush): accepted.
         if (!(await this.abandon(entry, seq))) return
@@ -498,11 +518,20 @@ export class HostedSessions {
     return true
   }
 
-  /** Releases the agent once it has been idle for `idleReleaseMs`, unless another delivery came since. */
+  /**
+   * Once the agent is idle: its last turn's end is written at once (the
+   * session's streams and the client waiting for that turn would otherwise
+   * wait for the store's write-behind window), and the agent is released after
+   * `idleReleaseMs`, unless another delivery came since.
+   */
   private releaseWhenIdle(entry: Hosted, round: number) {
     const { agent } = entry
     void agent.idle().then(() => {
       if (entry.round !== round || this.hosted.get(agent.sessionId) !== entry || this.draining) return
+      // A write that fails stays queued for the next one (the release flushes again).
+      this.live.flush(agent.session).catch(error => {
+        this.home.logger('serve').warn(`session ${agent.sessionId}: writing the end of its turn failed; it is retried: ${(error as Error).message}`)
+      })
       entry.timer = setTimeout(() => void this.serial(agent.sessionId, () => this.releaseIdle(entry)), this.options.idleReleaseMs)
       entry.timer.unref()
     })
@@ -521,7 +550,7 @@ export class HostedSessions {
     clearTimeout(entry.timer)
     try {
       await entry.agent.idle()
-      await this.home.sessions.flush(entry.agent.session)
+      await this.live.flush(entry.agent.session)
     } finally {
       this.hosted.delete(id)
       await entry.agent.dispose()

@@ -45,7 +45,15 @@ export class EventStream {
 
   /** One message; JSON holds no raw line break, so `data:` is one line. */
   send(id: number, data: unknown): void {
-    this.write(`id: ${id}\ndata: ${JSON.stringify(data)}\n\n`)
+    this.write(message(id, data))
+  }
+
+  /** A batch of session events, one message each, in one write: one chunk on the wire, not one per event. */
+  sendEvents(events: readonly { seq: number }[]): void {
+    if (!events.length) return
+    let text = ''
+    for (const event of events) text += message(event.seq, event)
+    this.write(text)
   }
 
   end(): void {
@@ -58,4 +66,8 @@ export class EventStream {
   private write(text: string): void {
     if (!this.ended && !this.res.writableEnded) this.res.write(text)
   }
+}
+
+function message(id: number, data: unknown): string {
+  return `id: ${id}\ndata: ${JSON.stringify(data)}\n\n`
 }

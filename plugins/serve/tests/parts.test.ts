@@ -99,6 +99,29 @@ describe('the event stream', () => {
     expect(written.length).toBe(count)
     expect(stream.open).toBe(false)
   })
+
+  it('writes a batch of events as one chunk, one message per event', () => {
+    const written: string[] = []
+    const res = Object.assign(new EventEmitter(), {
+      writableEnded: false,
+      writeHead() {},
+      write(text: string) {
+        written.push(text)
+      },
+      end() {
+        this.writableEnded = true
+      },
+    })
+    const stream = new EventStream(res as unknown as ServerResponse, { heartbeatMs: 60_000, retryMs: 1000 })
+    const events = [
+      { seq: 7, type: 'step/end' },
+      { seq: 8, type: 'turn/end' },
+    ]
+    stream.sendEvents(events)
+    stream.sendEvents([])
+    expect(written.slice(1)).toEqual(['id: 7\ndata: {"seq":7,"type":"step/end"}\n\nid: 8\ndata: {"seq":8,"type":"turn/end"}\n\n'])
+    stream.end()
+  })
 })
 
 describe('routes', () => {

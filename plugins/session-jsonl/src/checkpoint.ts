@@ -11,7 +11,9 @@ import { abortedBeforeDispatchResult, type ToolRunContext } from '@loom/tools'
  * one write-behind window.
  */
 export function installCheckpoints(ctx: Context) {
-  const live = (id: unknown): Session | undefined => (typeof id === 'string' ? ctx.sessions.get(id) : undefined)
+  // Looked up once (a lookup through the context costs microseconds, and every step makes several); the plugin restarts if it is replaced.
+  const sessions = ctx.sessions
+  const live = (id: unknown): Session | undefined => (typeof id === 'string' ? sessions.get(id) : undefined)
 
   // Before the first chunk is pulled: a failed flush means the adapter is never called.
   ctx.on(
@@ -20,7 +22,7 @@ export function installCheckpoints(ctx: Context) {
       const session = live(options.sessionId)
       if (!session) return next()
       return (async function* () {
-        await ctx.sessions.flush(session)
+        await sessions.flush(session)
         yield* next()
       })()
     },
@@ -32,7 +34,7 @@ export function installCheckpoints(ctx: Context) {
     async (exec: ToolRunContext, next) => {
       const session = live(exec.agent?.sessionId)
       if (session) {
-        await ctx.sessions.flush(session)
+        await sessions.flush(session)
         if (exec.signal.aborted) return abortedBeforeDispatchResult()
       }
       return next()
@@ -46,7 +48,7 @@ export function installCheckpoints(ctx: Context) {
     'agent/pre-step',
     async (payload, next) => {
       const session = live(payload.agent.sessionId)
-      if (session) await ctx.sessions.flush(session)
+      if (session) await sessions.flush(session)
       return next()
     },
     { global: true },

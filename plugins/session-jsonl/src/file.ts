@@ -11,50 +11,84 @@
 // All I/O goes through a `FileOps` object so tests can inject failures (an
 // fsync that fails once, a rollback that fails) without touching a real disk's
 // failure modes.
+//
+// Only fsync is asynchronous: it waits for the disk. Everything else (open,
+// write, stat, link, mkdir, close) is a call that touches the page cache and
+// the directory cache and returns in microseconds, so it is made synchronously:
+// a round trip through the thread pool costs the event loop many times that
+// (the request, a wake-up of a pool thread, the completion, a promise), and a
+// host writing hundreds of sessions makes several of them per batch.
 
 import { randomBytes } from 'node:crypto'
-import { constants, type BigIntStats } from 'node:fs'
-import * as fsp from 'node:fs/promises'
-import type { FileHandle } from 'node:fs/promises'
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsync,
+  ftruncateSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+  type BigIntStats,
+} from 'node:fs'
 import * as path from 'node:path'
+
+/** An open file: its descriptor. */
+export interface OpenFile {
+  readonly fd: number
+}
 
 /** The primitive file operations the durable helpers are built from. */
 export interface FileOps {
   /** Creates one directory (not recursive); rejects with EEXIST/ENOENT like mkdir(2). */
   mkdir(dir: string, mode: number): Promise<void>
-  open(file: string, flags: string | number, mode?: number): Promise<FileHandle>
-  /** Writes all of `data` at the handle's current position (the end, for append handles). */
-  write(handle: FileHandle, data: Uint8Array): Promise<void>
-  sync(handle: FileHandle): Promise<void>
-  truncate(handle: FileHandle, size: number): Promise<void>
-  fstat(handle: FileHandle): Promise<BigIntStats>
-  close(handle: FileHandle): Promise<void>
+  open(file: string, flags: string | number, mode?: number): Promise<OpenFile>
+  /** Writes all of `data` at the file's current position (the end, for append handles). */
+  write(handle: OpenFile, data: Uint8Array): Promise<void>
+  sync(handle: OpenFile): Promise<void>
+  truncate(handle: OpenFile, size: number): Promise<void>
+  fstat(handle: OpenFile): Promise<BigIntStats>
+  close(handle: OpenFile): Promise<void>
   link(existing: string, target: string): Promise<void>
   unlink(file: string): Promise<void>
   stat(file: string): Promise<BigIntStats>
 }
 
-/** The real file system. */
+/** The real file system: fsync through the thread pool, the rest synchronously (see above). */
 export const nodeFileOps: FileOps = {
   async mkdir(dir, mode) {
-    await fsp.mkdir(dir, { mode })
+    mkdirSync(dir, { mode })
   },
-  open: (file, flags, mode) => fsp.open(file, flags, mode),
+  async open(file, flags, mode) {
+    return { fd: openSync(file, flags, mode) }
+  },
   async write(handle, data) {
-    // FileHandle.write may write fewer bytes than asked; loop until all are out.
+    // write(2) may write fewer bytes than asked; loop until all are out.
     let offset = 0
-    while (offset < data.byteLength) {
-      const { bytesWritten } = await handle.write(data, offset, data.byteLength - offset)
-      offset += bytesWritten
-    }
+    while (offset < data.byteLength) offset += writeSync(handle.fd, data, offset, data.byteLength - offset)
   },
-  sync: handle => handle.sync(),
-  truncate: (handle, size) => handle.truncate(size),
-  fstat: handle => handle.stat({ bigint: true }),
-  close: handle => handle.close(),
-  link: (existing, target) => fsp.link(existing, target),
-  unlink: file => fsp.unlink(file),
-  stat: file => fsp.stat(file, { bigint: true }),
+  sync: handle => new Promise((resolve, reject) => fsync(handle.fd, error => (error ? reject(error) : resolve()))),
+  async truncate(handle, size) {
+    ftruncateSync(handle.fd, size)
+  },
+  async fstat(handle) {
+    return fstatSync(handle.fd, { bigint: true })
+  },
+  async close(handle) {
+    closeSync(handle.fd)
+  },
+  async link(existing, target) {
+    linkSync(existing, target)
+  },
+  async unlink(file) {
+    unlinkSync(file)
+  },
+  async stat(file) {
+    return statSync(file, { bigint: true })
+  },
 }
 
 function errorCode(err: unknown): unknown {
@@ -135,32 +169,79 @@ export async function materialize(file: string, headerLine: string, lines: reado
 }
 
 /**
- * Appends one batch (`lines.join('\n') + '\n'`) durably. On failure the file is
- * truncated back to its size before the append, so it is left unchanged.
+ * A log held open by its writer. Under the session's lease nobody else appends,
+ * so the log is opened once, and each batch is one write and one fsync through
+ * the same descriptor (an open, a stat and a close per batch were most of what
+ * an append cost). The size is kept as the batches land: a batch that fails is
+ * cut back to it, so the file is left exactly as it was.
  */
-export async function appendLines(file: string, lines: readonly string[], ops: FileOps = nodeFileOps): Promise<void> {
-  if (lines.length === 0) return
-  const data = batchBytes(lines)
-  // Append mode, but without O_CREAT: appending to a log that was never
-  // materialized is a bug, not a reason to create a header-less file.
-  const handle = await ops.open(file, constants.O_WRONLY | constants.O_APPEND)
-  try {
-    const size = Number((await ops.fstat(handle)).size)
+export class LogAppender {
+  readonly file: string
+  readonly #handle: OpenFile
+  readonly #ops: FileOps
+  /** The file's size after the last batch that landed. */
+  #size: number
+
+  private constructor(file: string, handle: OpenFile, size: number, ops: FileOps) {
+    this.file = file
+    this.#handle = handle
+    this.#size = size
+    this.#ops = ops
+  }
+
+  /** Opens an existing log for appends (never creates one: a log without its header is a bug). */
+  static async open(file: string, ops: FileOps = nodeFileOps): Promise<LogAppender> {
+    const handle = await ops.open(file, constants.O_WRONLY | constants.O_APPEND)
     try {
-      await ops.write(handle, data)
-      await ops.sync(handle)
+      return new LogAppender(file, handle, Number((await ops.fstat(handle)).size), ops)
+    } catch (error) {
+      await ops.close(handle).catch(() => {})
+      throw error
+    }
+  }
+
+  /**
+   * Appends one batch (`lines.join('\n') + '\n'`) durably. On failure the file
+   * is truncated back to its size before the batch; if even that fails, the
+   * error is an AggregateError of both, and the appender should be dropped (the
+   * next one reads the size the file really has).
+   */
+  async append(lines: readonly string[]): Promise<void> {
+    if (lines.length === 0) return
+    const data = batchBytes(lines)
+    try {
+      await this.#ops.write(this.#handle, data)
+      await this.#ops.sync(this.#handle)
     } catch (err) {
       try {
-        await ops.truncate(handle, size)
-        await ops.sync(handle)
+        await this.#ops.truncate(this.#handle, this.#size)
+        await this.#ops.sync(this.#handle)
       } catch (rollbackErr) {
-        throw new AggregateError([err, rollbackErr], `failed to roll back append to "${file}"`)
+        throw new AggregateError([err, rollbackErr], `failed to roll back append to "${this.file}"`)
       }
       throw err
     }
+    this.#size += data.byteLength
+  }
+
+  /** After the last fsync the data is durable: a failing close changes nothing. */
+  async close(): Promise<void> {
+    await this.#ops.close(this.#handle).catch(() => {})
+  }
+}
+
+/**
+ * Appends one batch durably, opening and closing the log around it. On failure
+ * the file is truncated back to its size before the append, so it is left
+ * unchanged.
+ */
+export async function appendLines(file: string, lines: readonly string[], ops: FileOps = nodeFileOps): Promise<void> {
+  if (lines.length === 0) return
+  const appender = await LogAppender.open(file, ops)
+  try {
+    await appender.append(lines)
   } finally {
-    // After a successful fsync the data is durable; a failing close changes nothing.
-    await ops.close(handle).catch(() => {})
+    await appender.close()
   }
 }
 

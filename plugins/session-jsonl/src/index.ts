@@ -21,7 +21,7 @@ import { installCheckpoints } from './checkpoint.ts'
 import { defaultCommand, Lease, lockPathOf, readHolder } from './lease.ts'
 import { scanLog } from './scanner.ts'
 import { JsonlFiles, type StoredLog } from './store.ts'
-import type { FileOps } from './file.ts'
+import type { FileOps, LogAppender } from './file.ts'
 
 export { SessionFormatUnsupportedError, SessionPersistenceCorruptionError } from './errors.ts'
 export { encodeSegment, logPath, projectKey } from './paths.ts'
@@ -39,7 +39,7 @@ export interface Config {
   maxDelayMs?: number
   /** Pack runs of streamed text deltas into one line (smaller logs, same events). */
   packChunks?: boolean
-  /** Flush before every model call, tool execution and step (default true). */
+  /** Flush before every model call, tool execution and later step of a turn (default true). */
   checkpoints?: boolean
   /** How often a writer refreshes the heartbeat of its session lease (default 5000). */
   leaseHeartbeatMs?: number
@@ -53,7 +53,7 @@ export const Config: Schema<Config> = Schema.object({
   root: Schema.string().required().description('Directory holding the session logs.'),
   maxDelayMs: Schema.natural().default(200).description('Longest time an event waits before a durable write.'),
   packChunks: Schema.boolean().default(true).description('Pack runs of streamed deltas into one line.'),
-  checkpoints: Schema.boolean().default(true).description('Flush before every model call, tool execution and step.'),
+  checkpoints: Schema.boolean().default(true).description('Flush before every model call, tool execution and later step of a turn.'),
   leaseHeartbeatMs: Schema.natural().min(1).default(5000).description('How often a writer refreshes the heartbeat of its session lease.'),
   leaseStaleMs: Schema.natural().min(1).default(30_000).description('A lease whose heartbeat is older than this may be taken over.'),
   leaseCommand: Schema.string().description('What this process runs, shown to the writers it refuses (default: its command line).'),
@@ -96,6 +96,8 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   private readonly tracked: Map<string, Tracked>
   /** The write leases this backend holds, by session id. */
   private readonly leases = new Map<string, Lease>()
+  /** The logs held open for appends, by session id: one per leased log, closed with its lease. */
+  private readonly appenders = new Map<string, LogAppender>()
   private readonly heartbeatMs: number
   private readonly staleMs: number
   /** What this process runs, written into its leases (the CLI sets e.g. `loom run`). */
@@ -177,6 +179,17 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     return this.log.close(id, () => this.forget(id))
   }
 
+  /**
+   * Stops writing the live session `id` unless its event `seq` is stored
+   * (`false`: it is, and writing goes on). Otherwise what is not stored is
+   * dropped, never written (a batch that failed on a full disk does not land
+   * once there is room), the log is closed and the lease let go: the log ends
+   * where it was durable. Its owner should be disposed next.
+   */
+  abandon(id: string, seq: number): Promise<boolean> {
+    return this.log.abandon(id, seq, (_, tracked) => this.forget(id, tracked))
+  }
+
   /** What `load` would return, computed in memory: writes nothing, even for a torn log. */
   async inspect(id: string): Promise<StoredSession> {
     const live = this.log.live(id)
@@ -225,6 +238,8 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   private async repaired(id: string): Promise<{ log: StoredLog; session: Session }> {
     const path = await this.path(id)
     this.hold(id, path)
+    // A repair changes the file's size: a log held open from an earlier tracking is opened again.
+    this.closeAppender(id)
     let log = await this.files.read(path, id)
     let session = this.files.restore(log)
     if (log.committedBytes < log.fileBytes || log.closers.length) {
@@ -264,8 +279,34 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   }
 
   private releaseLease(id: string) {
+    this.closeAppender(id)
     this.leases.get(id)?.release()
     this.leases.delete(id)
+  }
+
+  /** Appends a batch through the log's open appender, opening it with the first batch. */
+  private async appendOpen(tracked: Tracked, events: readonly SessionEvent[]) {
+    const id = tracked.header.id
+    let appender = this.appenders.get(id)
+    if (appender?.file !== tracked.path) {
+      this.closeAppender(id)
+      appender = await this.files.open(tracked.path)
+      this.appenders.set(id, appender)
+    }
+    try {
+      await this.files.append(appender, events)
+    } catch (error) {
+      // Rolled back, or not even that: the next batch opens the log again and reads its real size.
+      this.closeAppender(id)
+      throw error
+    }
+  }
+
+  private closeAppender(id: string) {
+    const appender = this.appenders.get(id)
+    if (!appender) return
+    this.appenders.delete(id)
+    void appender.close()
   }
 
   private async path(id: string): Promise<string> {
@@ -320,6 +361,7 @@ export class JsonlPersistence extends Service implements SessionPersistence {
       throw new Error(`the stored log of session "${session.id}" does not match this live session (id collision; raw log: ${path})`)
     }
     // The torn tail goes; the open turn stays open, since the live session continues it.
+    this.closeAppender(session.id)
     const fd = openSync(path, 'r+')
     try {
       ftruncateSync(fd, committedBytes)
@@ -345,7 +387,7 @@ export class JsonlPersistence extends Service implements SessionPersistence {
     // Fencing: nothing is written without the lease.
     this.hold(tracked.header.id, tracked.path)
     if (tracked.materialized) {
-      await this.files.append(tracked.path, events)
+      await this.appendOpen(tracked, events)
     } else {
       await this.files.materialize(tracked.header, events)
       tracked.materialized = true

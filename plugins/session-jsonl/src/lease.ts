@@ -14,7 +14,11 @@
 //     a fresh lock with link(2) like anyone else. If it moved a lock that another
 //     taker had just created, it links it back.
 //   * Fencing: before every write the holder checks that the lock still holds its
-//     token; a writer whose lease was taken over cannot write.
+//     token; a writer whose lease was taken over cannot write. The holder keeps
+//     its lock file open, so the check is a stat of the lock's name (does it
+//     still name the file this lease created? held open, that file's inode
+//     cannot be reused) and a read of those bytes through the open descriptor;
+//     the lock is opened and parsed again only when either differs.
 //
 // Everything is synchronous: the files are tiny, the exit handler must be
 // synchronous, and adopting a live session must veto its publication at once.
@@ -66,11 +70,15 @@ export class Lease {
   readonly path: string
   readonly holder: LockContent
   #timer: ReturnType<typeof setInterval> | undefined
+  /** The lock file this lease created, held open until it is released. */
+  readonly #lock: CreatedLock
+  #released = false
 
-  private constructor(sessionId: string, path: string, holder: LockContent, heartbeatMs: number) {
+  private constructor(sessionId: string, path: string, holder: LockContent, lock: CreatedLock, heartbeatMs: number) {
     this.sessionId = sessionId
     this.path = path
     this.holder = holder
+    this.#lock = lock
     this.#timer = setInterval(() => this.#beat(), heartbeatMs)
     this.#timer.unref()
     held.add(this)
@@ -97,7 +105,8 @@ export class Lease {
     // Each round either wins, meets a live holder, or removed a stale lock
     // (someone else's progress); a few rounds settle any race.
     for (let round = 0; round < 5; round++) {
-      if (create(lockPath, content)) return new Lease(sessionId, lockPath, content, options.heartbeatMs)
+      const lock = create(lockPath, content)
+      if (lock) return new Lease(sessionId, lockPath, content, lock, options.heartbeatMs)
       const found = read(lockPath)
       if (!found) continue
       if (!isStale(found, options.staleMs)) {
@@ -111,6 +120,7 @@ export class Lease {
 
   /** Fencing: throws `SESSION_LEASE_LOST` unless the lock still holds this lease's token. */
   check(): void {
+    if (this.#intact()) return
     const found = read(this.path)
     if (found?.content?.token === this.holder.token) return
     throw SessionLeaseError.lost(this.sessionId, found?.content && publicHolder(found.content))
@@ -121,15 +131,37 @@ export class Lease {
     clearInterval(this.#timer)
     held.delete(this)
     try {
-      if (read(this.path)?.content?.token === this.holder.token) fs.unlinkSync(this.path)
+      if (!this.#released && (this.#intact() || read(this.path)?.content?.token === this.holder.token)) fs.unlinkSync(this.path)
     } catch {
       // Best effort: a lock left behind is taken over once its heartbeat is stale.
+    } finally {
+      if (!this.#released) fs.closeSync(this.#lock.fd)
+      this.#released = true
+    }
+  }
+
+  /**
+   * The lock's name still leads to the file this lease created, and that file
+   * still holds exactly what was written into it: two system calls, no open.
+   */
+  #intact(): boolean {
+    if (this.#released) return false
+    const { fd, ino, dev, bytes } = this.#lock
+    try {
+      const named = fs.statSync(this.path, { bigint: true, throwIfNoEntry: false })
+      if (named?.ino !== ino || named.dev !== dev) return false
+      // One byte more than was written: a lock grown by a hand edit differs too.
+      const buffer = Buffer.allocUnsafe(bytes.length + 1)
+      const length = fs.readSync(fd, buffer, 0, buffer.length, 0)
+      return length === bytes.length && buffer.subarray(0, length).equals(bytes)
+    } catch {
+      return false
     }
   }
 
   #beat() {
     try {
-      if (read(this.path)?.content?.token !== this.holder.token) return
+      if (!this.#intact() && read(this.path)?.content?.token !== this.holder.token) return
       const now = new Date()
       fs.utimesSync(this.path, now, now)
     } catch {
@@ -138,15 +170,28 @@ export class Lease {
   }
 }
 
-/** Publishes `content` at `lockPath` unless a lock exists there: true when this call created it. */
-function create(lockPath: string, content: LockContent): boolean {
+/** A lock this process created: its descriptor (kept open), which file it is, and what it holds. */
+interface CreatedLock {
+  fd: number
+  ino: bigint
+  dev: bigint
+  bytes: Buffer
+}
+
+/** Publishes `content` at `lockPath` unless a lock exists there: the created lock, open, or undefined. */
+function create(lockPath: string, content: LockContent): CreatedLock | undefined {
   const tmp = `${lockPath}.${content.token}.tmp`
-  fs.writeFileSync(tmp, JSON.stringify(content) + '\n', { flag: 'wx', mode: 0o600 })
+  const bytes = Buffer.from(JSON.stringify(content) + '\n')
+  fs.writeFileSync(tmp, bytes, { flag: 'wx', mode: 0o600 })
+  // Opened before it is published, so the descriptor is of the very file the link names.
+  const fd = fs.openSync(tmp, 'r')
   try {
+    const { ino, dev } = fs.fstatSync(fd, { bigint: true })
     fs.linkSync(tmp, lockPath)
-    return true
+    return { fd, ino, dev, bytes }
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
+    fs.closeSync(fd)
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return undefined
     throw error
   } finally {
     fs.rmSync(tmp, { force: true })

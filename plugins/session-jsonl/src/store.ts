@@ -10,10 +10,10 @@ import {
 } from '@loom/session'
 import { isAscii } from 'node:buffer'
 import { readSync } from 'node:fs'
-import { type FileHandle, open, readdir } from 'node:fs/promises'
+import { open, readdir } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { SessionPersistenceCorruptionError } from './errors.ts'
-import { appendLines, ensureDir, materialize, nodeFileOps, revisionOf, truncateTo, type FileOps } from './file.ts'
+import { appendLines, ensureDir, LogAppender, materialize, nodeFileOps, revisionOf, truncateTo, type FileOps, type OpenFile } from './file.ts'
 import { encodeEvents, encodeHeaderLine } from './format.ts'
 import { encodeSegment, LOG_FILENAME, logPath } from './paths.ts'
 import { LogScanner, type ScanResult, scanLog } from './scanner.ts'
@@ -35,7 +35,7 @@ const PIECE_BYTES = 64 * 1024
  * wait for the thread pool after every block only made a load slower on a busy
  * machine.
  */
-function scanLines(handle: FileHandle, scanner: LogScanner): number {
+function scanLines(handle: OpenFile, scanner: LogScanner): number {
   let buffer = Buffer.allocUnsafe(READ_BYTES)
   // Bytes at the start of `buffer` that are read but not yet scanned (a line in part).
   let pending = 0
@@ -235,8 +235,16 @@ export class JsonlFiles {
     await materialize(this.pathOf(header), encodeHeaderLine(header), this.#encode(events), this.#ops)
   }
 
-  async append(path: string, events: readonly SessionEvent[]): Promise<void> {
-    await appendLines(path, this.#encode(events), this.#ops)
+  /** The log at `path` held open for its writer's appends (see LogAppender). */
+  open(path: string): Promise<LogAppender> {
+    return LogAppender.open(path, this.#ops)
+  }
+
+  /** Appends events durably, through a log held open or by path (opened and closed around the batch). */
+  async append(log: string | LogAppender, events: readonly SessionEvent[]): Promise<void> {
+    const lines = this.#encode(events)
+    if (typeof log === 'string') await appendLines(log, lines, this.#ops)
+    else await log.append(lines)
   }
 
   #encode(events: readonly SessionEvent[]) {

@@ -104,6 +104,25 @@ describe('checkpoint policy', () => {
     expect(seenByModel[1].slice(-4)).toEqual(['tool/call', 'tool/result', 'step/end', 'step/start'])
   })
 
+  it('writes before each step, each model call and each tool: a later step first writes what the step before produced', async () => {
+    const ctx = await host(true)
+    const writes: string[][] = []
+    let written = 0
+    ctx.on('session/durable', (id: string) => {
+      const types = storedTypes(ctx, id)
+      writes.push(types.slice(written))
+      written = types.length
+    })
+    ctx.llm.registerAdapter(['mock'], new ProbeAdapter([() => toolCallResponse('c1', 'probe', {}), () => textResponse('done')]))
+    ctx.tools.register(defineTool({ name: 'probe', description: 'Does nothing.', parameters: { type: 'object', properties: {} }, execute: () => 'ok' }))
+    const agent = ctx.agents.create('writes', { provider: 'mock', model: 'mock' })
+    agent.followup(userText('go'))
+    await agent.idle()
+    // Before step 1 (the input it claimed); before its model call; before the tool; before step 2 (the tool's result); before its model call.
+    expect(writes.map(batch => batch.at(-1))).toEqual(['agent/inbox/spliced', 'request/context', 'tool/call', 'step/end', 'step/start'])
+    expect(writes[3].slice(-2)).toEqual(['tool/result', 'step/end'])
+  })
+
   it('without checkpoints, nothing is durable inside the write-behind window', async () => {
     const ctx = await host(false)
     const seenByModel: string[][] = []

@@ -227,6 +227,107 @@ describe('append failure rollback (134)', () => {
   })
 })
 
+/** A backend whose next fsync fails when `full()` says the disk is full (the rollback's then works), counting the opens of each file. */
+async function faultyLifecycle(full: () => boolean) {
+  const opens = new Map<string, number>()
+  const ops: FileOps = {
+    ...nodeFileOps,
+    async open(file, flags, mode) {
+      opens.set(file, (opens.get(file) ?? 0) + 1)
+      return nodeFileOps.open(file, flags, mode)
+    },
+    async sync(handle) {
+      if (full()) throw Object.assign(new Error('ENOSPC: no space left on device, fsync'), { code: 'ENOSPC', syscall: 'fsync' })
+      return nodeFileOps.sync(handle)
+    },
+  }
+  const root = new Context()
+  await root.plugin(SessionStore)
+  let persistence!: JsonlPersistence
+  backends.push(
+    await root.plugin({
+      name: 'faulty-backend',
+      inject: ['sessions'],
+      apply(ctx: Context) {
+        persistence = new JsonlPersistence(ctx, { root: dir, maxDelayMs: 10_000 }, ops)
+      },
+    }),
+  )
+  const owner = await root.plugin({ name: 'owner', inject: ['sessions'], apply() {} })
+  const failed: string[] = []
+  root.on('session/write-failed', (id: string, error: unknown) => void failed.push(`${id}: ${(error as Error).message}`))
+  return { owner, sessions: owner.ctx.sessions, persistence, opens, failed }
+}
+
+/** The descriptors this process holds open on files under `folder`. */
+function openUnder(folder: string): string[] {
+  return fs
+    .readdirSync('/proc/self/fd')
+    .map(fd => {
+      try {
+        return fs.readlinkSync(`/proc/self/fd/${fd}`)
+      } catch {
+        return ''
+      }
+    })
+    .filter(target => target.startsWith(folder))
+}
+
+describe('a leased log held open', () => {
+  it.skipIf(process.platform !== 'linux')('is opened once for all its appends, and closed with its lock when the lease goes', async () => {
+    const { owner, sessions, persistence, opens } = await faultyLifecycle(() => false)
+    const session = sessions.create('held', { meta: { cwd: CWD } })
+    const file = persistence.locate(session.header).path
+    for (let turn = 1; turn <= 3; turn++) {
+      shortTurn(live(session), turn)
+      await sessions.flush(session)
+    }
+    // The first batch published the log with its header; the two after it were appended through one descriptor.
+    expect(opens.get(file)).toBe(1)
+    // The log, and the lock (opened as the temp file it was published from).
+    const held = openUnder(path.dirname(file)).map(target => path.basename(target).replace(/^(session\.lock)\..*/, '$1'))
+    expect(held.sort()).toEqual(['session.jsonl', 'session.lock'])
+    await owner.dispose()
+    expect(openUnder(path.dirname(file))).toEqual([])
+    expect(fs.existsSync(path.join(path.dirname(file), 'session.lock'))).toBe(false)
+    expect(seqs((await (await lifecycle()).persistence.load('held')).events)).toEqual(range(0, 17))
+  })
+})
+
+describe('abandon', () => {
+  it('a batch refused by a full disk is dropped, never written once there is room, and the lease goes', async () => {
+    let full = false
+    const { owner, sessions, persistence, failed } = await faultyLifecycle(() => {
+      const failing = full
+      full = false
+      return failing
+    })
+    const session = sessions.create('given-up', { meta: { cwd: CWD } })
+    shortTurn(live(session), 1)
+    await sessions.flush(session)
+    const file = persistence.locate(session.header).path
+    const stored = fs.readFileSync(file)
+
+    full = true
+    shortTurn(live(session), 2)
+    const refused = await rejection(sessions.flush(session))
+    expect(refused.message).toMatch(/ENOSPC/)
+    expect(failed).toEqual([`given-up: ${refused.message}`])
+    // Stored already: nothing to give up.
+    expect(await persistence.abandon('given-up', 5)).toBe(false)
+    expect(await persistence.abandon('given-up', session.seq - 1)).toBe(true)
+    expect(fs.existsSync(path.join(path.dirname(file), 'session.lock'))).toBe(false)
+
+    // Room again: neither another event, a flush nor the owner's disposal writes what was given up.
+    shortTurn(live(session), 3)
+    await sessions.flush(session)
+    await owner.dispose()
+    expect(fs.readFileSync(file).equals(stored)).toBe(true)
+    expect(failed).toHaveLength(1)
+    expect(seqs((await (await lifecycle()).persistence.load('given-up')).events)).toEqual(range(0, 5))
+  })
+})
+
 describe('stored-log refusals', () => {
   it('a newer header of a foreign shape is still unsupported, not corrupt (139)', async () => {
     const { persistence } = await lifecycle()
