@@ -79,12 +79,21 @@ describe('redact', () => {
     expect(redacted.length).toBe(output.length - secrets[7].length + REDACTED.length)
 
     // A context with no credential after it, over and over: each alternative of the patterns, and a private key.
-    for (const context of ['Authorization: Bearer ', 'bearer ', 'password: ', 'token=', '"api_key": "', 'x://u:', '?key=', 'ghp_', '-----BEGIN PRIVATE KEY-----']) {
+    for (const context of [
+      'Authorization: Bearer ',
+      'bearer ',
+      'password: ',
+      'token=',
+      '"api_key": "',
+      'x://u:',
+      '?key=',
+      'ghp_',
+      '-----BEGIN PRIVATE KEY-----',
+    ]) {
       const text = context.repeat(Math.ceil((8 * 1024 * 1024) / context.length))
       await expect(redactInWorker(secrets, text), context).resolves.toBeTypeOf('string')
     }
   })
-
 })
 
 /** How long a worker may take for one 8 MB text: a linear scan needs far less, a quadratic one far more. */
