@@ -311,9 +311,9 @@ describe.skipIf(!CHROMIUM)('loom inspect in a browser', () => {
     // The transcript is one tab stop: an arrow key moves between its entries, Enter opens one.
     await go(/^Turn 1$/)
     for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowDown')
-    expect((await focused(page)).posinset).toBe('4')
+    await expect.poll(async () => (await focused(page)).posinset, { timeout: 20_000 }).toBe('4')
     await page.keyboard.press('End')
-    expect((await focused(page)).text).toBe('Turn 2 ended: completed')
+    await expect.poll(async () => (await focused(page)).text, { timeout: 20_000 }).toBe('Turn 2 ended: completed')
     for (const [tab, heading] of [
       [/^Requests$/, 'Requests'],
       [/^Cache & tokens$/, 'Cache and tokens over the session'],
@@ -322,8 +322,8 @@ describe.skipIf(!CHROMIUM)('loom inspect in a browser', () => {
     ] as const) {
       await go(tab)
       await page.getByRole('heading', { name: heading }).waitFor()
-      // The view that opened has the focus on its heading.
-      expect((await focused(page)).tag).toBe('H2')
+      // The view that opened has the focus on its heading (moved there once the view has rendered).
+      await expect.poll(async () => (await focused(page)).tag, { timeout: 20_000 }).toBe('H2')
     }
     await go(/^Requests$/)
     await go(/^Request 2$/)
