@@ -175,6 +175,13 @@ export function startHost(name: string, at: { cwd: string; home: string }, env: 
   )
 }
 
+/** Stops the hosts still running (`signal`, SIGKILL by default: a test that failed halfway); resolves to their exit codes once every one has exited. */
+export function stopHosts(hosts: readonly (Host | undefined)[], signal: NodeJS.Signals = 'SIGKILL'): Promise<(number | null)[]> {
+  const started = hosts.filter(host => host !== undefined)
+  for (const host of started) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill(signal)
+  return Promise.all(started.map(host => host.exited))
+}
+
 /**
  * The layer of a multi-host test: sessions in PostgreSQL under `schema`, leases of
  * `leaseStaleMs` named by `LOOM_TEST_HOST`, and a scripted model looping over the

@@ -11,7 +11,7 @@
 import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, hostsLayer, startHost as start, turnEnded } from './serve-client.ts'
+import { client, eventually, type Frame, type Host, hostsLayer, startHost as start, turnEnded, stopHosts } from './serve-client.ts'
 
 const TOKEN = 'failover-test-token-0123456789'
 const STALE_MS = 1500
@@ -35,8 +35,7 @@ describe('loom serve on three hosts sharing PostgreSQL', () => {
   }, 180_000)
 
   afterAll(async () => {
-    for (const host of hosts) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGKILL')
-    await Promise.all(hosts.map(host => host.exited))
+    await stopHosts(hosts)
     await pg?.stop()
   })
 

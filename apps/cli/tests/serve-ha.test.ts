@@ -15,7 +15,7 @@
 import { clusterTools, startTestCluster, type TestCluster } from '@loom/session-postgres/testing-cluster'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded } from './serve-client.ts'
+import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded, stopHosts } from './serve-client.ts'
 
 const TOKEN = 'ha-test-token-0123456789abcdef'
 const SCHEMA = 'loom_ha'
@@ -32,8 +32,7 @@ describe('loom serve through a PostgreSQL failover (pg_auto_failover)', () => {
   }, 180_000)
 
   afterAll(async () => {
-    if (host && host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGKILL')
-    await host?.exited
+    await stopHosts([host])
     await cluster?.stop()
   }, 60_000)
 

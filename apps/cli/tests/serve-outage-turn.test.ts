@@ -12,7 +12,7 @@ import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded } from './serve-client.ts'
+import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded, stopHosts } from './serve-client.ts'
 
 const TOKEN = 'outage-turn-test-token-0123456789'
 /** `loom serve`'s default `idleReleaseMs`. */
@@ -27,8 +27,7 @@ describe('loom serve stops a running turn at the first write the store refuses',
   }, 180_000)
 
   afterAll(async () => {
-    for (const host of hosts) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGKILL')
-    await Promise.all(hosts.map(host => host.exited))
+    await stopHosts(hosts)
     await pg?.stop()
   })
 

@@ -10,7 +10,7 @@
 import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded } from './serve-client.ts'
+import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded, stopHosts } from './serve-client.ts'
 
 const TOKEN = 'outage-test-token-0123456789'
 /** `loom serve`'s default `idleReleaseMs`. */
@@ -29,8 +29,7 @@ describe('loom serve through a PostgreSQL outage', () => {
   }, 180_000)
 
   afterAll(async () => {
-    for (const host of hosts) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGKILL')
-    await Promise.all(hosts.map(host => host.exited))
+    await stopHosts(hosts)
     await pg?.stop()
   })
 

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loom, project, scriptedModel, sessionFiles } from './helpers.ts'
-import { client, startHost, turnEnded } from './serve-client.ts'
+import { client, startHost, turnEnded, stopHosts } from './serve-client.ts'
 
 const TOKEN = 'projects-test-token-0123456789'
 
@@ -37,10 +37,7 @@ describe('loom serve in project A, sharing LOOM_HOME with project B', () => {
     inA = sessionIn(a.home, a.cwd)
 
     const host = await startHost('A', a, { LOOM_SERVE_TOKEN: TOKEN })
-    stop = () => {
-      if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill('SIGTERM')
-      return host.exited
-    }
+    stop = async () => (await stopHosts([host], 'SIGTERM'))[0]
     const url = host.url
     api = client(url, TOKEN)
   })
