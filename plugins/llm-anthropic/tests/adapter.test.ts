@@ -729,12 +729,13 @@ describe('errors', () => {
   })
 
   it('a stall → TIMEOUT after idleTimeoutMs', async () => {
+    // The server never sends another byte, no requestTimeoutMs is set, and the
+    // default idle timeout (300 s) outlasts the test's own: only the configured
+    // 150 ms can end this request in time.
     const server = await serve([{ type: 'stall' }])
-    const started = Date.now()
     const { error } = await collect(adapterFor(server, { idleTimeoutMs: 150 }))
     expect(error?.code).toBe('TIMEOUT')
     expect(error?.message).toBe('anthropic: no data from the provider for 150 ms')
-    expect(Date.now() - started).toBeLessThan(2000)
     expect(await server.requests[0].closed).toEqual({ early: true })
   })
 
