@@ -185,23 +185,31 @@ export class RipgrepEngine {
     if (!quickGlob(job.pattern)) return undefined
     const plan = planWalk(job.walk, fileType(job.pattern))
     if (plan === undefined) return undefined
+    const matcher = compileGlob(job.pattern)
+    const inWalk = walkedFiles(plan)
+    const found: { display: string; mtimeMs: number }[] = []
+    // Each path is matched and its mtime read as ripgrep prints it: the stats overlap ripgrep's walk.
+    let carried: Buffer = Buffer.alloc(0)
+    const onStdout = (chunk: Buffer) => {
+      const bytes = carried.length === 0 ? chunk : Buffer.concat([carried, chunk])
+      const end = bytes.lastIndexOf(0) + 1
+      carried = bytes.subarray(end)
+      const listed = bytes.toString('utf8', 0, end).split('\0')
+      listed.pop()
+      for (const path of listed) {
+        const place = placeOf(plan, path)
+        if (!matcher.test(place.rel)) continue
+        const mtimeMs = inWalk(place)
+        if (mtimeMs !== undefined) found.push({ display: place.display, mtimeMs })
+      }
+    }
     const run = await runRipgrep(binary, ['--no-config', '--files', '--null', '--follow', ...plan.args, '--', '.'], {
       cwd: plan.walk.start,
       signal,
       maxOutputBytes: Number.POSITIVE_INFINITY,
+      onStdout,
     })
     if (unusable(run)) return undefined
-    const matcher = compileGlob(job.pattern)
-    const inWalk = walkedFiles(plan)
-    const found: { display: string; mtimeMs: number }[] = []
-    const listed = run.stdout.toString('utf8').split('\0')
-    listed.pop()
-    for (const path of listed) {
-      const place = placeOf(plan, path)
-      if (!matcher.test(place.rel)) continue
-      const mtimeMs = inWalk(place)
-      if (mtimeMs !== undefined) found.push({ display: place.display, mtimeMs })
-    }
     found.sort((a, b) => b.mtimeMs - a.mtimeMs || (a.display < b.display ? -1 : a.display > b.display ? 1 : 0))
     const shown = found.slice(0, job.max).map(file => file.display)
     return { engine: 'ripgrep', lines: [], files: 0, cut: false, truncatedLines: 0, glob: { shown, total: found.length }, skipped: noCounts(), timedOut: false }
@@ -256,7 +264,8 @@ function finish(job: GrepJob, files: FileMatches[], skipped: Counts, timedOut: b
  * working folder, ripgrep 13 misreads the patterns with a slash in them).
  */
 function planWalk(walk: WalkJob, type: string | undefined): WalkPlan | undefined {
-  if (walk.reads.deny.length > 0) return undefined // the worker skips and counts what tools may not read
+  // The worker skips and counts what tools may not read: in the walk, or (through a symlink) anywhere in the workspace.
+  if (walk.targetReads.deny.length > 0) return undefined
   // Hidden first: a name in `ignore` (later, so it wins) is skipped silently, a hidden one is counted.
   const args = walk.hidden ? ['--hidden'] : ['--glob', '!.*']
   for (const name of walk.names) args.push('--glob', `!${name.replace(/[\\*?[\]{}!]/g, '\\$&')}`)

@@ -29,6 +29,8 @@ export interface RunOptions {
   deadline?: AbortSignal
   /** Past this many bytes of output, ripgrep is killed (`stopped: 'overflow'`). */
   maxOutputBytes: number
+  /** Called with each chunk of output as it arrives, while ripgrep still runs (the chunks are collected all the same). */
+  onStdout?: (chunk: Buffer) => void
 }
 
 const STDERR_KEPT = 4096
@@ -54,7 +56,10 @@ export function runRipgrep(binary: string, args: string[], options: RunOptions):
   child.stdout.on('data', (chunk: Buffer) => {
     bytes += chunk.length
     if (bytes > options.maxOutputBytes) stop('overflow')
-    else chunks.push(chunk)
+    else {
+      chunks.push(chunk)
+      options.onStdout?.(chunk)
+    }
   })
   child.stderr.setEncoding('utf8').on('data', (text: string) => {
     if (stderr.length < STDERR_KEPT) stderr += text.slice(0, STDERR_KEPT - stderr.length)

@@ -19,6 +19,11 @@ export interface WalkJob {
   maxDepth: number
   /** The read rules that can decide something at or below `start`: what they deny is skipped. */
   reads: ReadRules
+  /**
+   * The read rules that can decide something in the workspace, for a symlinked file's
+   * target: it may lie anywhere inside, under a rule `reads` leaves out.
+   */
+  targetReads: ReadRules
 }
 
 /** grep: lines of the files of a walk (or of one file) that match a regular expression. */

@@ -86,6 +86,7 @@ function walkJob(start: WorkspacePath, limits: SearchLimits, args: WalkArgs, max
     ignoreFiles: args.no_ignore === true ? undefined : { home: env.HOME || homedir(), xdgConfigHome: env.XDG_CONFIG_HOME || undefined },
     maxDepth,
     reads: rulesFor(reads, start.path),
+    targetReads: rulesFor(reads, start.root),
   }
 }
 

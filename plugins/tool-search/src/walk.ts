@@ -29,6 +29,8 @@ export interface WalkOptions {
   maxDepth: number
   /** What tools may not read (credential stores): entries they cover are skipped, a folder with an allowed path below it is entered. */
   reads: ReadRules
+  /** The same for a symlinked file's target, which may lie anywhere in the workspace (rules for the whole workspace). */
+  targetReads: ReadRules
   /** Called for each entry left out as hidden, ignored or denied (a directory counts once), for the notices. */
   onSkip(reason: 'ignored' | 'hidden' | 'denied'): void
 }
@@ -65,6 +67,12 @@ export function* walkFiles(start: string, options: WalkOptions): Generator<Walke
   const reads = options.reads.deny.length > 0 ? options.reads : undefined
   const denied = (path: string, dir: boolean) => {
     if (reads === undefined || readDenial(reads, path) === undefined || (dir && allowedBelow(reads, path))) return false
+    options.onSkip('denied')
+    return true
+  }
+  // A link's target is checked against every rule of the workspace: it can lead out of the walk to a denied file.
+  const deniedTarget = (real: string) => {
+    if (readDenial(options.targetReads, real) === undefined) return false
     options.onSkip('denied')
     return true
   }
@@ -125,8 +133,8 @@ export function* walkFiles(start: string, options: WalkOptions): Generator<Walke
       } catch {
         continue // dangling or looping
       }
-    }
-    if (denied(real, false)) continue
+      if (deniedTarget(real)) continue
+    } else if (denied(real, false)) continue
     yield { rel, display: options.display === '.' ? rel : `${options.display}/${rel}`, real }
   }
 }

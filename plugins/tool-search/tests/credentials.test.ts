@@ -112,6 +112,54 @@ for (const engine of ENGINES) {
       })
     })
 
+    describe('a symlink in the searched folder to a file denyRead covers elsewhere in the workspace', () => {
+      // The rule (secret/) lies neither at, above nor below the searched folder (src/): only the link's target meets it.
+      let ws: string
+      beforeEach(async () => {
+        ws = join(base, 'ws')
+        await mkdir(join(ws, 'src'), { recursive: true })
+        await mkdir(join(ws, 'secret'))
+        await writeFile(join(ws, 'src', 'a.txt'), 'needle\n')
+        await writeFile(join(ws, 'secret', 'key.txt'), 'needle KEY\n')
+        await symlink('../secret/key.txt', join(ws, 'src', 'link'))
+        await host.root.plugin({
+          name: 'deployment',
+          inject: ['tools'],
+          apply: ctx => void ctx.tools.denyRead(join(ws, 'secret'), 'the deployment lists it under denyRead (@loom/tools)'),
+        })
+      })
+
+      it('grep from the folder neither returns the content nor names the link, and counts it', async () => {
+        const r = await call('grep', { pattern: 'needle' }, ws)
+        expect(r.text).toBe(`src/a.txt:1: needle\n\n${SKIPPED(2)}`) // secret/ and the link
+        for (const args of [
+          { pattern: 'needle', path: 'src' },
+          { pattern: 'K.Y', path: 'src', glob: '*' },
+        ]) {
+          const inSrc = await call('grep', args, ws)
+          expect(inSrc.text, JSON.stringify(args)).not.toContain('needle KEY')
+          expect(inSrc.text, JSON.stringify(args)).not.toContain('src/link')
+          expect(inSrc.text, JSON.stringify(args)).toContain(SKIPPED(1))
+          expect(inSrc.meta, JSON.stringify(args)).toMatchObject({ deniedSkipped: 1 })
+        }
+        expect((await call('grep', { pattern: 'needle', path: 'src' }, ws)).text).toBe(`src/a.txt:1: needle\n\n${SKIPPED(1)}`)
+      })
+
+      it('glob does not list the link (read refuses it: its target is denied), and counts it', async () => {
+        for (const args of [{ pattern: '**/*', path: 'src' }, { pattern: 'src/*' }, { pattern: '*', path: 'src' }]) {
+          const r = await call('glob', args, ws)
+          expect(r.text, JSON.stringify(args)).toBe(`src/a.txt\n\n${SKIPPED(1)}`)
+          expect(r.meta, JSON.stringify(args)).toMatchObject({ total: 1, deniedSkipped: 1 })
+        }
+      })
+
+      it('naming the link as the path is refused with the reason, as read refuses it', async () => {
+        const r = await call('grep', { pattern: 'needle', path: 'src/link' }, ws)
+        expect(r.isError).toBe(true)
+        expect(r.text).toContain('is out of reach: tools may not read or change')
+      })
+    })
+
     it('searches with the chosen engine where no rule applies', async () => {
       expect((await call('grep', { pattern: 'needle' }, join(home, 'project'))).meta).toMatchObject({ engine: engine.name })
       expect((await call('grep', { pattern: 'needle', hidden: true })).meta).toMatchObject({ engine: 'worker' })

@@ -302,7 +302,17 @@ describe.skipIf(RG === undefined)(`what ripgrep leaves to the worker${RG === und
       const job: GrepJob = {
         kind: 'grep',
         files: {
-          walk: { start: ws, display: '.', root: ws, names: [], hidden: false, ignoreFiles: undefined, maxDepth: Infinity, reads: { deny: [], allow: [] } },
+          walk: {
+            start: ws,
+            display: '.',
+            root: ws,
+            names: [],
+            hidden: false,
+            ignoreFiles: undefined,
+            maxDepth: Infinity,
+            reads: { deny: [], allow: [] },
+            targetReads: { deny: [], allow: [] },
+          },
         },
         source: 'needle',
         flags: 'u',

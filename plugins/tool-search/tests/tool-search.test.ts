@@ -540,6 +540,7 @@ for (const engine of ENGINES) {
                     ignoreFiles: undefined,
                     maxDepth: Infinity,
                     reads: { deny: [], allow: [] },
+                    targetReads: { deny: [], allow: [] },
                   },
                 },
                 source: 'é|😀|needle|third',
