@@ -287,6 +287,8 @@ describe.skipIf(!TMUX)('the conversation at a terminal (tmux)', () => {
     const at = project({ 'loom.yml': FIXTURE() })
     const older = await loom(['run', 'the older session'], at)
     expect(older.code, older.stderr).toBe(0)
+    // A session id starts with the second it was made in: the newer one must be made in a later second to sort after.
+    await new Promise(resolve => setTimeout(resolve, 1100))
     const newer = await loom(['run', 'the newer session'], at)
     expect(newer.code, newer.stderr).toBe(0)
     const id = (stdout: string) => /session (\S+) ·/.exec(stdout)?.[1]
