@@ -129,7 +129,7 @@ export class PrimaryPool {
         max: options.max,
         connectionTimeoutMillis: options.connectionTimeoutMillis,
         keepAlive: true,
-        ...(parsed.writable && { verify: (client: pg.PoolClient, done: (error?: Error) => void) => checkWritable(client, name).then(() => done(), done) }),
+        ...(parsed.writable && { verify: (client: pg.PoolClient, done: (error?: Error) => void) => verifyWritable(client, name, done) }),
       })
       // An idle client whose server went away must not crash the process; the next query reports it.
       pool.on('error', error => {
@@ -263,6 +263,26 @@ async function checkOut(pool: pg.Pool): Promise<Checkout> {
       client.release(broken)
     },
   }
+}
+
+/**
+ * The pool's check of a new connection. While it runs the pool listens to none of the connection's errors
+ * (neither idle nor checked out), so a server killed in the middle would emit an 'error' event nobody hears.
+ * Here it is heard; the check's own query fails with the same error, which `done` passes on.
+ */
+function verifyWritable(client: pg.PoolClient, name: string, done: (error?: Error) => void): void {
+  const heard = () => {}
+  client.on('error', heard)
+  checkWritable(client, name).then(
+    () => {
+      client.off('error', heard)
+      done()
+    },
+    error => {
+      client.off('error', heard)
+      done(error)
+    },
+  )
 }
 
 /** Resolves when the connection's server takes writes; else NotPrimaryError saying what it is. */

@@ -9,6 +9,7 @@
 // Then the standby is promoted and the store writes there, with every row
 // written before the failover. The plugin takes the same URL, and refuses one
 // it cannot use at start, naming every host and never the password.
+import net from 'node:net'
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SESSION_FORMAT_VERSION, type SessionHeader } from '@loom/session'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -169,6 +170,34 @@ describe('a multi-host URL', () => {
   })
 
   // Last: it promotes the standby for good.
+  it('a connection cut while it is checked for being the primary is StoreUnavailableError, not an error event that ends the process', async () => {
+    // A proxy in front of the primary that drops a connection as soon as it sends the writable check:
+    // the server gone in the middle of a new connection's check, as when the primary is killed.
+    const proxy = net.createServer(socket => {
+      const upstream = net.connect(Number(port(primary)), '127.0.0.1')
+      socket.on('error', () => upstream.destroy())
+      upstream.on('error', () => socket.destroy())
+      upstream.pipe(socket)
+      socket.on('data', chunk => {
+        if (chunk.includes('pg_is_in_recovery')) {
+          upstream.destroy()
+          socket.destroy()
+        } else upstream.write(chunk)
+      })
+    })
+    await new Promise<void>(resolve => proxy.listen(0, '127.0.0.1', resolve))
+    const proxyPort = (proxy.address() as net.AddressInfo).port
+    const db = new Db({ url: cluster(standby).replace('@', `@127.0.0.1:${proxyPort},`), schema: primary.schema(), poolMax: 2 }, () => {})
+    try {
+      const cut = await unavailable(db.ids())
+      expect(cut.message).toContain(`127.0.0.1:${proxyPort}: Connection terminated unexpectedly`)
+      expect(cut.message).toContain(`127.0.0.1:${port(standby)} is not the writable primary`)
+    } finally {
+      await db.pool.end()
+      proxy.close()
+    }
+  })
+
   it('follows a failover: the primary gone, the standby promoted (read-only at first), every row written before it there', async () => {
     const db = new Db({ url: cluster(primary, standby), schema: primary.schema(), poolMax: 2 }, () => {})
     try {
