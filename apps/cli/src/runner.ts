@@ -186,7 +186,11 @@ export class Runner extends Service {
   async open(flags: RunFlags = {}, id?: string): Promise<Agent> {
     if (id === undefined) {
       const route = await this.route(flags)
-      return this.home.agents.create(flags.sessionId ?? newSessionId(), { ...route, cwd: flags.cwd ?? process.cwd(), ...this.agentOptions(route, flags) })
+      return this.home.agents.create(flags.sessionId ?? freshSessionId(id => this.home.agents.get(id) !== undefined), {
+        ...route,
+        cwd: flags.cwd ?? process.cwd(),
+        ...this.agentOptions(route, flags),
+      })
     }
     const { route, last } = await this.resumeRoute(id, flags)
     const used = { provider: route.provider ?? last?.provider ?? '', model: route.model ?? last?.model ?? '' }
@@ -438,6 +442,16 @@ function routeOf(events: readonly SessionEvent[]): { provider: string; model: st
     if (event.type === 'request/header') break
   }
   return lastRoute(events)
+}
+
+/**
+ * A new id that `taken` does not know (the agents of this process): a busy `loom serve` starts hundreds of
+ * sessions a second, and the ids of one second differ in three random bytes only.
+ */
+export function freshSessionId(taken: (id: string) => boolean, mint: () => string = newSessionId): string {
+  let id = mint()
+  while (taken(id)) id = mint()
+  return id
 }
 
 /** Session ids sort by creation time: `20261129-134221-k3f9`. */

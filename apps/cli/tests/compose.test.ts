@@ -11,7 +11,7 @@ import { parse } from '../src/parse.ts'
 import { applyLayers, compose, findProjectLayer, readLayer, type Layer } from '../src/compose.ts'
 import { DEMO_LABEL, demoReply, parseListing } from '../src/demo-model.ts'
 import { BootError, ConfigError } from '../src/errors.ts'
-import { newSessionId } from '../src/runner.ts'
+import { freshSessionId, newSessionId } from '../src/runner.ts'
 
 const folders: string[] = []
 afterAll(() => {
@@ -163,6 +163,14 @@ describe('arguments', () => {
 
   it('session ids sort by time', () => {
     expect(newSessionId(new Date('2026-11-29T13:42:21.123Z'))).toMatch(/^20261129-134221-[0-9a-f]{6}$/)
+    // Two sessions of one second may draw the same bytes: a new one never takes a live agent's id.
+    const drawn = ['20261129-134221-aaaaaa', '20261129-134221-aaaaaa', '20261129-134221-bbbbbb']
+    expect(
+      freshSessionId(
+        id => id.endsWith('aaaaaa'),
+        () => drawn.shift()!,
+      ),
+    ).toBe('20261129-134221-bbbbbb')
   })
 })
 

@@ -614,6 +614,9 @@ export class Agent implements AgentRef {
     }
     signal.throwIfAborted()
 
+    // The logged header equals this one now (it was equal, or was just logged): its tools are the same
+    // frozen list at every step while they hold, so what is priced or serialized per list is done once.
+    const loggedTools = header.tools && this.session.requestHeader()?.tools
     const request: GenerateOptions = markAgentLoopRequest(
       deepFreeze({
         ...header.config,
@@ -621,7 +624,7 @@ export class Agent implements AgentRef {
         // the per-step cost stays flat however long the history is.
         messages: Object.freeze(messages),
         ...(header.system !== undefined && { system: header.system }),
-        ...(header.tools !== undefined && { tools: header.tools }),
+        ...(loggedTools !== undefined && { tools: loggedTools }),
         sessionId: this.session.id,
         signal,
       }),

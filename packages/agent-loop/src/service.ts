@@ -1,7 +1,7 @@
 import { Context, Service, type Events } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { Llm } from '@loom/llm'
-import { scopeTarget } from '@loom/scope'
+import { scopeTarget, untraced } from '@loom/scope'
 import type { Session, SessionHeader, SessionStore } from '@loom/session'
 import type { AssembleContext, SystemPrompt } from '@loom/system-prompt'
 import type { ToolRuntime } from '@loom/tools'
@@ -77,24 +77,28 @@ export class AgentLoop extends Service {
     super(ctx, 'agents')
     this.config = { maxParallelToolCalls, maxSteps }
     this.home = ctx
-    this.systemPrompt = ctx.systemPrompt
-    this.llm = ctx.llm
+    this.events = untraced(ctx.events)
+    this.systemPrompt = untraced(ctx.systemPrompt)
+    this.llm = untraced(ctx.llm)
     this.tools = ctx.tools
     this.sessions = ctx.sessions
     // The route is this loop's own option, not part of AgentRef.
     const agentOf = (c: AssembleContext) => (c.agent instanceof Agent ? c.agent : undefined)
-    this.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)
-    this.systemPrompt.variable('model', c => agentOf(c)?.options.model)
-    this.systemPrompt.variable('cwd', c => c.agent?.cwd)
+    // Registered through the context, which owns them: they go when the loop does.
+    ctx.systemPrompt.variable('provider', c => agentOf(c)?.options.provider)
+    ctx.systemPrompt.variable('model', c => agentOf(c)?.options.model)
+    ctx.systemPrompt.variable('cwd', c => c.agent?.cwd)
     ctx.on('session/event', (session, event) => sessionObservers.get(session)?.(event))
   }
 
-  // The injected services, looked up once: a lookup through the context costs
-  // microseconds, and a step makes many. The loop restarts if one is replaced.
+  // The injected services, looked up once and called directly (see `untraced`): a
+  // lookup through the context costs microseconds, and a step makes many. The loop
+  // restarts if one is replaced. Registrations go through `ctx`, which owns them.
   readonly systemPrompt: SystemPrompt
   readonly llm: Llm
   readonly tools: ToolRuntime
   private readonly sessions: SessionStore
+  private readonly events: Context['events']
 
   /**
    * What identifies plugin `name` for drift, as loaded here: its package version,
@@ -193,7 +197,7 @@ export class AgentLoop extends Service {
   emit<K extends AgentNotification>(agent: Agent, name: K, payload: PayloadOf<K>): void {
     // The logger only when there is something to log: every status change and inbox change comes through here.
     const report = (error: unknown) => this.home.logger('agents').error(error)
-    for (const listener of this.home.events.dispatch('emit', [scopeTarget(this, agent), name, payload])) {
+    for (const listener of this.events.dispatch('emit', [scopeTarget(this, agent), name, payload])) {
       try {
         const result = listener(payload)
         if (result instanceof Promise) result.catch(report)
@@ -209,7 +213,7 @@ export class AgentLoop extends Service {
    * synchronously, as the event types promise.
    */
   waterfall<K extends AgentWaterfall>(agent: Agent, name: K, payload: PayloadOf<K>, inner: () => Promise<ResultOf<K>>): Promise<ResultOf<K>> {
-    const listeners = this.home.events.dispatch('waterfall', [scopeTarget(this, agent), name, payload])
+    const listeners = this.events.dispatch('waterfall', [scopeTarget(this, agent), name, payload])
     const step = async (index: number): Promise<ResultOf<K>> => {
       const listener = listeners[index]
       return listener ? await listener(payload, () => step(index + 1)) : inner()
@@ -218,7 +222,7 @@ export class AgentLoop extends Service {
   }
 
   async serial(agent: Agent, name: 'agent/turn-stopping', payload: PayloadOf<'agent/turn-stopping'>): Promise<void> {
-    await this.home.serial(scopeTarget(this, agent), name, payload)
+    await this.events.serial(scopeTarget(this, agent), name, payload)
   }
 }
 

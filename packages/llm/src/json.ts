@@ -24,7 +24,7 @@ export class NonJsonError extends TypeError {
 
 /** A detached copy of a JSON value, or a `NonJsonError` naming the first bad value. */
 export function jsonSnapshot<T>(value: T): T {
-  return copy(value, '', new Set()) as T
+  return copy(value, { keys: [], ancestors: new Set() }) as T
 }
 
 function isPlainRecord(value: object): boolean {
@@ -33,34 +33,51 @@ function isPlainRecord(value: object): boolean {
   return proto === null || (Object.getPrototypeOf(proto) === null && Object.prototype.toString.call(value) === '[object Object]')
 }
 
-function copy(value: unknown, path: string, ancestors: Set<object>): JsonValue {
+/** Where the walk is: the keys from the root (joined into a path only for an error) and the objects on the way. */
+interface Walk {
+  keys: (string | number)[]
+  ancestors: Set<object>
+}
+
+const bad = (walk: Walk, found: string) => new NonJsonError(walk.keys.map(key => `/${key}`).join(''), found)
+
+function copy(value: unknown, walk: Walk): JsonValue {
   switch (typeof value) {
     case 'string':
     case 'boolean':
       return value
     case 'number':
-      if (!Number.isFinite(value)) throw new NonJsonError(path, `non-finite number ${value}`)
-      if (Object.is(value, -0)) throw new NonJsonError(path, '-0 (JSON writes it as 0)')
+      if (!Number.isFinite(value)) throw bad(walk, `non-finite number ${value}`)
+      if (Object.is(value, -0)) throw bad(walk, '-0 (JSON writes it as 0)')
       return value
     case 'object':
       break
     default:
-      throw new NonJsonError(path, `a value of type ${typeof value}`)
+      throw bad(walk, `a value of type ${typeof value}`)
   }
   if (value === null) return null
-  if (ancestors.has(value)) throw new NonJsonError(path, 'a reference cycle')
+  const { keys, ancestors } = walk
+  if (ancestors.has(value)) throw bad(walk, 'a reference cycle')
   ancestors.add(value)
   let result: JsonValue
   if (Array.isArray(value)) {
-    if (Object.keys(value).length !== value.length) throw new NonJsonError(path, 'a sparse or decorated array')
-    result = Array.from(value, (item, i) => copy(item, `${path}/${i}`, ancestors))
+    if (Object.keys(value).length !== value.length) throw bad(walk, 'a sparse or decorated array')
+    const items: JsonValue[] = new Array(value.length)
+    for (let i = 0; i < value.length; i++) {
+      keys.push(i)
+      items[i] = copy(value[i], walk)
+      keys.pop()
+    }
+    result = items
   } else {
     if (!isPlainRecord(value)) {
-      throw new NonJsonError(path, `an instance of ${(value as { constructor?: { name?: string } }).constructor?.name || 'a class'}`)
+      throw bad(walk, `an instance of ${(value as { constructor?: { name?: string } }).constructor?.name || 'a class'}`)
     }
     const record: Record<string, JsonValue> = {}
     for (const key of Object.keys(value)) {
-      const item = copy((value as Record<string, unknown>)[key], `${path}/${key}`, ancestors)
+      keys.push(key)
+      const item = copy((value as Record<string, unknown>)[key], walk)
+      keys.pop()
       // JSON.parse produces an own "__proto__" key; keep it as data.
       if (key === '__proto__') Object.defineProperty(record, key, { value: item, enumerable: true, writable: true, configurable: true })
       else record[key] = item

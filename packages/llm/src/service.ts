@@ -1,5 +1,6 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
+import { untraced } from '@loom/scope'
 import { DEFAULT_RETRY_POLICY, type GenerateOptions, type LlmAdapter, type LlmModelInfo, type ResolvedRetryPolicy } from './adapter.ts'
 import { LlmError, toFailure } from './errors.ts'
 import { deepFreeze } from './messages.ts'
@@ -190,10 +191,13 @@ export class Llm extends Service {
   static readonly Config = Schema.object({})
   private readonly routes = new Map<string, Registration>()
   private readonly home: Context
+  /** Every call's `llm/stream` waterfall is dispatched through it: looked up once (see `untraced`). */
+  private readonly events: Context['events']
 
   constructor(ctx: Context) {
     super(ctx, 'llm')
     this.home = ctx
+    this.events = untraced(ctx.events)
   }
 
   /**
@@ -324,10 +328,10 @@ export class Llm extends Service {
 
   /** The waterfall runs when the stream is first iterated; listener throws stay thrown. */
   private run(options: GenerateOptions, pinned: Registration | undefined): AsyncIterable<StreamChunk> {
-    const ctx = this.ctx
+    const { events } = this
     const inner = () => this.dispatch(options, pinned)
     return (async function* () {
-      const result: unknown = ctx.waterfall('llm/stream', options, inner)
+      const result: unknown = events.waterfall('llm/stream', options, inner)
       if (typeof result !== 'object' || result === null || !(Symbol.asyncIterator in result || Symbol.iterator in result)) {
         throw new TypeError(`an "llm/stream" listener returned ${describe(result)} instead of an AsyncIterable of chunks`)
       }

@@ -57,9 +57,20 @@ export function estimateSystemTokens(header: EstimatedHeader | undefined): numbe
   return header?.system ? estimateText(header.system) + ROLE_OVERHEAD : 0
 }
 
+// A frozen tool list (a logged header's, a request's: the loop sends the logged one while it holds) is
+// priced once: budgets and meters price it at every step, and stringifying it is most of a step's estimate.
+const toolPrices = new WeakMap<readonly ToolSchema[], number>()
+
 /** `ceil(JSON.stringify(tools).length / 4) + 4`, or 0 when there are no tools. */
 export function estimateToolsTokens(header: EstimatedHeader | undefined): number {
-  return header?.tools?.length ? estimateText(JSON.stringify(header.tools)) + BLOCK_OVERHEAD : 0
+  const tools = header?.tools
+  if (!tools?.length) return 0
+  let price = toolPrices.get(tools)
+  if (price === undefined) {
+    price = estimateText(JSON.stringify(tools)) + BLOCK_OVERHEAD
+    if (Object.isFrozen(tools) && tools.every(tool => Object.isFrozen(tool) && Object.isFrozen(tool.parameters))) toolPrices.set(tools, price)
+  }
+  return price
 }
 
 /** System plus tools: what a request costs before its first message. */

@@ -12,6 +12,7 @@ export {
   type ScopeKey,
   type ScopeParentBinding,
 } from './scope.ts'
+export { untraced } from './untraced.ts'
 export { carrierKeyOf, isScopeCarrier, scopeTarget, type Scoped } from './carrier.ts'
 export {
   AnonymousEntries,

@@ -41,8 +41,19 @@ export function headerEquals(a: RequestHeader, b: RequestHeader): boolean {
     a.adapterDefaults?.maxTokens === b.adapterDefaults?.maxTokens &&
     (a.system ?? '') === (b.system ?? '') &&
     toolsA.length === toolsB.length &&
-    toolsA.every((tool, i) => JSON.stringify(tool) === JSON.stringify(toolsB[i]))
+    toolsA.every((tool, i) => tool === toolsB[i] || toolJson(tool) === toolJson(toolsB[i]))
   )
+}
+
+// A logged header's tools are frozen: each is serialized once for all the comparisons of later steps.
+const toolJsons = new WeakMap<object, string>()
+function toolJson(tool: object): string {
+  let json = toolJsons.get(tool)
+  if (json === undefined) {
+    json = JSON.stringify(tool)
+    if (Object.isFrozen(tool) && Object.isFrozen((tool as { parameters?: unknown }).parameters)) toolJsons.set(tool, json)
+  }
+  return json
 }
 
 /** The header in force at the end of `events` (the last `request/header`), else `from`. */

@@ -1,6 +1,7 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import type { SessionId } from '@loom/llm'
+import { untraced } from '@loom/scope'
 import { isAbsolute } from 'node:path'
 import type { StoredSessionCheck } from './check.ts'
 import { SESSION_FORMAT_VERSION, type SessionEvent, type SessionHeader } from './events.ts'
@@ -187,6 +188,7 @@ export class SessionStore extends Service {
   /** No settings (persistence comes from its own plugin): a key given to its row is refused as unknown. */
   static readonly Config = Schema.object({})
   private readonly home: Context
+  private readonly events: Context['events']
   private readonly live = new Map<SessionId, Session>()
   private readonly announced = new WeakSet<Session>()
   private counter = 0
@@ -194,6 +196,7 @@ export class SessionStore extends Service {
   constructor(ctx: Context) {
     super(ctx, 'sessions')
     this.home = ctx
+    this.events = untraced(ctx.events)
   }
 
   /** Builds a session without publishing it. */
@@ -208,10 +211,12 @@ export class SessionStore extends Service {
    * fiber; the returned (idempotent) detach also runs when that fiber is disposed.
    */
   enter(session: Session): () => void {
+    // Every event of the session is published through `self`: the store itself, not the caller's tracing proxy of it.
+    const self = untraced(this)
     return this.ctx.effect(() => {
       if (this.live.has(session.id)) throw new Error(`session "${session.id}" already exists`)
       this.live.set(session.id, session)
-      const unbind = bindPublisher(session, (s, event) => this.dispatch('session/event', [s, event], 'contain'))
+      const unbind = bindPublisher(session, (s, event) => self.dispatch('session/event', [s, event], 'contain'))
       return () => {
         unbind()
         if (this.live.get(session.id) === session) this.live.delete(session.id)
@@ -256,7 +261,7 @@ export class SessionStore extends Service {
    * the first failure.
    */
   async flush(session: Session): Promise<boolean> {
-    const listeners = this.home.events.dispatch('parallel', ['session/flush', session])
+    const listeners = this.events.dispatch('parallel', ['session/flush', session])
     const results = await Promise.allSettled(listeners.map(async listener => listener(session)))
     const failed = results.find(result => result.status === 'rejected')
     if (failed) throw (failed as PromiseRejectedResult).reason
@@ -318,7 +323,7 @@ export class SessionStore extends Service {
   private dispatch(name: 'session/created' | 'session/disposed' | 'session/event', args: unknown[], mode: 'contain' | 'veto') {
     // The logger only when there is something to log: every event of every session comes through here.
     const report = (error: unknown) => this.home.logger('sessions').error(error)
-    for (const listener of this.home.events.dispatch('emit', [name, ...args])) {
+    for (const listener of this.events.dispatch('emit', [name, ...args])) {
       try {
         const result = listener(...args)
         if (result instanceof Promise) result.catch(report)

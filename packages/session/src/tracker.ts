@@ -5,6 +5,7 @@
 // (how a batch is written, how a lease is held); this is the rest.
 import type { Context } from '@deepseek-ai/cordis'
 import { jsonSnapshot } from '@loom/llm'
+import { untraced } from '@loom/scope'
 import { interruptedTurnClosers } from './closers.ts'
 import type { SessionEvent, SessionHeader } from './events.ts'
 import type { Session } from './session.ts'
@@ -37,12 +38,14 @@ export class SessionTracker<T extends TrackedLog> {
   readonly tracked = new Map<string, T>()
   private readonly chains = new Map<string, Promise<unknown>>()
   private readonly home: Context
+  private readonly events: Context['events']
   private readonly logger: string
   private readonly maxDelayMs: number
 
   /** `logger`: the name a backend's errors are logged under. */
   constructor(home: Context, logger: string, maxDelayMs: number) {
     this.home = home
+    this.events = untraced(home.events)
     this.logger = logger
     this.maxDelayMs = maxDelayMs
   }
@@ -123,7 +126,7 @@ export class SessionTracker<T extends TrackedLog> {
   /** Emits `name` to every listener; a failing observer is logged and changes nothing (it cannot undo a write, nor a failure). */
   private announce(name: 'session/durable' | 'session/write-failed', id: string, detail: unknown): void {
     const report = (error: unknown) => this.home.logger(this.logger).error(error)
-    for (const listener of this.home.events.dispatch('emit', [name, id, detail])) {
+    for (const listener of this.events.dispatch('emit', [name, id, detail])) {
       try {
         const result = (listener as (id: string, detail: unknown) => unknown)(id, detail)
         if (result instanceof Promise) result.catch(report)

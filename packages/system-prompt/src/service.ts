@@ -1,6 +1,6 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped } from '@loom/scope'
+import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, untraced, type Scoped } from '@loom/scope'
 import { allocate, BUDGET_NOTICE, type BudgetOverflow, type CategoryBudgets, categoryOf, type Omission, omissionNotice, type Placement } from './allocate.ts'
 import { applyBudget, checkBudget } from './budget.ts'
 import { type Assertion, CONFLICT_NOTICE, conflictNotice, declaredAssertions, findConflicts } from './conflicts.ts'
@@ -167,9 +167,12 @@ export class SystemPrompt extends Service {
   private readonly stability = new StabilityCheck()
   /** The check's mode now: the config's, or a caller's override (`enforceStability`). */
   private readonly checking: { mode: StabilityCheckMode }
+  /** Each assembly's waterfall is dispatched through it: looked up once (see `untraced`). */
+  private readonly events: Context['events']
 
   constructor(ctx: Context, config: SystemPromptConfig = {}) {
     super(ctx, 'systemPrompt')
+    this.events = untraced(ctx.events)
     this.config = {
       identity: config.identity ?? DEFAULT_IDENTITY,
       includeHarnessIdentity: config.includeHarnessIdentity ?? true,
@@ -441,7 +444,7 @@ export class SystemPrompt extends Service {
     }
 
     const assembly: PromptAssembly = { ...budgeted, tools, variables, variableInfo, attribution, ...(conflicts.length && { conflicts }) }
-    const result = await this.ctx.waterfall(scopeTarget(this, scope), 'system-prompt/assemble', assembly, context, async () => assembly)
+    const result = await this.events.waterfall(scopeTarget(this, scope), 'system-prompt/assemble', assembly, context, async () => assembly)
     const final = completeCopy || suppressed ? { ...result, ...(completeCopy && { sections: [completeCopy] }), ...(suppressed && { contexts: [] }) } : result
     assertStableSections(final)
     if (checking.mode !== 'off') {

@@ -1,6 +1,6 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, type Scoped, type ScopeKey } from '@loom/scope'
+import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, untraced, type Scoped, type ScopeKey } from '@loom/scope'
 import { compareCodeUnits } from '@loom/system-prompt'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -139,9 +139,12 @@ export class ToolRuntime extends Service {
    * until the session is disposed.
    */
   readonly artifacts: Artifacts
+  /** Every call's events are dispatched through it: looked up once (see `untraced`). */
+  private readonly events: Context['events']
 
   constructor(ctx: Context, config: Partial<ToolRuntimeConfig> = {}) {
     super(ctx, 'tools')
+    this.events = untraced(ctx.events)
     const memory = new MemoryArtifactStorage()
     // Looked up at each use: the session store may come (or be reloaded) after the runtime.
     const storage = () => (ctx.get('sessionPersistence' as never) as { artifacts?: ArtifactStorage } | undefined)?.artifacts ?? memory
@@ -423,7 +426,7 @@ export class ToolRuntime extends Service {
 
   /** A waterfall whose `next` always returns a promise, routed by `target`. */
   private chain<R>(target: Scoped<ToolRuntime>, name: keyof ToolEvents, args: unknown[], inner: () => Promise<R>): Promise<R> {
-    const listeners = this.ctx.events.dispatch('waterfall', [target, name, ...args]) as ((...args: unknown[]) => unknown)[]
+    const listeners = this.events.dispatch('waterfall', [target, name, ...args]) as ((...args: unknown[]) => unknown)[]
     const step = async (index: number): Promise<R> => {
       const listener = listeners[index]
       if (!listener) return inner()
@@ -435,7 +438,7 @@ export class ToolRuntime extends Service {
   /** Calls each listener; a throw or rejection is logged, never reaches the caller. */
   private notify(target: Scoped<ToolRuntime> | undefined, name: 'tools/result' | 'tools/change', args: unknown[]) {
     const logger = this.ctx.logger('tools')
-    const listeners = this.ctx.events.dispatch('emit', target ? [target, name, ...args] : [name, ...args]) as ((...args: unknown[]) => unknown)[]
+    const listeners = this.events.dispatch('emit', target ? [target, name, ...args] : [name, ...args]) as ((...args: unknown[]) => unknown)[]
     for (const listener of listeners) {
       try {
         const result = listener(...args)

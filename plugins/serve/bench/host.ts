@@ -5,6 +5,7 @@
 // its own event stream (SSE); a turn's latency runs from the POST that starts it
 // to the `turn/end` event on the stream, which the host sends once it is on disk.
 import { spawn } from 'node:child_process'
+import http from 'node:http'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -75,7 +76,9 @@ export async function benchHost(sessions = 200, turns = 5): Promise<HostFigure> 
     const cpuBefore = cpuMs(child.pid!)
     const latencies: number[] = []
     const start = performance.now()
-    await Promise.all(Array.from({ length: sessions }, () => conversation(base, turns, latencies)))
+    await Promise.all(Array.from({ length: sessions }, () => conversation(base, turns, latencies))).catch(error => {
+      throw new Error(`${(error as Error).message}\nthe server's output:\n${output.slice(-4000)}`)
+    })
     const wall = performance.now() - start
     const rssAfter = rssKb(child.pid!)
     const cpu = cpuMs(child.pid!) - cpuBefore
@@ -101,39 +104,65 @@ export async function benchHost(sessions = 200, turns = 5): Promise<HostFigure> 
   }
 }
 
-/** One session: a task, then followups, each awaited on the session's own event stream. */
+/**
+ * One session: a task, then followups, each awaited on the session's own event stream. The client is
+ * node:http over kept-alive connections, not fetch: it shares the machine with the server, and fetch's
+ * per-request cost would be counted against the host's rate.
+ */
 async function conversation(base: string, turns: number, latencies: number[]) {
-  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }
   let sent = performance.now()
-  const created = await fetch(`${base}/v1/sessions`, { method: 'POST', headers, body: JSON.stringify({ task: 'turn 1' }) })
-  if (created.status !== 201) throw new Error(`POST /v1/sessions: ${created.status} ${await created.text()}`)
-  const { id } = (await created.json()) as { id: string }
-  const stream = await fetch(`${base}/v1/sessions/${id}/events`, { headers })
-  const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader()
-  let buffer = ''
-  let ended = 0
-  for (;;) {
-    const { value, done } = await reader.read()
-    if (done) throw new Error(`the event stream of ${id} ended after ${ended} turns`)
-    buffer += value
-    const frames = buffer.split('\n\n')
-    buffer = frames.pop() ?? ''
-    for (const frame of frames) {
-      if (!frame.includes('"type":"turn/end"')) continue
-      latencies.push(performance.now() - sent)
-      if (++ended === turns) {
-        await reader.cancel()
-        return
-      }
-      sent = performance.now()
-      const posted = await fetch(`${base}/v1/sessions/${id}/messages`, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify({ text: `turn ${ended + 1}`, mode: 'followup' }),
+  const { status, body } = await post(base, '/v1/sessions', { task: 'turn 1' })
+  if (status !== 201) throw new Error(`POST /v1/sessions: ${status} ${body}`)
+  const { id } = JSON.parse(body) as { id: string }
+  await new Promise<void>((resolve, reject) => {
+    const request = http.get(`${base}/v1/sessions/${id}/events`, { agent, headers: { authorization: `Bearer ${TOKEN}` } }, response => {
+      response.setEncoding('utf8')
+      let buffer = ''
+      let ended = 0
+      response.on('data', (chunk: string) => {
+        buffer += chunk
+        const frames = buffer.split('\n\n')
+        buffer = frames.pop() ?? ''
+        for (const frame of frames) {
+          if (!frame.includes('"type":"turn/end"')) continue
+          latencies.push(performance.now() - sent)
+          if (++ended === turns) {
+            request.destroy()
+            resolve()
+            return
+          }
+          sent = performance.now()
+          post(base, `/v1/sessions/${id}/messages`, { text: `turn ${ended + 1}`, mode: 'followup' }).then(posted => {
+            if (posted.status !== 202) reject(new Error(`POST messages of ${id}: ${posted.status} ${posted.body}`))
+          }, reject)
+        }
       })
-      if (posted.status !== 202) throw new Error(`POST messages of ${id}: ${posted.status} ${await posted.text()}`)
-    }
-  }
+      response.on('end', () => reject(new Error(`the event stream of ${id} ended after ${ended} turns`)))
+    })
+    request.on('error', reject)
+  })
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY })
+
+function post(base: string, path: string, payload: unknown): Promise<{ status: number; body: string }> {
+  const body = JSON.stringify(payload)
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      `${base}${path}`,
+      { method: 'POST', agent, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      response => {
+        let text = ''
+        response.setEncoding('utf8')
+        response.on('data', (chunk: string) => {
+          text += chunk
+        })
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }))
+      },
+    )
+    request.on('error', reject)
+    request.end(body)
+  })
 }
 
 function rssKb(pid: number): number {

@@ -148,8 +148,7 @@ export class Lease {
     if (this.#released) return false
     const { fd, ino, dev, bytes } = this.#lock
     try {
-      const named = fs.statSync(this.path, { bigint: true, throwIfNoEntry: false })
-      if (named?.ino !== ino || named.dev !== dev) return false
+      if (!namesFile(this.path, ino, dev)) return false
       // One byte more than was written: a lock grown by a hand edit differs too.
       const buffer = Buffer.allocUnsafe(bytes.length + 1)
       const length = fs.readSync(fd, buffer, 0, buffer.length, 0)
@@ -169,6 +168,20 @@ export class Lease {
     }
   }
 }
+
+/**
+ * Whether `path` names the file (`ino`, `dev`). Plain numbers are exact below 2^53, and a stat in numbers
+ * allocates nothing (this runs before every write): the bigint stat only for identities that large.
+ */
+function namesFile(path: string, ino: bigint, dev: bigint): boolean {
+  if (ino < SAFE && dev < SAFE) {
+    const named = fs.statSync(path, { throwIfNoEntry: false })
+    return named?.ino === Number(ino) && named.dev === Number(dev)
+  }
+  const named = fs.statSync(path, { bigint: true, throwIfNoEntry: false })
+  return named?.ino === ino && named.dev === dev
+}
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER)
 
 /** A lock this process created: its descriptor (kept open), which file it is, and what it holds. */
 interface CreatedLock {
