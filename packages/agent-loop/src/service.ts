@@ -165,7 +165,8 @@ export class AgentLoop extends Service {
     let agent: Agent | undefined
     let detachSession: (() => void) | undefined
     try {
-      agent = new Agent(this, this.home, session, Object.freeze({ ...options }))
+      // The agent calls its loop at every step: the loop itself, not the caller's tracing proxy of it.
+      agent = new Agent(untraced(this), this.home, session, Object.freeze({ ...options }))
       detachSession = this.home.sessions.enter(session)
       const handle: Handle = { agent, detachSession }
       this.agents.set(agent.id, handle)

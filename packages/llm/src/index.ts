@@ -29,7 +29,7 @@ export {
 } from './service.ts'
 
 export { Llm as default } from './service.ts'
-export { jsonSnapshot, NonJsonError, type JsonValue } from './json.ts'
+export { frozenJsonSnapshot, jsonSnapshot, NonJsonError, type JsonValue } from './json.ts'
 export {
   BLOCK_OVERHEAD,
   CHARS_PER_TOKEN,

@@ -24,7 +24,12 @@ export class NonJsonError extends TypeError {
 
 /** A detached copy of a JSON value, or a `NonJsonError` naming the first bad value. */
 export function jsonSnapshot<T>(value: T): T {
-  return copy(value, { keys: [], ancestors: new Set() }) as T
+  return copy(value, { keys: [], ancestors: new Set(), freeze: false }) as T
+}
+
+/** `jsonSnapshot`, deeply frozen as it is built (one walk instead of a copy and then a freeze). */
+export function frozenJsonSnapshot<T>(value: T): T {
+  return copy(value, { keys: [], ancestors: new Set(), freeze: true }) as T
 }
 
 function isPlainRecord(value: object): boolean {
@@ -37,6 +42,7 @@ function isPlainRecord(value: object): boolean {
 interface Walk {
   keys: (string | number)[]
   ancestors: Set<object>
+  freeze: boolean
 }
 
 const bad = (walk: Walk, found: string) => new NonJsonError(walk.keys.map(key => `/${key}`).join(''), found)
@@ -85,5 +91,6 @@ function copy(value: unknown, walk: Walk): JsonValue {
     result = record
   }
   ancestors.delete(value)
+  if (walk.freeze) Object.freeze(result)
   return result
 }

@@ -1,4 +1,4 @@
-import { deepFreeze, jsonSnapshot, NonJsonError, type Message, type SessionId } from '@loom/llm'
+import { deepFreeze, frozenJsonSnapshot, NonJsonError, type Message, type SessionId } from '@loom/llm'
 import {
   SESSION_FORMAT_VERSION,
   isSurfaceEventType,
@@ -106,7 +106,7 @@ export class Session {
         // Most of a restored log (chunks, step and turn brackets) has no surface
         // marker and nothing to fold: all the surface would do is check that.
         if (adopt && quiet(event)) continue
-        this.#commit(adopt ? event : deepFreeze(event), adopt ? 'adopted' : 'copied')
+        this.#commit(event, adopt ? 'adopted' : 'copied')
       }
     }
     this.firstLiveSeq = index
@@ -184,7 +184,8 @@ export class Session {
     if (this.#publishing) throw new Error('session append cannot reenter while another append is being published')
 
     // `type` and `data` correlate through T, which TypeScript cannot follow into the union: one cast.
-    const event = deepFreeze({
+    // The data and markers are frozen copies already.
+    const event = Object.freeze({
       type,
       seq: this.#log.length,
       time: Date.now(),
@@ -330,10 +331,10 @@ export function deepFreezeJson<T>(value: T): T {
   return value
 }
 
-/** A JSON-only copy, with an error that names the event type. */
+/** A JSON-only copy, deeply frozen, with an error that names the event type. */
 function jsonOnly<T>(value: T, type: string, what: 'data' | 'surface metadata'): T {
   try {
-    return jsonSnapshot(value)
+    return frozenJsonSnapshot(value)
   } catch (error) {
     if (!(error instanceof NonJsonError)) throw error
     throw new TypeError(`session event "${type}" carries non-JSON-serializable ${what} (${error.message})`, { cause: error })

@@ -98,10 +98,15 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
       req.pause()
       reject(tooLarge())
     }
+    let ended = false
     req.on('data', onData)
-    req.once('end', () => resolve(chunks))
+    req.once('end', () => {
+      ended = true
+      resolve(chunks)
+    })
     // Cut off (the request deadline, a client gone): nobody reads the answer, so it is nothing to report.
-    const cut = () => reject(new ApiError(408, 'REQUEST_TIMEOUT', 'the connection closed before the body arrived'))
+    // A request that ended closes too: no error is made for it.
+    const cut = () => ended || reject(new ApiError(408, 'REQUEST_TIMEOUT', 'the connection closed before the body arrived'))
     req.once('error', cut)
     req.once('close', cut)
   })

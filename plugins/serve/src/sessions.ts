@@ -18,6 +18,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import { realpathSync } from 'node:fs'
 import { realpath } from 'node:fs/promises'
 import type { Agent } from '@loom/agent-loop'
+import { untraced } from '@loom/scope'
 import { type UserMessage, userText } from '@loom/llm'
 import {
   interruptedTurnClosers,
@@ -125,9 +126,10 @@ export class HostedSessions {
 
   constructor(home: Context, opener: SessionOpener, store: Persistence, options: HostOptions) {
     this.home = home
-    this.live = home.sessions
+    // Called for every request and event: the services themselves, not tracing proxies (see `untraced`).
+    this.live = untraced(home.sessions)
     this.opener = opener
-    this.store = store
+    this.store = untraced(store)
     this.options = options
     this.project = projectFolder(options.cwd)
     this.answers = new Answers(options.idempotencyTtlMs ?? KEY_TTL_MS)

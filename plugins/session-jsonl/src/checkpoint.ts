@@ -2,6 +2,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@loom/agent-loop'
 import type { GenerateOptions, StreamChunk } from '@loom/llm'
 import type { Session } from '@loom/session'
+import { untraced } from '@loom/scope'
 import { abortedBeforeDispatchResult, type ToolRunContext } from '@loom/tools'
 
 /**
@@ -11,8 +12,8 @@ import { abortedBeforeDispatchResult, type ToolRunContext } from '@loom/tools'
  * one write-behind window.
  */
 export function installCheckpoints(ctx: Context) {
-  // Looked up once (a lookup through the context costs microseconds, and every step makes several); the plugin restarts if it is replaced.
-  const sessions = ctx.sessions
+  // Looked up once and called directly (see `untraced`): every step makes several calls; the plugin restarts if it is replaced.
+  const sessions = untraced(ctx.sessions)
   const live = (id: unknown): Session | undefined => (typeof id === 'string' ? sessions.get(id) : undefined)
 
   // Before the first chunk is pulled: a failed flush means the adapter is never called.
