@@ -16,6 +16,18 @@ type Filter = (this: unknown, ctx: Context) => boolean
  * check) runs first, with `this === base`.
  */
 export function scopeTarget<T extends object>(base: T, key: ScopeKey | undefined): Scoped<T> {
+  if (key === undefined) return carrierOf(base, key)
+  // One per base and scope, made once: the loop dispatches through an agent's at every status change and step.
+  let byKey = carriers.get(base)
+  if (!byKey) carriers.set(base, (byKey = new WeakMap()))
+  let carrier = byKey.get(key)
+  if (!carrier) byKey.set(key, (carrier = carrierOf(base, key)))
+  return carrier as Scoped<T>
+}
+
+const carriers = new WeakMap<object, WeakMap<ScopeKey, Scoped<object>>>()
+
+function carrierOf<T extends object>(base: T, key: ScopeKey | undefined): Scoped<T> {
   const baseFilter = (base as Record<symbol, Filter | undefined>)[Context.filter]
   const carrier = Object.create(null)
   Object.defineProperty(carrier, KEY, { value: { key } })

@@ -219,7 +219,8 @@ export class Session {
     }
     this.#snapshot = undefined
     if (event.type === 'request/header') {
-      this.#requestHeader = deepFreeze(canonicalHeader(structuredClone(event.data.header)))
+      // The event is the log's own (frozen) copy: the header shares it rather than cloning every tool schema.
+      this.#requestHeader = deepFreeze(canonicalHeader(event.data.header))
     } else if (event.type === 'request/context') {
       this.#requestContext = event.data
     }
