@@ -6,6 +6,8 @@
 // iterator, and `startHost`, one `loom serve` process of a multi-host test.
 import { spawn, type ChildProcess } from 'node:child_process'
 import type { SessionEvent } from '@loom/client'
+import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
+import { afterAll, beforeAll } from 'vitest'
 import { cleanEnv, MAIN, postgresStore } from './helpers.ts'
 
 export interface Reply {
@@ -180,6 +182,38 @@ export function stopHosts(hosts: readonly (Host | undefined)[], signal: NodeJS.S
   const started = hosts.filter(host => host !== undefined)
   for (const host of started) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill(signal)
   return Promise.all(started.map(host => host.exited))
+}
+
+/**
+ * The hosts of a multi-host test on one PostgreSQL, started before the file's tests; after them every host
+ * still running is killed and the server stopped. Each host runs `hostsLayer` with its own `script`.
+ */
+export function postgresHosts(token: string) {
+  const hosts: Host[] = []
+  let pg: TestPostgres | undefined
+  beforeAll(async () => {
+    pg = await startTestPostgres()
+  }, 180_000)
+  afterAll(async () => {
+    await stopHosts(hosts)
+    await pg?.stop()
+  })
+  return {
+    get pg(): TestPostgres {
+      if (!pg) throw new Error('PostgreSQL is not started yet: use it inside a test')
+      return pg
+    },
+    async start(name: string, at: { cwd: string; home: string }, script: unknown): Promise<Host> {
+      const host = await startHost(name, at, {
+        LOOM_SERVE_TOKEN: token,
+        LOOM_PG_URL: this.pg.url,
+        LOOM_TEST_HOST: name,
+        LOOM_TEST_SCRIPT: JSON.stringify(script),
+      })
+      hosts.push(host)
+      return host
+    },
+  }
 }
 
 /**

@@ -8,10 +8,9 @@
 // is still stored, the new message is answered on B, and the client, reconnected
 // to host C with Last-Event-ID, goes on from its last seq with no gap and no
 // duplicate.
-import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, hostsLayer, startHost as start, turnEnded, stopHosts } from './serve-client.ts'
+import { client, eventually, type Frame, hostsLayer, postgresHosts, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'failover-test-token-0123456789'
 const STALE_MS = 1500
@@ -20,31 +19,16 @@ const STALE_MS = 1500
 const SLOW = [{ text: 'Working on it.', toolCalls: [{ name: 'bash', arguments: { command: 'sleep 30' } }] }]
 const ANSWER = ['Continued on a survivor.']
 
-const hosts: Host[] = []
-let pg: TestPostgres
-
-async function startHost(name: string, at: { cwd: string; home: string }, script: unknown): Promise<Host> {
-  const host = await start(name, at, { LOOM_SERVE_TOKEN: TOKEN, LOOM_PG_URL: pg.url, LOOM_TEST_HOST: name, LOOM_TEST_SCRIPT: JSON.stringify(script) })
-  hosts.push(host)
-  return host
-}
-
 describe('loom serve on three hosts sharing PostgreSQL', () => {
-  beforeAll(async () => {
-    pg = await startTestPostgres()
-  }, 180_000)
-
-  afterAll(async () => {
-    await stopHosts(hosts)
-    await pg?.stop()
-  })
+  const cluster = postgresHosts(TOKEN)
 
   it('a host killed mid-turn: 409 naming it until its lease is stale, then a survivor closes the turn and continues; no acknowledged event is lost; SSE resumes on another host', {
     timeout: 90_000,
   }, async () => {
+    const { pg } = cluster
     const schema = pg.schema()
     const at = project({ 'README.md': '# failover\n', 'loom.yml': hostsLayer(schema, STALE_MS) })
-    const [a, b, c] = await Promise.all([startHost('host-a', at, SLOW), startHost('host-b', at, ANSWER), startHost('host-c', at, ANSWER)])
+    const [a, b, c] = await Promise.all([cluster.start('host-a', at, SLOW), cluster.start('host-b', at, ANSWER), cluster.start('host-c', at, ANSWER)])
     const [apiA, apiB, apiC] = [a, b, c].map(host => client(host.url, TOKEN))
     for (const api of [apiA, apiB, apiC]) expect((await api.request('GET', '/healthz', undefined, {})).body).toMatchObject({ status: 'ok', store: 'postgres' })
 

@@ -7,31 +7,21 @@
 // the session within A's idle release plus a few seconds (A let its lease go),
 // closes the cut turn as interrupted, and nothing of what A could not store is
 // in the log.
-import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded, stopHosts } from './serve-client.ts'
+import { client, eventually, type Frame, hostsLayer, postgresHosts, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'outage-turn-test-token-0123456789'
 /** `loom serve`'s default `idleReleaseMs`. */
 const IDLE_RELEASE_MS = 5000
 
-const hosts: Host[] = []
-let pg: TestPostgres
-
 describe('loom serve stops a running turn at the first write the store refuses', () => {
-  beforeAll(async () => {
-    pg = await startTestPostgres()
-  }, 180_000)
-
-  afterAll(async () => {
-    await stopHosts(hosts)
-    await pg?.stop()
-  })
+  const cluster = postgresHosts(TOKEN)
 
   it('no further tool or model call, the agent let go, and the session continues on another host', { timeout: 120_000 }, async () => {
+    const { pg } = cluster
     const schema = pg.schema()
     const at = project({ 'README.md': '# outage under a turn\n', 'loom.yml': hostsLayer(schema, 60_000) })
     const go = join(at.cwd, 'go')
@@ -41,14 +31,7 @@ describe('loom serve stops a running turn at the first write the store refuses',
       { text: 'Next.', toolCalls: [{ name: 'bash', arguments: { command: `sleep 3 && touch ${marker}` } }] },
       'Done on A.',
     ]
-    const env = (name: string, script: unknown) => ({
-      LOOM_SERVE_TOKEN: TOKEN,
-      LOOM_PG_URL: pg.url,
-      LOOM_TEST_HOST: name,
-      LOOM_TEST_SCRIPT: JSON.stringify(script),
-    })
-    const [a, b] = await Promise.all([startHost('host-a', at, env('host-a', onA)), startHost('host-b', at, env('host-b', ['Answered on B.']))])
-    hosts.push(a, b)
+    const [a, b] = await Promise.all([cluster.start('host-a', at, onA), cluster.start('host-b', at, ['Answered on B.'])])
     const [apiA, apiB] = [a, b].map(host => client(host.url, TOKEN))
 
     const id = (await apiA.request('POST', '/v1/sessions', { task: 'a long task' })).body.id as string

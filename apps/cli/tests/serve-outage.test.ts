@@ -7,10 +7,9 @@
 // is a minute, so only a release frees them in time), S2's open turn is closed
 // as interrupted, a retried key runs once, and no refused request left a trace
 // in any session: not its text, not a session.
-import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, type Host, hostsLayer, startHost, turnEnded, stopHosts } from './serve-client.ts'
+import { client, eventually, type Frame, hostsLayer, postgresHosts, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'outage-test-token-0123456789'
 /** `loom serve`'s default `idleReleaseMs`. */
@@ -20,30 +19,14 @@ const IDLE_RELEASE_MS = 5000
 const ON_A = ['Done on A.', { text: 'Working on it.', toolCalls: [{ name: 'bash', arguments: { command: 'sleep 30' } }] }]
 const ON_B = ['Answered on B.']
 
-const hosts: Host[] = []
-let pg: TestPostgres
-
 describe('loom serve through a PostgreSQL outage', () => {
-  beforeAll(async () => {
-    pg = await startTestPostgres()
-  }, 180_000)
-
-  afterAll(async () => {
-    await stopHosts(hosts)
-    await pg?.stop()
-  })
+  const cluster = postgresHosts(TOKEN)
 
   it('refused requests leave no trace, /readyz says 503, and the other host takes the sessions once the database is back', { timeout: 120_000 }, async () => {
+    const { pg } = cluster
     const schema = pg.schema()
     const at = project({ 'README.md': '# outage\n', 'loom.yml': hostsLayer(schema, 60_000) })
-    const env = (name: string, script: unknown) => ({
-      LOOM_SERVE_TOKEN: TOKEN,
-      LOOM_PG_URL: pg.url,
-      LOOM_TEST_HOST: name,
-      LOOM_TEST_SCRIPT: JSON.stringify(script),
-    })
-    const [a, b] = await Promise.all([startHost('host-a', at, env('host-a', ON_A)), startHost('host-b', at, env('host-b', ON_B))])
-    hosts.push(a, b)
+    const [a, b] = await Promise.all([cluster.start('host-a', at, ON_A), cluster.start('host-b', at, ON_B)])
     const [apiA, apiB] = [a, b].map(host => client(host.url, TOKEN))
     const keyed = (key: string) => ({ authorization: `Bearer ${TOKEN}`, 'idempotency-key': key })
     for (const api of [apiA, apiB]) expect((await api.request('GET', '/readyz', undefined, {})).body).toMatchObject({ status: 'ready', store: 'postgres' })

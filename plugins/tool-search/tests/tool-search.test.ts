@@ -223,7 +223,8 @@ describe('bounded search', () => {
       }
       expect(r.isError).toBe(true)
       expect(textOf(r)).toContain('timed out after 1000 ms')
-      expect(ticks).toBeGreaterThan(5) // ~50 expected: the matching ran in the worker
+      // ~50 expected; a busy machine may run fewer, but a search on this thread would let none run.
+      expect(ticks).toBeGreaterThan(0)
       await vi.waitFor(() => expect(terminate).toHaveBeenCalled())
       terminate.mockRestore()
       expect(textOf(await h.callTool('glob', { pattern: 'ok.*' }, { cwd: ws }))).toBe('ok.txt')
@@ -254,9 +255,10 @@ describe('bounded search', () => {
         'a-first.txt:1: aa\n\n(grep timed out after 1000 ms and was stopped while searching "evil.txt": the results are partial. A pattern with nested quantifiers such as (a+)+ can take exponential time on one line; simplify it, or narrow the path or the glob.)',
       )
       expect(r.meta).toMatchObject({ matches: 1, files: 1, timedOut: true })
+      // Not stopped before its time; after it, the answer above says so (the test's own timeout bounds a search that ran on).
       expect(elapsed).toBeGreaterThanOrEqual(950)
-      expect(elapsed).toBeLessThan(1000 + 10_000) // the timeout plus generous slack; it ran for 30 s+ before
-      expect(ticks).toBeGreaterThan(10) // ~50 expected: the event loop was free during the search
+      // ~50 expected; a busy machine may run fewer, but a search on this thread would let none run.
+      expect(ticks).toBeGreaterThan(0)
       // The stopped worker is not reused: the next search runs in a fresh one.
       expect(textOf(await h.callTool('grep', { pattern: '^a+$', path: 'z-last.txt' }, { cwd: ws }))).toBe('z-last.txt:1: aaa')
     } finally {
@@ -272,10 +274,8 @@ describe('bounded search', () => {
       await h.mount(toolSearch, { ripgrep: 'never' })
       const controller = new AbortController()
       setTimeout(() => controller.abort(), 300)
-      const started = Date.now()
       const r = await h.callTool('grep', { pattern: '(a+)+$' }, { cwd: ws, signal: controller.signal })
       expect(r.isError).toBe(true)
-      expect(Date.now() - started).toBeLessThan(5000)
       await vi.waitFor(() => expect(terminate).toHaveBeenCalled())
       expect(textOf(await h.callTool('grep', { pattern: '!$', path: 'ok.txt' }, { cwd: ws }))).toBe('ok.txt:1: fine!')
     } finally {
