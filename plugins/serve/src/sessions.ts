@@ -454,41 +454,30 @@ export class HostedSessions {
 
   /**
    * Puts the message in the agent's inbox and resolves once it is durable. An
-   * idle agent is held (as for maintenance) until then, so its turn starts only
-   * for a stored message. If the store cannot take it, the session is abandoned
-   * here (see `abandon`) and the error is thrown: nothing of this message runs
-   * later. Whatever happens, an agent still hosted is released once idle for
-   * `idleReleaseMs`, so no failure leaves its lease pinned to this host.
+   * idle agent starts its turn at once, and that turn's first events are made
+   * durable with the message, by one write: nothing of the turn reaches a model
+   * or a tool before its step's checkpoint has stored them. If the store cannot
+   * take the message, the session is abandoned here (see `abandon`: what was not
+   * stored is dropped, the turn cancelled) and the error is thrown: nothing of
+   * this message runs later. Whatever happens, an agent still hosted is released
+   * once idle for `idleReleaseMs`, so no failure leaves its lease pinned to this host.
    */
   private async deliver(entry: Hosted, message: UserMessage, mode: MessageMode): Promise<number> {
     const { agent } = entry
     clearTimeout(entry.timer)
     const round = ++entry.round
-    let seq = -1
-    const put = async () => {
+    // The message's own event is the first one the inbox appends.
+    const seq = agent.session.seq
+    try {
       if (mode === 'followup') agent.followup(message)
       else if (mode === 'steer') agent.steer(message)
       else agent.inject(message)
-      seq = agent.session.seq - 1
       try {
         await this.live.flush(agent.session)
       } catch (error) {
         // Stored after all (a write raced the failed flush): accepted.
-        if (!(await this.abandon(entry, seq))) return
+        if (!(await this.abandon(entry, seq))) return seq
         throw error
-      }
-    }
-    try {
-      let held = false
-      try {
-        await agent.runMaintenance(async () => {
-          held = true
-          await put()
-        })
-      } catch (error) {
-        // A busy agent (a turn runs) takes the message into its inbox as it runs.
-        if (held) throw error
-        await put()
       }
       return seq
     } catch (error) {
