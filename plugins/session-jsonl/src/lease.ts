@@ -171,7 +171,7 @@ export class Lease {
 
 /**
  * Whether `path` names the file (`ino`, `dev`). Plain numbers are exact below 2^53, and a stat in numbers
- * allocates nothing (this runs before every write): the bigint stat only for identities that large.
+ * is cheaper than one in bigints (this runs before every write): the bigint stat only for identities that large.
  */
 function namesFile(path: string, ino: bigint, dev: bigint): boolean {
   if (ino < SAFE && dev < SAFE) {
