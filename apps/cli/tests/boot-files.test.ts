@@ -3,7 +3,8 @@
 // killed process is removed by the next boot. Row packages are found from the
 // project first, then from the CLI.
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { BOOT_PARENT, boot, type Deployment } from '../src/boot.ts'
@@ -31,9 +32,14 @@ describe('temporary boot files', () => {
     const deadPid = Number(execFileSync(process.execPath, ['-p', 'process.pid'], { encoding: 'utf8' }))
     const left = join(BOOT_PARENT, `boot-${deadPid}-killed`)
     const running = join(BOOT_PARENT, `boot-${process.ppid}-running`)
+    // Each is planted whole, by a rename: any boot may sweep the dead one at any moment (other tests boot
+    // in parallel), and one caught half made fails this test, not the sweep.
+    mkdirSync(BOOT_PARENT, { recursive: true })
     for (const dir of [left, running]) {
-      mkdirSync(dir, { recursive: true })
-      writeFileSync(join(dir, 'deployment.yml'), '[]\n')
+      const staged = mkdtempSync(join(tmpdir(), 'loom-test-boot-'))
+      writeFileSync(join(staged, 'deployment.yml'), '[]\n')
+      rmSync(dir, { recursive: true, force: true }) // an earlier run's
+      renameSync(staged, dir)
     }
     const { cwd } = project()
     deployments.push(await boot({ cwd, bundles: ['minimal'], log: () => {} }))
