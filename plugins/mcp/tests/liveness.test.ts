@@ -39,9 +39,10 @@ describe('Streamable HTTP sessions', { timeout: 30_000 }, () => {
 
       await mounted.dispose()
       expect(server.sessions).toEqual({ opened: 2, ended: 2 })
-      // Node's fetch (undici) keeps its sockets alive a while, with unref'd timers: closing them ends those.
+      // The SDK's requests go through Node's fetch, whose keep-alive pool holds the sockets with unref'd
+      // timers (its 499 ms tick, 3 and 4 s keep-alives), not the plugin: closing the server ends them.
       await server.close()
-      // On a loaded machine that takes a while: a poll, done as soon as nothing is left.
+      // About 0.5 s when idle, longer on a loaded machine: a poll, done as soon as nothing is left.
       await waitFor('no residue', async () => (await host.residue(mounted)).length === 0, 60_000).catch(() => {})
       await host.assertZeroResidue(mounted)
     } finally {
