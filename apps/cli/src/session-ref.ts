@@ -33,14 +33,20 @@ export function resolveSessionRef(headers: readonly SessionHeader[], ref: string
 }
 
 /**
- * When each session `last` may name in `cwd` was last used: the time of its last
- * event, read from the store without a lease (one that cannot be read counts
- * from its creation).
+ * When each session `last` may name in `cwd` was last used: when the store last
+ * wrote it (`lastActivity`: a file's mtime, a row's time, no log read through),
+ * else the time of its last event, read without a lease (one that cannot be read
+ * counts from its creation).
  */
-export async function lastUsed(persistence: Pick<SessionPersistence, 'inspect'>, headers: readonly SessionHeader[], cwd: string): Promise<Map<string, number>> {
+export async function lastUsed(
+  persistence: Pick<SessionPersistence, 'inspect' | 'lastActivity'>,
+  headers: readonly SessionHeader[],
+  cwd: string,
+): Promise<Map<string, number>> {
   const times = await Promise.all(
     candidates(headers, cwd).map(async header => {
       try {
+        if (persistence.lastActivity) return [header.id, (await persistence.lastActivity(header.id)) ?? header.createdAt] as const
         const { events } = await persistence.inspect(header.id)
         const last: SessionEvent | undefined = events.at(-1)
         return [header.id, last?.time ?? header.createdAt] as const

@@ -158,6 +158,12 @@ export interface SessionPersistence {
   readFrom(id: SessionId, fromSeq: number): Promise<StoredSession>
   /** Headers of every stored session, oldest first. */
   list(): Promise<SessionHeader[]>
+  /**
+   * When session `id` was last written (epoch ms), without reading its events: what orders sessions by
+   * last use (`loom -c`) over many long logs. Undefined when nothing is stored. Optional: without it,
+   * callers read the last event through `inspect`.
+   */
+  lastActivity?(id: SessionId): Promise<number | undefined>
   /** Resolves once event `seq` of session `id` is durably stored. */
   whenDurable(id: SessionId, seq: number): Promise<void>
   /** Stops writing session `id` (not live): waits for its writes, then releases its lease. */

@@ -14,6 +14,7 @@ import {
   type TrackedLog,
 } from '@loom/session'
 import { existsSync, openSync, closeSync, fsyncSync, ftruncateSync, readFileSync } from 'node:fs'
+import { stat } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { dirname, resolve } from 'node:path'
 import { JsonlArtifacts } from './artifacts.ts'
@@ -188,6 +189,14 @@ export class JsonlPersistence extends Service implements SessionPersistence {
    */
   abandon(id: string, seq: number): Promise<boolean> {
     return this.log.abandon(id, seq, (_, tracked) => this.forget(id, tracked))
+  }
+
+  /** The log's modification time: every batch is appended to it (a live session's, its last event's). */
+  async lastActivity(id: string): Promise<number | undefined> {
+    const live = this.log.live(id)
+    if (live) return live.events.at(-1)?.time ?? live.header.createdAt
+    const path = await this.files.find(id)
+    return path === undefined ? undefined : (await stat(path).catch(() => undefined))?.mtimeMs
   }
 
   /** What `load` would return, computed in memory: writes nothing, even for a torn log. */

@@ -152,6 +152,17 @@ export class Db {
     return { header, events, closers: fromSeq === 0 ? interruptedTurnClosers(events) : [] }
   }
 
+  /** The time of the newest event of `id` (its creation when it has none); undefined when nothing is stored. One row read, by the key. */
+  async lastActivity(id: string): Promise<number | undefined> {
+    const { rows } = await this.pool.query<{ created_at: string; event: string | null }>(
+      `SELECT s.created_at, (SELECT e.event FROM ${this.#events} e WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1) AS event FROM ${this.#sessions} s WHERE s.id = $1`,
+      [id],
+    )
+    if (!rows.length) return undefined
+    const time = rows[0].event === null ? undefined : (JSON.parse(rows[0].event) as { time?: unknown }).time
+    return typeof time === 'number' ? time : Number(rows[0].created_at)
+  }
+
   /** The number of events stored for `id` (the seq the next one must carry). */
   async length(id: string, db: Queryable): Promise<number> {
     const { rows } = await db.query<{ next: number }>(`SELECT coalesce(max(seq) + 1, 0)::integer AS next FROM ${this.#events} WHERE session_id = $1`, [id])

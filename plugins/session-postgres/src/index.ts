@@ -232,6 +232,13 @@ export class PostgresPersistence extends Service implements SessionPersistence {
   }
 
   /** What `load` would return, computed in memory: writes nothing, takes no lease. */
+  /** The time of the newest stored event (the header's creation when there is none). */
+  async lastActivity(id: string): Promise<number | undefined> {
+    const live = this.log.live(id)
+    if (live) return live.events.at(-1)?.time ?? live.header.createdAt
+    return this.db.lastActivity(id)
+  }
+
   async inspect(id: string): Promise<StoredSession> {
     const live = this.log.live(id)
     if (live) return { meta: live.header, events: live.events }

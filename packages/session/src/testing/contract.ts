@@ -544,6 +544,24 @@ export function persistenceContract(name: string, makeStorage: () => ContractSto
         expect(await (await lifecycle()).persistence.list()).toEqual([a, b])
       })
 
+      it('lastActivity, where a backend has it, says when a session was last written: one written later is later', async () => {
+        const { persistence } = await lifecycle()
+        if (!persistence.lastActivity) return // optional: callers read the last event instead
+        const now = (events: SessionEvent[]) => events.map(event => ({ ...event, time: Date.now() }))
+        persistence.create(meta('written-first', { createdAt: 2000 }))
+        persistence.create(meta('written-last', { createdAt: 1000 }))
+        await persistence.append('written-first', now(raw(0, s => shortTurn(s, 1))))
+        // Apart on any clock a store keeps (a file's mtime, an event's time).
+        await new Promise(resolve => setTimeout(resolve, 30))
+        await persistence.append('written-last', now(raw(0, s => shortTurn(s, 1))))
+        const fresh = (await lifecycle()).persistence
+        const first = await fresh.lastActivity!('written-first')
+        const last = await fresh.lastActivity!('written-last')
+        expect(first).toBeGreaterThan(2000)
+        expect(last).toBeGreaterThan(first!)
+        expect(await fresh.lastActivity!('missing')).toBeUndefined()
+      })
+
       it('a missing id rejects with "not found"', async () => {
         await stored(
           'present',
