@@ -26,7 +26,13 @@ export interface HostFigure {
   rss_per_session_kb: number
   /** CPU time (user and system) the server process spent per turn: what a turn costs, less sensitive than the rate to a busy machine. */
   server_cpu_ms_per_turn: number
+  /** Each figure above is the median of this many runs, each on a fresh server. */
+  runs: number
+  /** The lowest and highest rate of the runs: how much the machine moved them. */
+  turns_per_s_range: [number, number]
 }
+
+type RunFigure = Omit<HostFigure, 'runs' | 'turns_per_s_range'>
 
 const MAIN = fileURLToPath(new URL('../../../apps/cli/src/main.ts', import.meta.url))
 const TOKEN = 'bench-token-0123456789abcdef'
@@ -51,7 +57,32 @@ ${['workspace', 'instructions', 'skills'].map(id => `- id: ${id}\n  disabled: tr
           - Done.
 `
 
-export async function benchHost(sessions = 200, turns = 5): Promise<HostFigure> {
+/**
+ * `runs` runs of `sessions` conversations of `turns` turns, each on a fresh server; the medians. One run's
+ * rate varies by a third from one minute to the next on a busy 2-core machine.
+ */
+export async function benchHost(sessions = 200, turns = 5, runs = 3): Promise<HostFigure> {
+  const figures: RunFigure[] = []
+  for (let run = 0; run < runs; run++) figures.push(await hostRun(sessions, turns))
+  const median = (pick: (figure: RunFigure) => number) => {
+    const values = figures.map(pick).sort((a, b) => a - b)
+    return values[Math.floor(values.length / 2)]
+  }
+  const rates = figures.map(figure => figure.turns_per_s)
+  return {
+    ...figures[0],
+    wall_ms: median(figure => figure.wall_ms),
+    turns_per_s: median(figure => figure.turns_per_s),
+    p50_ms: median(figure => figure.p50_ms),
+    p99_ms: median(figure => figure.p99_ms),
+    rss_per_session_kb: median(figure => figure.rss_per_session_kb),
+    server_cpu_ms_per_turn: median(figure => figure.server_cpu_ms_per_turn),
+    runs,
+    turns_per_s_range: [Math.min(...rates), Math.max(...rates)],
+  }
+}
+
+async function hostRun(sessions: number, turns: number): Promise<RunFigure> {
   const dir = mkdtempSync(join(tmpdir(), 'loom-bench-serve-'))
   writeFileSync(join(dir, 'loom.yml'), LAYER)
   const child = spawn(process.execPath, ['--conditions=loom-source', MAIN, 'serve', '--port', '0'], {
