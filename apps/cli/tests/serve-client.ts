@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import type { SessionEvent } from '@loom/client'
 import { startTestPostgres, type TestPostgres } from '@loom/session-postgres/testing'
-import { afterAll, beforeAll } from 'vitest'
+import { afterAll, beforeAll, expect } from 'vitest'
 import { cleanEnv, MAIN, postgresStore } from './helpers.ts'
 
 export interface Reply {
@@ -182,6 +182,24 @@ export function stopHosts(hosts: readonly (Host | undefined)[], signal: NodeJS.S
   const started = hosts.filter(host => host !== undefined)
   for (const host of started) if (host.child.exitCode === null && host.child.signalCode === null) host.child.kill(signal)
   return Promise.all(started.map(host => host.exited))
+}
+
+/**
+ * A message for session `id` posted to `host` until it is accepted (202) within `timeoutMs`: while the host's
+ * pool reconnects to a store that is back, or another host is still letting the lease go, only 409 and 503.
+ */
+export function messageOnceTaken(host: Host, api: ReturnType<typeof client>, id: string, text: string, timeoutMs: number, headers?: Record<string, string>) {
+  return eventually(
+    async () => {
+      const reply = await api.request('POST', `/v1/sessions/${id}/messages`, { text }, headers)
+      if (reply.status === 202) return reply
+      expect([409, 503], `${reply.text}\n${host.stderr()}`).toContain(reply.status)
+      await new Promise(resolve => setTimeout(resolve, 200))
+      return undefined
+    },
+    timeoutMs,
+    `host ${host.name} to take session ${id}`,
+  )
 }
 
 /**

@@ -11,7 +11,7 @@ import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, hostsLayer, postgresHosts, turnEnded } from './serve-client.ts'
+import { client, eventually, type Frame, hostsLayer, messageOnceTaken, postgresHosts, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'outage-turn-test-token-0123456789'
 /** `loom serve`'s default `idleReleaseMs`. */
@@ -52,18 +52,8 @@ describe('loom serve stops a running turn at the first write the store refuses',
     expect(existsSync(marker)).toBe(false)
 
     await pg.restart()
-    const accepted = await eventually(
-      async () => {
-        const reply = await apiB.request('POST', `/v1/sessions/${id}/messages`, { text: 'after the outage' })
-        if (reply.status === 202) return reply
-        // Until B's pool reconnects, or while A's lease is still being let go.
-        expect([409, 503], `${reply.text}\n${b.stderr()}`).toContain(reply.status)
-        await new Promise(resolve => setTimeout(resolve, 200))
-        return undefined
-      },
-      IDLE_RELEASE_MS + 5000,
-      `host B to take session ${id}`,
-    )
+    // Until B's pool reconnects, or while A's lease is still being let go: 409 and 503 only.
+    const accepted = await messageOnceTaken(b, apiB, id, 'after the outage', IDLE_RELEASE_MS + 5000)
     expect(accepted.body).toMatchObject({ id, mode: 'followup' })
     await apiB.events(id, { until: turnEnded(2) })
 

@@ -9,7 +9,7 @@
 // in any session: not its text, not a session.
 import { describe, expect, it } from 'vitest'
 import { project } from './helpers.ts'
-import { client, eventually, type Frame, hostsLayer, postgresHosts, turnEnded } from './serve-client.ts'
+import { client, type Frame, hostsLayer, messageOnceTaken, postgresHosts, turnEnded } from './serve-client.ts'
 
 const TOKEN = 'outage-test-token-0123456789'
 /** `loom serve`'s default `idleReleaseMs`. */
@@ -62,19 +62,7 @@ describe('loom serve through a PostgreSQL outage', () => {
 
     await pg.restart()
     // B takes both sessions within the idle release plus a few seconds: A let go of them.
-    const accept = (id: string, text: string, key: string) =>
-      eventually(
-        async () => {
-          const reply = await apiB.request('POST', `/v1/sessions/${id}/messages`, { text }, keyed(key))
-          if (reply.status === 202) return reply
-          // Until B's pool reconnects, or while a lease is still being let go.
-          expect([409, 503], `${reply.text}\n${b.stderr()}`).toContain(reply.status)
-          await new Promise(resolve => setTimeout(resolve, 200))
-          return undefined
-        },
-        IDLE_RELEASE_MS + 5000,
-        `host B to take session ${id}`,
-      )
+    const accept = (id: string, text: string, key: string) => messageOnceTaken(b, apiB, id, text, IDLE_RELEASE_MS + 5000, keyed(key))
     // m1 again, as the client's retry: not accepted before, so it runs now, once.
     const retried = await accept(s1, 'lost followup one', 'm1')
     const onS2 = await accept(s2, 'after the outage', 'm4')

@@ -494,8 +494,8 @@ export class HostedSessions {
   /**
    * The store could not take the session's event `seq`: unless it has it after
    * all (`false`), the session is given up here. The backend drops what it had
-   * not stored and lets the lease go; the agent is cancelled (its inbox cleared,
-   * so the held message never wakes it) and taken off this host. The stored log
+   * not stored and lets the lease go; the agent is cancelled (a turn the message
+   * started ends before its model call; its inbox is cleared) and taken off this host. The stored log
    * ends where it was durable; whichever host loads it next closes a turn left
    * open. A backend that cannot abandon writes what it still can when the agent
    * is disposed.

@@ -10,7 +10,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import * as toolSearch from '../src/index.ts'
 import { RipgrepEngine } from '../src/rg-engine.ts'
 import { installedRipgrep } from '../src/ripgrep.ts'
-import { ScanWorkers, type GrepJob } from '../src/scan.ts'
+import { ScanWorkers } from '../src/scan.ts'
+import { grepJob, plainWalk } from './jobs.ts'
 
 const RG = await installedRipgrep()
 
@@ -299,28 +300,7 @@ describe.skipIf(RG === undefined)(`what ripgrep leaves to the worker${RG === und
     const workers = new ScanWorkers()
     try {
       const engine = new RipgrepEngine(RG!, workers, 1024)
-      const job: GrepJob = {
-        kind: 'grep',
-        files: {
-          walk: {
-            start: ws,
-            display: '.',
-            root: ws,
-            names: [],
-            hidden: false,
-            ignoreFiles: undefined,
-            maxDepth: Infinity,
-            reads: { deny: [], allow: [] },
-            targetReads: { deny: [], allow: [] },
-          },
-        },
-        source: 'needle',
-        flags: 'u',
-        maxMatches: 10,
-        maxBytes: Number.POSITIVE_INFINITY,
-        maxLineBytes: 100,
-        blockBytes: 1 << 24,
-      }
+      const job = grepJob(plainWalk(ws, '.', ws), 'needle', { maxMatches: 10, blockBytes: 1 << 24 })
       expect(await engine.run(job, new AbortController().signal)).toBeUndefined()
       const all = await new RipgrepEngine(RG!, workers).run(job, new AbortController().signal)
       expect(all).toMatchObject({ engine: 'ripgrep', cut: true, lines: Array.from({ length: 10 }, (_, i) => `many.txt:${i + 1}: needle`) })

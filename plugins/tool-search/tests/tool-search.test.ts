@@ -8,6 +8,7 @@ import * as toolSearch from '../src/index.ts'
 import { compileGlob, splitGlob } from '../src/pattern.ts'
 import { installedRipgrep } from '../src/ripgrep.ts'
 import { ScanWorkers } from '../src/scan.ts'
+import { grepJob, plainWalk } from './jobs.ts'
 
 const GLOB_TEXT =
   'Use `glob` to find files by name, not `find` or `ls -R` in a shell. Patterns are relative to `path` (default: the workspace root): `**` matches any number of directories, `*` and `?` match within one name, and `{a,b}` and `[abc]` work, so `**/*.ts` finds every TypeScript file and `*.ts` only those directly in `path`. Results are the newest files first, at most 100. Hidden files and files ignored by `.gitignore` or `.ignore` are skipped unless `hidden` or `no_ignore` is true; `.git` and `node_modules` always are.'
@@ -527,31 +528,7 @@ for (const engine of ENGINES) {
         const workers = new ScanWorkers()
         try {
           const run = (blockBytes: number) =>
-            workers.run(
-              {
-                kind: 'grep',
-                files: {
-                  walk: {
-                    start: join(ws, 'enc'),
-                    display: 'enc',
-                    root: ws,
-                    names: [],
-                    hidden: false,
-                    ignoreFiles: undefined,
-                    maxDepth: Infinity,
-                    reads: { deny: [], allow: [] },
-                    targetReads: { deny: [], allow: [] },
-                  },
-                },
-                source: 'é|😀|needle|third',
-                flags: 'u',
-                maxMatches: 100,
-                maxBytes: Number.POSITIVE_INFINITY,
-                maxLineBytes: 100,
-                blockBytes,
-              },
-              new AbortController().signal,
-            )
+            workers.run(grepJob(plainWalk(join(ws, 'enc'), 'enc', ws), 'é|😀|needle|third', { maxMatches: 100, blockBytes }), new AbortController().signal)
           const whole = await run(1 << 20)
           expect(whole.lines).toEqual(
             ['be', 'le', 'utf8'].flatMap(name =>
