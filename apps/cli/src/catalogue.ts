@@ -4,10 +4,10 @@
 // keywords include "loom-plugin"), each with its description and its Config.
 // `loom plugins` prints it; `loom schema` types each row's config from it.
 import type Schema from '@deepseek-ai/schemastery'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { CLI_ROOT, readLayer, resolvePackage, type EntryOptions } from './compose.ts'
+import { CLI_ROOT, packageOf, readJson, readLayer, resolvePackage, type EntryOptions } from './compose.ts'
 
 /** The keyword that marks an installed package as a Loom plugin. */
 export const PLUGIN_KEYWORD = 'loom-plugin'
@@ -112,16 +112,6 @@ async function describePlugin(name: string, source: CataloguedPlugin['source'], 
   return plugin
 }
 
-/** The package a resolved module file belongs to: the nearest package.json above it that carries the name's package. */
-function packageOf(name: string, file: string): { folder: string; name: string; description?: unknown } | undefined {
-  const pkg = name.startsWith('@') ? name.split('/').slice(0, 2).join('/') : name.split('/')[0]
-  for (let dir = dirname(file); dirname(dir) !== dir; dir = dirname(dir)) {
-    const manifest = readJson(join(dir, 'package.json')) as { name?: unknown; description?: unknown } | undefined
-    if (manifest?.name === pkg) return { folder: dir, name: pkg, description: manifest.description }
-  }
-  return undefined
-}
-
 /** A plugin module's plugin, as the Cordis loader unwraps it. */
 export function unwrap(exports: Record<string, unknown>): { Config?: unknown; description?: unknown } | undefined {
   let plugin = (exports.default ?? exports) as Record<string, unknown> | undefined
@@ -138,14 +128,6 @@ function list(dir: string): string[] {
     return readdirSync(dir)
   } catch {
     return []
-  }
-}
-
-function readJson(file: string): unknown {
-  try {
-    return JSON.parse(readFileSync(file, 'utf8'))
-  } catch {
-    return undefined
   }
 }
 

@@ -295,7 +295,7 @@ export function resolveBundle(spec: string, cwd: string): string {
   const hash = spec.lastIndexOf('#')
   const pkg = hash > 0 ? spec.slice(0, hash) : spec
   const wanted = hash > 0 ? spec.slice(hash + 1) : undefined
-  const manifestPath = findManifest(pkg, cwd) ?? findManifest(pkg, CLI_ROOT)
+  const manifestPath = lookupFolders(pkg, cwd).reduce<string | undefined>((found, dir) => found ?? findManifest(pkg, dir), undefined)
   const shipped = Object.keys(isObject(own.bundles) ? own.bundles : {}).join(', ')
   if (!manifestPath) {
     throw new ConfigError(
@@ -316,13 +316,27 @@ export function resolveBundle(spec: string, cwd: string): string {
 }
 
 /**
- * The file a package name (or a subpath it exports) resolves to: from the
- * project folder first, then from the CLI's (which has the bundled plugins).
- * Throws the project folder's error when neither has it.
+ * The packages the CLI depends on, its bundled plugins among them: they resolve
+ * from the CLI's install only, so a package planted in a project's node_modules
+ * under one of their names never runs in its place.
  */
+const SHIPPED = new Set(Object.keys((JSON.parse(readFileSync(join(CLI_ROOT, 'package.json'), 'utf8')) as { dependencies?: object }).dependencies ?? {}))
+
+/** The package a module specifier names: `@scope/name` or `name`, without a subpath. */
+export function packageName(specifier: string): string {
+  const parts = specifier.split('/')
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]
+}
+
+/** Where a package is looked up: a package the CLI ships in the CLI's install only; any other from the project folder first, then from the CLI's. */
+function lookupFolders(specifier: string, cwd: string): string[] {
+  return SHIPPED.has(packageName(specifier)) ? [CLI_ROOT] : [cwd, CLI_ROOT]
+}
+
+/** The file a package name (or a subpath it exports) resolves to (`lookupFolders`). Throws the first folder's error when none has it. */
 export function resolvePackage(name: string, cwd: string): string {
   let first: unknown
-  for (const dir of [cwd, CLI_ROOT]) {
+  for (const dir of lookupFolders(name, cwd)) {
     try {
       return createRequire(join(dir, 'package.json')).resolve(name)
     } catch (error) {
@@ -330,6 +344,16 @@ export function resolvePackage(name: string, cwd: string): string {
     }
   }
   throw first
+}
+
+/** The package a resolved module file belongs to: the nearest package.json above it that carries the specifier's package name. */
+export function packageOf(specifier: string, file: string): { folder: string; name: string; description?: unknown } | undefined {
+  const name = packageName(specifier)
+  for (let dir = dirname(file); dirname(dir) !== dir; dir = dirname(dir)) {
+    const manifest = readJson(join(dir, 'package.json')) as { name?: unknown; description?: unknown } | undefined
+    if (manifest?.name === name) return { folder: dir, name, description: manifest.description }
+  }
+  return undefined
 }
 
 /** A package's package.json as seen from `dir` (resolution, then a parent walk for packages whose exports hide it). */
@@ -343,6 +367,15 @@ function findManifest(pkg: string, dir: string): string | undefined {
     const candidate = join(at, 'node_modules', pkg, 'package.json')
     if (existsSync(candidate)) return candidate
     if (dirname(at) === at) return undefined
+  }
+}
+
+/** A JSON file's value; undefined when it is missing or not JSON. */
+export function readJson(path: string): unknown {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8'))
+  } catch {
+    return undefined
   }
 }
 

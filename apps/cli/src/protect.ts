@@ -5,10 +5,10 @@
 import type { Context } from '@deepseek-ai/cordis'
 import type { EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import type {} from '@loom/tools'
-import { existsSync, readFileSync, statSync } from 'node:fs'
-import { dirname, isAbsolute, join, resolve } from 'node:path'
+import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
+import { dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { type Composition, loomHome, projectLayerPlaces } from './compose.ts'
+import { CLI_ROOT, type Composition, loomHome, packageOf, projectLayerPlaces, readJson, resolvePackage } from './compose.ts'
 
 export interface Protected {
   path: string
@@ -23,7 +23,9 @@ export interface ProtectOptions {
 /**
  * What a deployment in `cwd` protects: its config layers and every place a project layer
  * would be found, `.loom/` of the project, `$LOOM_HOME`, the git hooks and config, and the
- * files of plugins mounted by path.
+ * code the next run executes: the files of plugins mounted by path, the CLI's folder, the
+ * package of each plugin named by package, and, for packages inside the workspace (a
+ * project's node_modules), the packages they depend on.
  */
 export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[] {
   const found: Protected[] = []
@@ -31,7 +33,9 @@ export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[
     if (!found.some(entry => entry.path === path)) found.push({ path, reason })
   }
   for (const layer of composition.layers) {
-    if (layer.kind !== 'bundle') add(layer.file, `a config layer of this deployment (${layer.kind}): it decides which plugins run and what they allow`)
+    if (layer.kind === 'bundle') {
+      if (!isInside(CLI_ROOT, layer.file)) add(layer.file, `a bundle this deployment is composed from (${layer.label}): it decides which plugins run`)
+    } else add(layer.file, `a config layer of this deployment (${layer.kind}): it decides which plugins run and what they allow`)
   }
   const places = projectLayerPlaces(cwd)
   for (const place of places) add(place, "where Loom looks for the project's loom.yml, which decides which plugins run and what they allow")
@@ -48,11 +52,69 @@ export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[
     add(join(git, 'hooks'), 'git runs its hooks as the user at the next commit, checkout or merge')
     add(join(git, 'config'), 'git config can name programs git runs as the user (hooks path, fsmonitor, filters, pager)')
   }
+  const cli = realpathSync(CLI_ROOT)
+  add(cli, 'the Loom CLI, which the next run executes as the user')
+  const packages = [cli]
   for (const row of rowsOf(composition.rows)) {
     const file = pathPlugin(row.name, cwd)
     if (file) add(file, `the source of plugin ${row.name}, which the next run executes as the user`)
+    const folder = file || row.name.startsWith('cordis:') ? undefined : packageFolder(row.name, cwd)
+    if (folder) {
+      add(folder, `the package of plugin ${row.name}, which the next run executes as the user`)
+      packages.push(folder)
+    }
+  }
+  const workspace = [realpathSync(cwd), ...(repository ? [realpathSync(root)] : [])]
+  for (const folder of dependenciesWithin(packages, workspace))
+    add(folder, 'a package that plugins of this deployment import, which the next run executes as the user')
+  return found
+}
+
+/** The folder of the package a row names, as the boot resolves it; undefined when it is not installed (its mount says so). */
+function packageFolder(name: string, cwd: string): string | undefined {
+  try {
+    return packageOf(name, resolvePackage(name, cwd))?.folder
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The packages that packages lying inside the workspace depend on, found as Node finds
+ * them (the nearest node_modules up from the package's real folder), through their own
+ * dependencies while they lie inside too. A package outside the workspace finds its own
+ * dependencies outside it, where the agent's tools do not reach.
+ */
+function dependenciesWithin(packages: readonly string[], workspace: readonly string[]): string[] {
+  const within = (folder: string) => workspace.some(dir => isInside(dir, folder))
+  const seen = new Set(packages)
+  const found: string[] = []
+  const queue = packages.filter(within)
+  for (const folder of queue) {
+    const manifest = readJson(join(folder, 'package.json')) as Record<string, unknown> | undefined
+    const names = ['dependencies', 'optionalDependencies', 'peerDependencies'].flatMap(key => Object.keys((manifest?.[key] as object | undefined) ?? {}))
+    for (const name of names) {
+      const dependency = installedFrom(folder, name)
+      if (dependency === undefined || seen.has(dependency)) continue
+      seen.add(dependency)
+      found.push(dependency)
+      if (within(dependency)) queue.push(dependency)
+    }
   }
   return found
+}
+
+/** Where `name` is installed for the package in `folder`: the first node_modules up from it that holds it, its real folder. */
+function installedFrom(folder: string, name: string): string | undefined {
+  for (let at = folder; ; at = dirname(at)) {
+    const candidate = join(at, 'node_modules', name)
+    if (existsSync(join(candidate, 'package.json'))) return realpathSync(candidate)
+    if (dirname(at) === at) return undefined
+  }
+}
+
+function isInside(dir: string, path: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith(sep) ? dir : dir + sep)
 }
 
 /** A plugin registering `paths` through `ctx.tools.protect` once the tools service is up. */

@@ -72,11 +72,19 @@ describe('row packages', () => {
     expect(run.stdout).toContain('Hello from the project.')
   })
 
-  it("come from the project before the CLI: the project's copy of a bundled plugin is the one that runs", async () => {
-    const { cwd, home } = project(installedPlugin('@loom/context-time', 'The project pinned its own clock.'))
+  it("of a bundled plugin come from the CLI, never from the project's node_modules; a path row runs the project's copy", async () => {
+    const copy = installedPlugin('@loom/context-time', 'The project pinned its own clock.')
+    const { cwd, home } = project(copy)
     const run = await loom(['prompt'], { cwd, home })
     expect(run.code, run.stderr).toBe(0)
-    expect(run.stdout).toContain('The project pinned its own clock.')
+    expect(run.stdout).not.toContain('The project pinned its own clock.')
+    const pathRow = project({
+      ...copy,
+      'loom.yml': '- id: time\n  disabled: true\n- insert:\n    - id: my-time\n      name: ./node_modules/@loom/context-time/index.js\n',
+    })
+    const byPath = await loom(['prompt'], pathRow)
+    expect(byPath.code, byPath.stderr).toBe(0)
+    expect(byPath.stdout).toContain('The project pinned its own clock.')
   })
 
   it('a package found nowhere is named in the error', async () => {
