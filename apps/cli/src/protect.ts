@@ -65,8 +65,13 @@ export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[
     }
   }
   const workspace = [realpathSync(cwd), ...(repository ? [realpathSync(root)] : [])]
-  for (const folder of dependenciesWithin(packages, workspace))
+  const within = (folder: string) => workspace.some(dir => isInside(dir, folder))
+  for (const folder of dependenciesWithin(packages, within))
     add(folder, 'a package that plugins of this deployment import, which the next run executes as the user')
+  // With Loom's code in the workspace, so are the launchers that run it (`npx loom`, npm scripts).
+  if (found.some(entry => within(entry.path) && entry.path.split(sep).includes('node_modules'))) {
+    for (const dir of workspace) add(join(dir, 'node_modules', '.bin'), 'the commands npx and npm scripts run (the loom launcher among them)')
+  }
   return found
 }
 
@@ -85,8 +90,7 @@ function packageFolder(name: string, cwd: string): string | undefined {
  * dependencies while they lie inside too. A package outside the workspace finds its own
  * dependencies outside it, where the agent's tools do not reach.
  */
-function dependenciesWithin(packages: readonly string[], workspace: readonly string[]): string[] {
-  const within = (folder: string) => workspace.some(dir => isInside(dir, folder))
+function dependenciesWithin(packages: readonly string[], within: (folder: string) => boolean): string[] {
   const seen = new Set(packages)
   const found: string[] = []
   const queue = packages.filter(within)

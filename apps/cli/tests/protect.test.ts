@@ -99,6 +99,7 @@ describe("code in the project's node_modules", () => {
       expect.arrayContaining([join(modules, 'acme-plugin'), join(modules, 'acme-plugin/node_modules/inner'), join(modules, 'helper'), join(modules, 'deep')]),
     )
     expect(paths).not.toContain(join(modules, 'unrelated'))
+    expect(paths).toContain(join(modules, '.bin'))
   })
 
   it('a package planted under the name of a bundled plugin never runs: bundled plugins load from the CLI', async () => {
@@ -213,12 +214,16 @@ describe.skipIf(!probeBwrap().ok)('the sandboxed shell cannot either (bubblewrap
   })
 
   it("a plugin package in the project's node_modules is read-only to bash", async () => {
-    const command = 'echo run >> node_modules/acme-plugin/index.js; rm -rf node_modules/helper; echo ok > node_modules/unrelated/index.js'
+    const command =
+      'echo run >> node_modules/acme-plugin/index.js; rm -rf node_modules/helper; echo evil > node_modules/.bin/acme; echo ok > node_modules/unrelated/index.js'
     const layer = forcing(`{ id: c1, name: bash, arguments: { command: "${command}" } }`, '- id: shell\n  config:\n    sandbox: bwrap\n')
     const { cwd, home } = acmeProject(layer)
+    mkdirSync(join(cwd, 'node_modules/.bin'))
+    writeFileSync(join(cwd, 'node_modules/.bin/acme'), '#!/bin/sh\n')
     const run = await loom(['run', 'do it'], { cwd, home })
     expect(run.code, run.stderr).toBe(0)
     expect(readFileSync(join(cwd, 'node_modules/acme-plugin/index.js'), 'utf8')).toBe(PLUGIN)
+    expect(readFileSync(join(cwd, 'node_modules/.bin/acme'), 'utf8')).toBe('#!/bin/sh\n')
     expect(existsSync(join(cwd, 'node_modules/helper/package.json'))).toBe(true)
     expect(readFileSync(join(cwd, 'node_modules/unrelated/index.js'), 'utf8')).toBe('ok\n')
   })

@@ -51,6 +51,25 @@ export function readMounts(rules: ReadRules): ReadMount[] {
 }
 
 /**
+ * The read-only paths that need a mount of their own: one inside another is covered by it,
+ * unless a writable place lies between them. Each mount costs bubblewrap time at every call,
+ * and a deployment protects every package folder it loads.
+ */
+function outermost(readOnly: readonly string[], writable: readonly string[]): string[] {
+  const all = new Set(readOnly)
+  const places = new Set(writable)
+  const covered = (path: string) => {
+    // Up the ancestors: a protected one covers the path, a writable place between stops the walk.
+    for (let at = dirname(path); at !== dirname(at); at = dirname(at)) {
+      if (all.has(at)) return true
+      if (places.has(at)) return false
+    }
+    return all.has('/')
+  }
+  return readOnly.filter(path => !covered(path))
+}
+
+/**
  * The bubblewrap arguments of a confined command, up to `--chdir`. The order
  * matters: later mounts go over earlier ones, so the writable binds come after
  * the private /tmp (a workspace under /tmp is the host's directory, not a hole),
@@ -65,7 +84,9 @@ export function bwrapArgs(confinement: Confinement): string[] {
   const mounts = [
     ...writable.map(path => ({ path, args: ['--bind', path, path] })),
     // A protected file or folder in a writable place stays as it is (elsewhere all is read-only already).
-    ...(confinement.readOnly ?? []).filter(path => writable.some(place => isInside(place, path))).map(path => ({ path, args: ['--ro-bind-try', path, path] })),
+    ...outermost(confinement.readOnly ?? [], writable)
+      .filter(path => writable.some(place => isInside(place, path)))
+      .map(path => ({ path, args: ['--ro-bind-try', path, path] })),
     ...(confinement.hidden ?? [])
       .filter(mount => visible(mount.path))
       .map(({ path, kind }) => ({

@@ -152,4 +152,14 @@ describe('readMounts', () => {
       '/srv/home/.ssh',
     ])
   })
+
+  it('bwrapArgs: a protected path inside another needs no mount of its own, unless a writable place lies between', () => {
+    const args = shell.bwrapArgs({
+      network: false,
+      writable: ['/srv/ws', '/srv/ws/vendor/scratch'],
+      readOnly: ['/srv/ws/node_modules/a', '/srv/ws/node_modules/a/node_modules/b', '/srv/ws/vendor', '/srv/ws/vendor/scratch/c'],
+    })
+    const readOnly = args.flatMap((arg, i) => (arg === '--ro-bind-try' ? [args[i + 1]] : []))
+    expect(readOnly).toEqual(['/srv/ws/vendor', '/srv/ws/node_modules/a', '/srv/ws/vendor/scratch/c'])
+  })
 })
