@@ -6,8 +6,7 @@
 import { type Context, type Fiber, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
 import { redact } from '@loom/secrets'
-import { type ApprovalAnswer, type ApprovalRequest, type Approver, PROTECTED_RULE } from '@loom/tools'
-import { UNCONFINED_RULE } from '@loom/tool-shell'
+import type { ApprovalAnswer, ApprovalRequest, Approver } from '@loom/tools'
 import { readFile, realpath, stat } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -17,25 +16,16 @@ import { KeyReader, TerminalPrompt, type TtyInput } from './input/terminal.ts'
 import { type CurrentContent, editDiff, writePreview } from './present/diff.ts'
 import { clip, hostSecrets, styler } from './present/term.ts'
 
-/** The note a denied call carries to the model: why nobody approved it. */
-export const DENIAL_NOTES: Record<Exclude<ApproveMode, 'all'> | 'protected' | 'unconfined', string> = {
+/** The note a denied call carries to the model: why nobody approved it (unless the ask says how a person would let it run). */
+export const DENIAL_NOTES: Record<Exclude<ApproveMode, 'all'>, string> = {
   never: 'approvals are turned off for this run (--approve never): only tools that read run',
   policy: 'this headless run has no one to ask (--approve policy); the call needs a rule that allows it, or unattended: allow on its ask rule',
-  protected: 'a protected path changes only with the approval of a person at the terminal (or a run with --approve all); no rule allows it',
-  unconfined:
-    'without a sandbox a command runs only with the approval of a person at the terminal (or with --approve all, or unattended: allow in the config of @loom/tool-shell); no rule allows it',
 }
 
-/** How a mode answers a request: `all` allows, `never` denies, `policy` takes the rule's `unattended` answer (absent: deny). */
-export function answerOf(mode: ApproveMode, request?: Pick<ApprovalRequest, 'unattended' | 'rule'>): ApprovalAnswer {
+/** How a mode answers a request: `all` allows, `never` denies, `policy` takes the rule's `unattended` answer (absent: deny), with the ask's `refusal` as the note. */
+export function answerOf(mode: ApproveMode, request?: Pick<ApprovalRequest, 'unattended' | 'refusal'>): ApprovalAnswer {
   if (mode === 'all' || (mode === 'policy' && request?.unattended === 'allow')) return { kind: 'allow' }
-  const note =
-    request?.rule === PROTECTED_RULE
-      ? DENIAL_NOTES.protected
-      : request?.rule === UNCONFINED_RULE && mode === 'policy'
-        ? DENIAL_NOTES.unconfined
-        : DENIAL_NOTES[mode]
-  return { kind: 'deny', note }
+  return { kind: 'deny', note: request?.refusal ?? DENIAL_NOTES[mode] }
 }
 
 export interface Config {

@@ -61,6 +61,8 @@ describe('answers', () => {
     expect(answerOf('policy', { unattended: 'allow' })).toEqual({ kind: 'allow' })
     expect(answerOf('policy', { unattended: 'deny' })).toEqual({ kind: 'deny', note: DENIAL_NOTES.policy })
     expect(answerOf('never', { unattended: 'allow' })).toEqual({ kind: 'deny', note: DENIAL_NOTES.never })
+    // The ask says how a person would let the call run: that is the note.
+    expect(answerOf('policy', { refusal: 'only at the terminal' })).toEqual({ kind: 'deny', note: 'only at the terminal' })
     expect(answerOf('all', { unattended: 'deny' })).toEqual({ kind: 'allow' })
   })
 })

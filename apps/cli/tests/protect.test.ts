@@ -1,12 +1,12 @@
 // The agent never changes its own policy: the files that decide what Loom runs and allows are out
 // of reach of its tools. Each case is a forced tool call of the scripted model through `loom run`
 // with the default bundle and its default headless policy (write, edit and bash run unattended).
+import { PROTECTED_REFUSAL } from '@loom/tools'
 import { probeBwrap } from '@loom/tool-shell'
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { DENIAL_NOTES } from '../src/approve.ts'
 import { CLI_ROOT } from '../src/compose.ts'
 import { protectedPaths } from '../src/protect.ts'
 import { events, loom, project, scriptedModel, sessionFiles } from './helpers.ts'
@@ -139,7 +139,7 @@ describe('the agent cannot rewrite what decides what Loom runs', () => {
     const run = await loom(['run', 'do it'], { cwd, home })
     expect(run.code, run.stderr).toBe(0)
     expect(resultTexts(home)).toMatch(/tool "write" was not approved \(write would change ".*loom\.yml", which is protected: a config layer/)
-    expect(resultTexts(home)).toContain(DENIAL_NOTES.protected)
+    expect(resultTexts(home)).toContain(PROTECTED_REFUSAL)
     expect(readFileSync(join(cwd, 'loom.yml'), 'utf8')).toBe(layer)
   })
 

@@ -2,7 +2,7 @@ import { isPlainObject } from './json.ts'
 import { describe } from './result.ts'
 import type { ApprovalAnswer, ApprovalRequest, Approver, ToolDecision, ToolRunContext, Unattended } from './types.ts'
 
-export type Ask = { reason?: string; rule?: string; unattended?: Unattended }
+export type Ask = { reason?: string; rule?: string; unattended?: Unattended; refusal?: string }
 
 /** What the question shows about the tool itself (see `ApprovalRequest`). */
 export type ToolFacts = Pick<ApprovalRequest, 'effects' | 'origin' | 'destructive' | 'writes'>
@@ -40,6 +40,7 @@ export class Approvals {
           args: exec.arguments,
           ...asked,
           ...(ask.unattended !== undefined && { unattended: ask.unattended }),
+          ...(ask.refusal !== undefined && { refusal: ask.refusal }),
           ...tool,
           ...(exec.agent !== undefined && { agent: exec.agent }),
           ...(session !== undefined && { session }),

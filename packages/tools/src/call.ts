@@ -202,7 +202,7 @@ export class ToolCallRun {
     if (decision === DEFAULT_DECISION) return DEFAULT_DECISION
     const bad = (detail: string): never => {
       throw new TypeError(
-        `a tools/pre-execute listener returned ${detail} for tool "${this.input.name}"; expected { kind: 'allow' }, { kind: 'deny', reason } or { kind: 'ask', reason?, rule?, unattended? }`,
+        `a tools/pre-execute listener returned ${detail} for tool "${this.input.name}"; expected { kind: 'allow' }, { kind: 'deny', reason } or { kind: 'ask', reason?, rule?, unattended?, refusal? }`,
       )
     }
     if (!isPlainObject(decision)) return bad(describe(decision))
@@ -217,11 +217,13 @@ export class ToolCallRun {
         if (decision.rule !== undefined && typeof decision.rule !== 'string') bad('an ask with a non-string rule')
         if (decision.unattended !== undefined && decision.unattended !== 'allow' && decision.unattended !== 'deny')
           bad(`an ask with unattended ${JSON.stringify(decision.unattended)} (expected 'allow' or 'deny')`)
+        if (decision.refusal !== undefined && typeof decision.refusal !== 'string') bad('an ask with a non-string refusal')
         return {
           kind: 'ask',
           ...(decision.reason !== undefined && decision.reason !== '' && { reason: decision.reason as string }),
           ...(decision.rule !== undefined && { rule: decision.rule as string }),
           ...(decision.unattended !== undefined && { unattended: decision.unattended as Unattended }),
+          ...(decision.refusal !== undefined && decision.refusal !== '' && { refusal: decision.refusal as string }),
         }
       default:
         return bad(`kind ${JSON.stringify(decision.kind) ?? 'undefined'}`)

@@ -19,6 +19,9 @@ export interface ProtectedPath {
 /** The `rule` an ask about a protected path carries (an allow-session answer covers that tool's protected writes). */
 export const PROTECTED_RULE = 'protected path'
 
+/** What the model reads when a protected write is refused for want of a person to ask. */
+export const PROTECTED_REFUSAL = 'a protected path changes only with the approval of a person at the terminal (or a run with --approve all); no rule allows it'
+
 /** A path to protect (or to keep from reading), its existing part resolved through symlinks: it is compared with the resolved paths tools use. */
 export function resolveProtected(path: string, method = 'tools.protect()'): string {
   if (typeof path !== 'string' || !isAbsolute(path)) throw new TypeError(`${method} takes an absolute path, got ${JSON.stringify(path)}`)
@@ -43,7 +46,13 @@ export function protectionOf(entries: Iterable<ProtectedPath>, path: string): Pr
 /** The decision for a call that would write `path`, protected by `entry`: ask, and refuse where nobody can answer. */
 export function protectedDecision(tool: string, path: string, entry: ProtectedPath): PreToolDecision {
   const what = entry.path === path ? `"${path}"` : `"${path}" (inside "${entry.path}")`
-  return { kind: 'ask', reason: `${tool} would change ${what}, which is protected: ${entry.reason}`, rule: PROTECTED_RULE, unattended: 'deny' }
+  return {
+    kind: 'ask',
+    reason: `${tool} would change ${what}, which is protected: ${entry.reason}`,
+    rule: PROTECTED_RULE,
+    unattended: 'deny',
+    refusal: PROTECTED_REFUSAL,
+  }
 }
 
 /**

@@ -72,6 +72,8 @@ export interface ApprovalNeed {
   reason: string
   rule: string
   unattended?: Unattended
+  /** What the model reads when the call is refused because nobody could answer: how a person lets it run (see `ApprovalRequest.refusal`). */
+  refusal?: string
 }
 
 /**
@@ -122,7 +124,10 @@ export interface ToolCallInput {
  * `unattended` says how an approver with nobody to ask (a headless run under
  * `--approve policy`) should answer: `allow`, or `deny` (the default).
  */
-export type PreToolDecision = { kind: 'allow' } | { kind: 'deny'; reason: string } | { kind: 'ask'; reason?: string; rule?: string; unattended?: Unattended }
+export type PreToolDecision =
+  | { kind: 'allow' }
+  | { kind: 'deny'; reason: string }
+  | { kind: 'ask'; reason?: string; rule?: string; unattended?: Unattended; refusal?: string }
 
 /** How an `ask` is answered where nobody can be asked. */
 export type Unattended = 'allow' | 'deny'
@@ -139,6 +144,12 @@ export interface ApprovalRequest {
   readonly rule?: string
   /** The policy's answer for an approver with nobody to ask (absent: deny). */
   readonly unattended?: Unattended
+  /**
+   * What the model should read when the call is refused because nobody could answer: how a
+   * person lets such a call run (a protected path: only at the terminal). Absent: the
+   * approver says why it could not ask.
+   */
+  readonly refusal?: string
   /** What the call may do, as its tool declares (absent: unknown). */
   readonly effects?: readonly ToolEffect[]
   /** Who acts (`MCP server "fs"`), when not Loom's own tool. */

@@ -151,6 +151,14 @@ describe('ask with an approver', () => {
     await expect(h.run('t', { unattended: 'sometimes' })).rejects.toThrow(/an ask with unattended "sometimes" \(expected 'allow' or 'deny'\) for tool "t"/)
   })
 
+  it("an ask's refusal reaches the approver; a non-string one is a malformed decision", async () => {
+    const { h } = await policy(args => ({ kind: 'ask', refusal: (args as { refusal: string }).refusal }))
+    const { requests } = await approver(h, () => ({ kind: 'allow' }))
+    await h.run('t', { refusal: 'only at the terminal' })
+    expect(requests[0]).toMatchObject({ refusal: 'only at the terminal' })
+    await expect(h.run('t', { refusal: 3 })).rejects.toThrow(/an ask with a non-string refusal for tool "t"/)
+  })
+
   it('an ask with a non-string rule is a malformed decision', async () => {
     const { h } = await policy(() => ({ kind: 'ask', rule: 3 }) as never)
     await expect(h.run('t')).rejects.toThrow(/an ask with a non-string rule for tool "t"/)

@@ -25,6 +25,7 @@ export interface AskedCall {
   readonly reason?: string
   readonly rule?: string
   readonly unattended?: 'allow' | 'deny'
+  readonly refusal?: string
   readonly effects?: readonly string[]
   readonly origin?: string
   readonly destructive?: boolean
@@ -49,6 +50,8 @@ interface Pending {
   session: Session
   callId: string
   unattended: 'allow' | 'deny'
+  /** How a person lets such a call run, for the model when nobody answered (the ask's `refusal`). */
+  refusal?: string
   settle(answer: Answer): void
   /** The answer in the log once one was appended; its write may still be under way (or have failed, for a retry to finish). */
   recorded?: Answer
@@ -79,7 +82,7 @@ export class ApiApprovals {
     const unattended = request.unattended ?? 'deny'
     const session = request.session === undefined ? undefined : this.served(request.session)
     // Not a session of this server (an agent the deployment runs on its own): nobody here follows it.
-    if (!session) return Promise.resolve(unattendedAnswer(unattended, 'no client of this server follows the session that asked'))
+    if (!session) return Promise.resolve(unattendedAnswer(unattended, 'no client of this server follows the session that asked', request.refusal))
     const key = slot(session.id, request.callId)
     const subagent = session.id !== request.session
     session.append('approval/requested', {
@@ -103,6 +106,7 @@ export class ApiApprovals {
         session,
         callId: request.callId,
         unattended,
+        ...(request.refusal !== undefined && { refusal: request.refusal }),
         settle: answer => {
           clearTimeout(timer)
           request.signal.removeEventListener('abort', onAbort)
@@ -155,7 +159,7 @@ export class ApiApprovals {
     const entry = this.pending.get(key)
     if (!entry) return
     const waited = `no answer within ${this.deadlineMs / 1000} s`
-    const answer = entry.recorded ?? unattendedAnswer(entry.unattended, waited)
+    const answer = entry.recorded ?? unattendedAnswer(entry.unattended, waited, entry.refusal)
     try {
       if (!entry.recorded) this.record(entry, answer, { source: 'deadline', note: `${waited}; the rule's unattended answer: ${entry.unattended}` })
       this.flush(entry.session)
@@ -190,8 +194,9 @@ export class ApiApprovals {
 }
 
 /** The rule's answer for nobody to ask: allow, or deny with `note` for the model. */
-function unattendedAnswer(unattended: 'allow' | 'deny', note: string): Answer {
-  return unattended === 'allow' ? { kind: 'allow' } : { kind: 'deny', note }
+/** The rule's answer where nobody answered; a denial says why, and how a person would let the call run when the ask says. */
+function unattendedAnswer(unattended: 'allow' | 'deny', why: string, refusal?: string): Answer {
+  return unattended === 'allow' ? { kind: 'allow' } : { kind: 'deny', note: refusal === undefined ? why : `${why}; ${refusal}` }
 }
 
 const slot = (id: string, callId: string) => `${id}\n${callId}`

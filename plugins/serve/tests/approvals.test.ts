@@ -108,9 +108,15 @@ describe('approvals over the API', () => {
     const api = approvals(20)
     expect(await api.approve(ask({ unattended: 'allow' }))).toEqual({ kind: 'allow' })
     expect(await api.approve(ask({ callId: 'c2' }))).toEqual({ kind: 'deny', note: 'no answer within 0.02 s' })
+    // An ask that says how a person lets such a call run (a protected path): the model reads it too.
+    expect(await api.approve(ask({ callId: 'c3', refusal: 'only at the terminal' }))).toEqual({
+      kind: 'deny',
+      note: 'no answer within 0.02 s; only at the terminal',
+    })
     expect(logged('approval/answered')).toEqual([
       { callId: 'c1', decision: 'allow', source: 'deadline', note: "no answer within 0.02 s; the rule's unattended answer: allow", host: hostname() },
       { callId: 'c2', decision: 'deny', source: 'deadline', note: "no answer within 0.02 s; the rule's unattended answer: deny", host: hostname() },
+      { callId: 'c3', decision: 'deny', source: 'deadline', note: "no answer within 0.02 s; the rule's unattended answer: deny", host: hostname() },
     ])
     expect((await refusal(api.answer(served.id, 'c2', { decision: 'allow' }))).status).toBe(404)
   })

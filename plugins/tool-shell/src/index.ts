@@ -287,6 +287,8 @@ export function apply(ctx: Context, config: Config) {
     reason: `${unconfinedWhy()}, so the command would run without a sandbox, as you: able to read and change every file you can, and to reach the network`,
     rule: UNCONFINED_RULE,
     unattended: config.unattended,
+    refusal:
+      'without a sandbox a command runs only with the approval of a person at the terminal (or with --approve all, or unattended: allow in the config of @loom/tool-shell); no rule allows it',
   })
   /** The confinement of a call whose workspace root is `cwd`, or `none`. */
   const confinement = async (cwd: string): Promise<Confinement | 'none'> =>
