@@ -5,9 +5,11 @@
 // - the walk: ripgrep runs in the searched folder over `.`, reading `.rgignore`,
 //   `.ignore` and `.gitignore` there and above (also outside a repository:
 //   `--no-require-git`) and each repository's exclude file; the worker's global excludes
-//   file by `--ignore-file` (ripgrep's own lookup is off); hidden entries and the
-//   `ignore` names as `--glob '!…'` overrides, which decide before any ignore file, as
-//   the worker's checks do.
+//   file by `--ignore-file` (ripgrep's own lookup is off); the `ignore` names as
+//   `--glob '!…'` overrides, which decide before any ignore file, as the worker's check
+//   does. Hidden entries are left to ripgrep's own test, which an ignore file's `!`
+//   pattern or the file type can let through: such paths are dropped here (an override
+//   would be matched against every path, a cost the answer does not need).
 // - symlinks: ripgrep follows them (`--follow`); what it finds through a symlinked
 //   directory, or in a link to a file outside the workspace, is dropped, so what stays is
 //   what the worker searches (symlinked files whose target is inside, never symlinked
@@ -198,7 +200,7 @@ export class RipgrepEngine {
       listed.pop()
       for (const path of listed) {
         const place = placeOf(plan, path)
-        if (!matcher.test(place.rel)) continue
+        if (place === undefined || !matcher.test(place.rel)) continue
         const mtimeMs = inWalk(place)
         if (mtimeMs !== undefined) found.push({ display: place.display, mtimeMs })
       }
@@ -266,9 +268,11 @@ function finish(job: GrepJob, files: FileMatches[], skipped: Counts, timedOut: b
 function planWalk(walk: WalkJob, type: string | undefined): WalkPlan | undefined {
   // The worker skips and counts what tools may not read: in the walk, or (through a symlink) anywhere in the workspace.
   if (walk.targetReads.deny.length > 0) return undefined
-  // Hidden first: a name in `ignore` (later, so it wins) is skipped silently, a hidden one is counted.
-  const args = walk.hidden ? ['--hidden'] : ['--glob', '!.*']
-  for (const name of walk.names) args.push('--glob', `!${name.replace(/[\\*?[\]{}!]/g, '\\$&')}`)
+  const args = walk.hidden ? ['--hidden'] : []
+  for (const name of walk.names) {
+    // Each override costs every path a match; a hidden name is left to the hidden test, where it can.
+    if (walk.hidden || !name.startsWith('.')) args.push('--glob', `!${name.replace(/[\\*?[\]{}!]/g, '\\$&')}`)
+  }
   if (type !== undefined) args.push('--type-add', `loomglob:${type}`, '--type', 'loomglob')
   if (Number.isFinite(walk.maxDepth)) args.push('--max-depth', String(walk.maxDepth))
   if (walk.ignoreFiles === undefined) return { walk, args: [...args, '--no-ignore'] }
@@ -359,10 +363,16 @@ const unusable = (run: RunResult) => run.stopped === 'overflow' || run.stderr.sp
 /** ripgrep's messages about one file (the worker skips it too), and its notice that a filter let no file through. */
 const BENIGN = /\(os error \d+\)$|^(?:rg: )?File system loop found|^No files were searched|^Running with --debug/
 
-/** A path ripgrep printed (`./` and the path from the walk's start), placed. */
-const placeOf = ({ walk }: WalkPlan, path: string): Place => {
+/**
+ * A path ripgrep printed (`./` and the path from the walk's start), placed; undefined
+ * when it is hidden and the walk is not (see the module comment). ripgrep's paths are
+ * normalized: they are joined as strings.
+ */
+const placeOf = ({ walk }: WalkPlan, path: string): Place | undefined => {
   const rel = path.startsWith('./') ? path.slice(2) : path
-  return { abs: join(walk.start, rel), display: walk.display === '.' ? rel : `${walk.display}/${rel}`, rel }
+  if (!walk.hidden && (rel.startsWith('.') || rel.includes('/.'))) return undefined
+  const abs = walk.start.endsWith('/') ? walk.start + rel : `${walk.start}/${rel}`
+  return { abs, display: walk.display === '.' ? rel : `${walk.display}/${rel}`, rel }
 }
 
 const sniffed = Buffer.alloc(SNIFF_BYTES)

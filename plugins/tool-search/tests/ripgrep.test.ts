@@ -81,7 +81,7 @@ async function generateTree() {
   }
   await files(ws, {
     // ignore files at several levels, with negations, directories only, anchors, and each kind
-    '.gitignore': 'dist/\n*.log\n!keep.log\nbuild\n/top-only.txt\nout/*\n**/gen/**\n/coverage\nlib/**\n',
+    '.gitignore': 'dist/\n*.log\n!keep.log\nbuild\n/top-only.txt\nout/*\n**/gen/**\n/coverage\nlib/**\n!.env\n!.config/\n',
     '.git/HEAD': 'ref: refs/heads/main\n',
     '.git/info/exclude': 'excluded.txt\n',
     '.ignore': 'ignored-by-dot-ignore.txt\n!also-kept.log\n',
@@ -115,8 +115,11 @@ async function generateTree() {
     'vendor/lib/own-exclude.txt': 'needle\n',
     'vendor/lib/excluded.txt': 'needle\n',
     'vendor/lib/ignored-by-dot-ignore.txt': 'needle\n',
-    // hidden entries, and the names always skipped
+    // hidden entries (some re-included by a negation, or of a file type searched for), and the names always skipped
     '.env': 'needle=secret\n',
+    '.notes.md': 'needle notes\n',
+    'src/.draft.md': 'needle draft\n',
+    'docs/guide.md': 'needle guide\n',
     '.config/tool.ts': 'needle config\n',
     'src/.cache/c.ts': 'needle cache\n',
     'node_modules/pkg/index.js': 'needle dependency\n',
@@ -187,6 +190,8 @@ describe.skipIf(RG === undefined)(`identical results${RG === undefined ? ' (skip
     { pattern: 'absent', path: 'src' },
     { pattern: 'absent', hidden: true },
     { pattern: 'absent', glob: '*.md' },
+    { pattern: 'needle', glob: '*.md' },
+    { pattern: 'needle', glob: '*.md', hidden: true },
     { pattern: 'needle \\d+', path: 'many' },
   ]
 
@@ -230,6 +235,8 @@ describe.skipIf(RG === undefined)(`identical results${RG === undefined ? ' (skip
     { pattern: 'src/*/*' },
     { pattern: '**/*.{ts,js}', hidden: true, no_ignore: true },
     { pattern: '**/*.py' },
+    { pattern: '**/*.md' },
+    { pattern: '**/*.md', hidden: true },
     { pattern: '*.py', path: 'src' },
     { pattern: '*', path: '.config' },
     { pattern: '*', path: 'out' },
