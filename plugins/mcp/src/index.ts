@@ -2,6 +2,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@loom/system-prompt'
 import { defineTool } from '@loom/tools'
 import { fileURLToPath } from 'node:url'
+import { serverCode } from './code.ts'
 import { Config, configProblem, isStdio, type ServerConfig } from './config.ts'
 import { cleanPart, TOOL_PREFIX } from './mapping.ts'
 import { PROMPTS_EVENT } from './prompts.ts'
@@ -100,9 +101,16 @@ export async function apply(ctx: Context, config: Config) {
     // Info, not warn: a server that is down is a status the model and `--verbose` see, not a deployment problem.
     log: (message: string) => logger.info(message),
   }
-  const servers = Object.keys(config.servers)
+  const configured = Object.keys(config.servers)
     .sort()
-    .map(server => new ServerConnection(server, inProject(config.servers[server], ctx.baseUrl), host))
+    .map(server => [server, inProject(config.servers[server], ctx.baseUrl)] as const)
+  for (const [server, started] of configured) {
+    if (!isStdio(started)) continue
+    for (const path of serverCode(started, started.cwd ?? process.cwd())) {
+      ctx.tools.protect(path, `code MCP server "${server}" runs as the user, outside the sandbox, at the next start`)
+    }
+  }
+  const servers = configured.map(([server, started]) => new ServerConnection(server, started, host))
   let stopping = false
 
   /**
