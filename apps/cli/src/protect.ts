@@ -6,6 +6,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import type { EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
 import type {} from '@loom/tools'
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
+import { homedir } from 'node:os'
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CLI_ROOT, type Composition, loomHome, packageOf, projectLayerPlaces, readJson, resolvePackage } from './compose.ts'
@@ -51,6 +52,8 @@ export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[
   if (git) {
     add(join(git, 'hooks'), 'git runs its hooks as the user at the next commit, checkout or merge')
     add(join(git, 'config'), 'git config can name programs git runs as the user (hooks path, fsmonitor, filters, pager)')
+    const hooks = hooksPath(join(git, 'config'))
+    if (hooks) add(resolve(root, hooks), 'git runs the hooks in its core.hooksPath as the user at the next commit, checkout or merge')
   }
   const cli = realpathSync(CLI_ROOT)
   add(cli, 'the Loom CLI, which the next run executes as the user')
@@ -145,6 +148,26 @@ function gitDir(root: string): string | undefined {
   const dir = resolve(root, pointer)
   const common = existsSync(join(dir, 'commondir')) ? readFileSync(join(dir, 'commondir'), 'utf8').trim() : ''
   return common ? resolve(dir, common) : dir
+}
+
+/** `core.hooksPath` of a git config file (husky's `.husky`, say): relative to the work tree, `~/` the home folder. */
+function hooksPath(config: string): string | undefined {
+  let text: string
+  try {
+    text = readFileSync(config, 'utf8')
+  } catch {
+    return undefined
+  }
+  let core = false
+  let found: string | undefined
+  for (const line of text.split('\n')) {
+    const section = /^\s*\[\s*([^\]\s"]+)/.exec(line)
+    if (section) core = section[1].toLowerCase() === 'core'
+    const value = core ? /^\s*hookspath\s*=\s*"?([^"#;]*?)"?\s*(?:[#;].*)?$/i.exec(line)?.[1] : undefined
+    // The last one wins, as git reads it.
+    if (value) found = value.replace(/^~(?=\/)/, homedir())
+  }
+  return found
 }
 
 /** A row's module when it is a path (`./plugin.ts`, `/abs/plugin`, `file:...`): the file or folder the next run loads. */

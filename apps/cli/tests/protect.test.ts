@@ -57,6 +57,16 @@ describe('protectedPaths', () => {
       join(sub, 'tools', 'plugin.ts'),
     ])
   })
+  it("the folder git's core.hooksPath names (husky's .husky), the last setting winning", () => {
+    const config =
+      '[core]\n\trepositoryformatversion = 0\n\thooksPath = old-hooks\n[remote "origin"]\n\thooksPath = not-core\n[core]\n\thooksPath = .husky ; set by husky\n'
+    const { cwd } = project({ '.git/config': config, '.husky/pre-commit': 'npm test\n' })
+    const paths = protectedPaths({ cwd, composition: { layers: [], rows: [], sources: {}, configFrom: {} } })
+    expect(paths.map(entry => entry.path)).toContain(join(cwd, '.husky'))
+    expect(paths.map(entry => entry.path)).not.toContain(join(cwd, 'old-hooks'))
+    expect(paths.map(entry => entry.path)).not.toContain(join(cwd, 'not-core'))
+  })
+
   it("a linked worktree's .git file: the hooks and config of the repository it shares", () => {
     const { cwd: main } = project({ '.git/worktrees/feature/commondir': '../..\n', '.git/hooks/.keep': '' })
     const { cwd } = project({ '.git': `gitdir: ${join(main, '.git', 'worktrees', 'feature')}\n` })
