@@ -115,7 +115,7 @@ function dependenciesWithin(packages: readonly string[], within: (folder: string
 function installedFrom(folder: string, name: string): string | undefined {
   for (let at = folder; ; at = dirname(at)) {
     const candidate = join(at, 'node_modules', name)
-    if (existsSync(join(candidate, 'package.json'))) return realpathSync(candidate)
+    if (existsSync(join(candidate, 'package.json'))) return realpathSync.native(candidate)
     if (dirname(at) === at) return undefined
   }
 }
