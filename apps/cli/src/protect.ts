@@ -10,6 +10,7 @@ import { homedir } from 'node:os'
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CLI_ROOT, type Composition, loomHome, packageOf, projectLayerPlaces, readJson, resolvePackage } from './compose.ts'
+import { installedFrom, pluginImports } from './imports.ts'
 
 export interface Protected {
   path: string
@@ -58,17 +59,27 @@ export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[
   const cli = realpathSync(CLI_ROOT)
   add(cli, 'the Loom CLI, which the next run executes as the user')
   const packages = [cli]
+  const workspace = [realpathSync(cwd), ...(repository ? [realpathSync(root)] : [])]
+  const within = (folder: string) => workspace.some(dir => isInside(dir, folder))
   for (const row of rowsOf(composition.rows)) {
     const file = pathPlugin(row.name, cwd)
-    if (file) add(file, `the source of plugin ${row.name}, which the next run executes as the user`)
+    if (file) {
+      add(file, `the source of plugin ${row.name}, which the next run executes as the user`)
+      const info = statSync(file, { throwIfNoEntry: false })
+      if (info?.isDirectory()) packages.push(realpathSync.native(file))
+      else if (info) {
+        const imported = pluginImports(realpathSync.native(file), within)
+        for (const module of imported.files) add(module, `a module plugin ${row.name} imports, which the next run executes as the user`)
+        for (const folder of imported.packages) add(folder, `a package plugin ${row.name} imports, which the next run executes as the user`)
+        packages.push(...imported.packages)
+      }
+    }
     const folder = file || row.name.startsWith('cordis:') ? undefined : packageFolder(row.name, cwd)
     if (folder) {
       add(folder, `the package of plugin ${row.name}, which the next run executes as the user`)
       packages.push(folder)
     }
   }
-  const workspace = [realpathSync(cwd), ...(repository ? [realpathSync(root)] : [])]
-  const within = (folder: string) => workspace.some(dir => isInside(dir, folder))
   for (const folder of dependenciesWithin(packages, within))
     add(folder, 'a package that plugins of this deployment import, which the next run executes as the user')
   // With Loom's code in the workspace, so are the launchers that run it (`npx loom`, npm scripts).
@@ -109,15 +120,6 @@ function dependenciesWithin(packages: readonly string[], within: (folder: string
     }
   }
   return found
-}
-
-/** Where `name` is installed for the package in `folder`: the first node_modules up from it that holds it, its real folder. */
-function installedFrom(folder: string, name: string): string | undefined {
-  for (let at = folder; ; at = dirname(at)) {
-    const candidate = join(at, 'node_modules', name)
-    if (existsSync(join(candidate, 'package.json'))) return realpathSync.native(candidate)
-    if (dirname(at) === at) return undefined
-  }
 }
 
 function isInside(dir: string, path: string): boolean {
