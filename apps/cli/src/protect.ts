@@ -25,7 +25,7 @@ export interface ProtectOptions {
 /**
  * What a deployment in `cwd` protects: its config layers and every place a project layer
  * would be found, `.loom/` of the project, `$LOOM_HOME`, the git hooks and config, and the
- * code the next run executes: the files of plugins mounted by path, the CLI's folder, the
+ * code the next run executes: the files of plugins mounted by path and what they import, the CLI's folder, the
  * package of each plugin named by package, and, for packages inside the workspace (a
  * project's node_modules), the packages they depend on.
  */
