@@ -4,7 +4,7 @@
 // not change it (`tools.protect`): its `command` is what the user trusted, not what an
 // edited script would do.
 import { existsSync, statSync } from 'node:fs'
-import { basename, isAbsolute, join, resolve } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import type { StdioServerConfig } from './config.ts'
 
 /** Runners whose first argument that is not a flag names a package (`npx -y @scope/server`). */
@@ -18,7 +18,7 @@ export function serverCode(server: StdioServerConfig, cwd: string): string[] {
   for (const arg of args) {
     // A flag, or a flag's value glued to it, is not a script; a folder argument would protect too much.
     if (arg.startsWith('-') || arg === '') continue
-    const path = isAbsolute(arg) ? arg : resolve(cwd, arg)
+    const path = resolve(cwd, arg)
     if (isFile(path)) found.add(path)
   }
   if (PACKAGE_RUNNERS.has(basename(command))) {
