@@ -144,8 +144,9 @@ export async function boot(options: BootOptions): Promise<Deployment> {
   writeFileSync(rootFile, '[]\n')
   const removeBootDir = () => rmSync(bootDir, { recursive: true, force: true })
   process.once('exit', removeBootDir)
-  // Modules load relative to that file, so each row's package is located first:
-  // from the project, then from the CLI. Messages name the row's own `name`.
+  // Modules load relative to that file, so each row's package is located first
+  // (`resolvePackage`: a package the CLI ships from the CLI only, any other from the
+  // project, then from the CLI). Messages name the row's own `name`.
   const located = new Map<string, string>()
   const locateRows = (rows: readonly EntryOptions[]): EntryOptions[] =>
     rows.map(row => {
@@ -277,10 +278,10 @@ function processAlive(pid: number): boolean {
 }
 
 /**
- * Where a row's module is, as a file URL: a package name resolves from the
- * project folder first, then from the CLI's own (which has the bundled
- * plugins). Paths, URLs and `cordis:` builtins stay as they are, and so does a
- * name found nowhere: its mount reports it.
+ * Where a row's module is, as a file URL: a package name resolves as
+ * `resolvePackage` says (a bundled plugin from the CLI's install only, any other
+ * from the project folder first). Paths, URLs and `cordis:` builtins stay as they
+ * are, and so does a name found nowhere: its mount reports it.
  */
 export function locateModule(name: string, cwd: string): string {
   if (name.startsWith('cordis:') || name.startsWith('file:') || name.startsWith('.') || isAbsolute(name)) return name

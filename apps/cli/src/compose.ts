@@ -286,8 +286,8 @@ function absoluteName(name: string, base: string): string {
 /**
  * Finds a bundle file. `default` and `minimal` are the CLI's own; `<package>`
  * or `<package>#<name>` is a bundle a package declares in its package.json
- * (`"loom": { "bundle": "./x.yml" }` or a map of named bundles), looked up from
- * the project first, then from the CLI.
+ * (`"loom": { "bundle": "./x.yml" }` or a map of named bundles), looked up as a
+ * row's package is (`lookupFolders`).
  */
 export function resolveBundle(spec: string, cwd: string): string {
   const own = readManifest(join(CLI_ROOT, 'package.json'))
