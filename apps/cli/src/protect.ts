@@ -82,9 +82,13 @@ export function protectedPaths({ cwd, composition }: ProtectOptions): Protected[
   }
   for (const folder of dependenciesWithin(packages, within))
     add(folder, 'a package that plugins of this deployment import, which the next run executes as the user')
-  // With Loom's code in the workspace, so are the launchers that run it (`npx loom`, npm scripts).
+  // With Loom's code in the workspace, so are the launchers that run it (`npx loom`, npm
+  // scripts), and npm's config, whose `node-options` every process npx starts takes.
   if (found.some(entry => within(entry.path) && entry.path.split(sep).includes('node_modules'))) {
-    for (const dir of workspace) add(join(dir, 'node_modules', '.bin'), 'the commands npx and npm scripts run (the loom launcher among them)')
+    for (const dir of workspace) {
+      add(join(dir, 'node_modules', '.bin'), 'the commands npx and npm scripts run (the loom launcher among them)')
+      add(join(dir, '.npmrc'), 'npm config: its node-options reach every process npx starts, the loom launcher among them')
+    }
   }
   return found
 }

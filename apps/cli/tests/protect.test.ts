@@ -159,6 +159,7 @@ describe("code in the project's node_modules", () => {
     )
     expect(paths).not.toContain(join(modules, 'unrelated'))
     expect(paths).toContain(join(modules, '.bin'))
+    expect(paths).toContain(join(realpathSync(cwd), '.npmrc'))
   })
 
   it('a package planted under the name of a bundled plugin never runs: bundled plugins load from the CLI', async () => {
