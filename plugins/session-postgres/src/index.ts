@@ -231,7 +231,6 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     await this.db.pool.query('SELECT 1')
   }
 
-  /** What `load` would return, computed in memory: writes nothing, takes no lease. */
   /** The time of the newest stored event (the header's creation when there is none). */
   async lastActivity(id: string): Promise<number | undefined> {
     const live = this.log.live(id)
@@ -239,6 +238,7 @@ export class PostgresPersistence extends Service implements SessionPersistence {
     return this.db.lastActivity(id)
   }
 
+  /** What `load` would return, computed in memory: writes nothing, takes no lease. */
   async inspect(id: string): Promise<StoredSession> {
     const live = this.log.live(id)
     if (live) return { meta: live.header, events: live.events }
