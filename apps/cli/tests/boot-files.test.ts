@@ -1,7 +1,7 @@
 // A boot writes nothing into the CLI's install: its temporary root file lives in
 // the OS temp folder, is removed when the deployment ends, and one left by a
 // killed process is removed by the next boot. Row packages are found from the
-// project first, then from the CLI.
+// project first, then from the CLI; a package the CLI ships, from the CLI only.
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
