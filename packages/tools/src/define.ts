@@ -47,8 +47,10 @@ export interface CompiledTool {
 }
 
 // Lenient about unknown keywords and formats (schemas come from many authors and
-// from MCP servers); strict about schemas that are malformed.
-const options = { allErrors: true, strict: false, logger: false } as const
+// from MCP servers); strict about schemas that are malformed. Every schema compiled
+// here passed the meta-schema when its tool was defined: Ajv need not check it again
+// (which would compile Ajv's own meta-schema at the first call of a tool).
+const options = { allErrors: true, strict: false, logger: false, validateSchema: false } as const
 let draft7: Ajv | undefined
 let draft2020: Ajv2020 | undefined
 
