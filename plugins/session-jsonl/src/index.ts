@@ -271,14 +271,11 @@ export class JsonlPersistence extends Service implements SessionPersistence {
   private hold(id: string, logPath: string): void {
     const lease = this.leases.get(id)
     if (lease) return lease.check()
-    this.leases.set(
-      id,
-      Lease.acquire(id, lockPathOf(logPath), {
-        heartbeatMs: this.heartbeatMs,
-        staleMs: this.staleMs,
-        command: this.leaseCommand,
-      }),
-    )
+    this.leases.set(id, Lease.acquire(id, lockPathOf(logPath), this.leaseOptions()))
+  }
+
+  private leaseOptions() {
+    return { heartbeatMs: this.heartbeatMs, staleMs: this.staleMs, command: this.leaseCommand }
   }
 
   /** Drops the tracking of `id` and releases its lease. */
@@ -391,10 +388,14 @@ export class JsonlPersistence extends Service implements SessionPersistence {
         throw new Error(`append seq mismatch for "${tracked.header.id}": expected ${tracked.cursor + i} at index ${i}, got ${event.seq}`)
       }
     })
-    // The lock lives next to the log: a new log's directory comes first.
-    if (!tracked.materialized && !this.leases.has(tracked.header.id)) await this.files.ensureDirOf(tracked.header)
+    const id = tracked.header.id
+    if (!tracked.materialized && !this.leases.has(id)) {
+      // A new log: its directory, then the lease next to it, made through the thread pool.
+      await this.files.ensureDirOf(tracked.header)
+      if (!this.leases.has(id)) this.leases.set(id, await Lease.acquireNew(id, lockPathOf(tracked.path), this.leaseOptions()))
+    }
     // Fencing: nothing is written without the lease.
-    this.hold(tracked.header.id, tracked.path)
+    this.hold(id, tracked.path)
     if (tracked.materialized) {
       await this.appendOpen(tracked, events)
     } else {

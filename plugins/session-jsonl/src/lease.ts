@@ -20,13 +20,15 @@
 //     cannot be reused) and a read of those bytes through the open descriptor;
 //     the lock is opened and parsed again only when either differs.
 //
-// Everything is synchronous: the files are tiny, the exit handler must be
-// synchronous, and adopting a live session must veto its publication at once.
+// Everything is synchronous (the files are tiny, the exit handler must be
+// synchronous, and adopting a live session must veto its publication at once),
+// except the creation of a new log's lock file (see `acquireNew`).
 
 import { randomBytes } from 'node:crypto'
 import * as fs from 'node:fs'
 import { hostname } from 'node:os'
 import { dirname, join } from 'node:path'
+import { promisify } from 'node:util'
 import { processExists, SessionLeaseError, type SessionLeaseHolder } from '@loom/session'
 
 /** The default command label: this process's command line, shortened. */
@@ -95,17 +97,25 @@ export class Lease {
    * lock; throws `SessionLeaseError` (`SESSION_LEASE_HELD`) naming a live holder.
    */
   static acquire(sessionId: string, lockPath: string, options: LeaseOptions): Lease {
-    const content: LockContent = {
-      pid: process.pid,
-      host: hostname(),
-      since: Date.now(),
-      ...(options.command !== undefined && { command: options.command }),
-      token: randomBytes(12).toString('hex'),
-    }
+    const content = lockContent(options)
+    return Lease.#take(sessionId, lockPath, options, content, writeTemp(lockPath, content))
+  }
+
+  /**
+   * `acquire` for the first write of a new log, with the lock's file created through
+   * the thread pool: on a host writing many sessions, creating a file can wait for the
+   * disk, and that wait must not stall the event loop.
+   */
+  static async acquireNew(sessionId: string, lockPath: string, options: LeaseOptions): Promise<Lease> {
+    const content = lockContent(options)
+    return Lease.#take(sessionId, lockPath, options, content, await writeTempAsync(lockPath, content))
+  }
+
+  static #take(sessionId: string, lockPath: string, options: LeaseOptions, content: LockContent, written: Unpublished): Lease {
     // Each round either wins, meets a live holder, or removed a stale lock
     // (someone else's progress); a few rounds settle any race.
     for (let round = 0; round < 5; round++) {
-      const lock = create(lockPath, content)
+      const lock = publish(lockPath, round === 0 ? written : writeTemp(lockPath, content))
       if (lock) return new Lease(sessionId, lockPath, content, lock, options.heartbeatMs)
       const found = read(lockPath)
       if (!found) continue
@@ -191,13 +201,42 @@ interface CreatedLock {
   bytes: Buffer
 }
 
-/** Publishes `content` at `lockPath` unless a lock exists there: the created lock, open, or undefined. */
-function create(lockPath: string, content: LockContent): CreatedLock | undefined {
-  const tmp = `${lockPath}.${content.token}.tmp`
-  const bytes = Buffer.from(JSON.stringify(content) + '\n')
+const lockContent = (options: LeaseOptions): LockContent => ({
+  pid: process.pid,
+  host: hostname(),
+  since: Date.now(),
+  ...(options.command !== undefined && { command: options.command }),
+  token: randomBytes(12).toString('hex'),
+})
+
+/** A lock written to a private temp file and opened there, not yet published. */
+interface Unpublished {
+  tmp: string
+  bytes: Buffer
+  fd: number
+}
+
+const tempOf = (lockPath: string, content: LockContent) => `${lockPath}.${content.token}.tmp`
+const bytesOf = (content: LockContent) => Buffer.from(JSON.stringify(content) + '\n')
+
+/** Writes the lock's content to a temp file and opens it: the descriptor is of the very file the link will name. */
+function writeTemp(lockPath: string, content: LockContent): Unpublished {
+  const tmp = tempOf(lockPath, content)
+  const bytes = bytesOf(content)
   fs.writeFileSync(tmp, bytes, { flag: 'wx', mode: 0o600 })
-  // Opened before it is published, so the descriptor is of the very file the link names.
-  const fd = fs.openSync(tmp, 'r')
+  return { tmp, bytes, fd: fs.openSync(tmp, 'r') }
+}
+
+/** `writeTemp` through the thread pool. */
+async function writeTempAsync(lockPath: string, content: LockContent): Promise<Unpublished> {
+  const tmp = tempOf(lockPath, content)
+  const bytes = bytesOf(content)
+  await fs.promises.writeFile(tmp, bytes, { flag: 'wx', mode: 0o600 })
+  return { tmp, bytes, fd: await promisify(fs.open)(tmp, 'r') }
+}
+
+/** Publishes a written lock at `lockPath` unless a lock exists there: the created lock, open, or undefined. */
+function publish(lockPath: string, { tmp, bytes, fd }: Unpublished): CreatedLock | undefined {
   try {
     const { ino, dev } = fs.fstatSync(fd, { bigint: true })
     fs.linkSync(tmp, lockPath)

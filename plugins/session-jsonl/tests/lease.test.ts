@@ -9,7 +9,7 @@ import SessionStore, { Session, SessionLeaseError, type SessionHeader } from '@l
 import { spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import JsonlPersistence, { LOCK_FILENAME, type Config } from '../src/index.ts'
 import { closedTurn, openTurn } from './fixtures/turns.ts'
@@ -213,6 +213,23 @@ describe('the write lease', () => {
     closedTurn(session, 1)
     await sessions.flush(session)
     expect(lockContent(file)).toMatchObject({ pid: process.pid, command: 'loom test' })
+  })
+
+  it("a new log's first write meets a lock already there: refused while its holder lives, taken over once it is stale", async () => {
+    const { sessions, persistence } = await host()
+    const session = sessions.create('contested', { meta: { cwd: CWD } })
+    const file = persistence.locate(session.header).path
+    fs.mkdirSync(dirname(file), { recursive: true })
+    plant(file, { pid: process.pid, host: HOST, command: 'loom run' })
+    closedTurn(session, 1)
+    await expect(sessions.flush(session)).rejects.toMatchObject({ code: 'SESSION_LEASE_HELD', holder: { command: 'loom run' } })
+    expect(fs.readdirSync(dirname(file))).toEqual([LOCK_FILENAME])
+
+    plant(file, { pid: deadPid(), host: HOST })
+    await sessions.flush(session)
+    expect(lockContent(file)).toMatchObject({ pid: process.pid, command: 'loom test' })
+    expect(seqs((await persistence.readFrom('contested', 0)).events)).toEqual(seqs(session.events))
+    expect(fs.readdirSync(dirname(file)).sort()).toEqual([basename(file), LOCK_FILENAME].sort())
   })
 
   it('reads take no lease and work while another process writes', async () => {
