@@ -17,9 +17,17 @@ export function deepFreeze<T>(value: T): T {
   return value
 }
 
-/** A detached, deeply frozen copy that keeps the message's id. */
+/** A detached, deeply frozen copy that keeps the message's id; a message this made already is returned as it is. */
 export function freezeMessage<M extends Message>(message: M): M {
-  return deepFreeze(structuredClone(message))
+  return detached.has(message) ? message : own(structuredClone(message))
+}
+
+/** Messages made here: detached from any caller's objects and deeply frozen, so never copied again. */
+const detached = new WeakSet<object>()
+
+function own<M extends Message>(message: M): M {
+  detached.add(deepFreeze(message))
+  return message
 }
 
 export function createUserMessage(input: { content: readonly ContentBlock[]; source: UserSource | PluginSource }): UserMessage {
@@ -40,7 +48,7 @@ export function createToolResultMessage(input: { callId: CallId; content: readon
   return freezeMessage({ id: crypto.randomUUID(), role: 'user', source: { kind: 'tool', callId: input.callId }, content: [block] })
 }
 
-/** A user message with one text block. */
+/** A user message with one text block (built here: nothing to detach it from). */
 export function userText(text: string): UserMessage {
-  return createUserMessage({ content: [{ type: 'text', text }], source: { kind: 'user' } })
+  return own({ id: crypto.randomUUID(), role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } })
 }

@@ -1,4 +1,4 @@
-import type { LlmCallConfig } from '@loom/llm'
+import type { LlmCallConfig, ToolSchema } from '@loom/llm'
 import { lastEventOfType, type RequestHeader, type SessionEvent } from './events.ts'
 
 /**
@@ -41,19 +41,36 @@ export function headerEquals(a: RequestHeader, b: RequestHeader): boolean {
     a.adapterDefaults?.maxTokens === b.adapterDefaults?.maxTokens &&
     (a.system ?? '') === (b.system ?? '') &&
     toolsA.length === toolsB.length &&
-    toolsA.every((tool, i) => tool === toolsB[i] || toolJson(tool) === toolJson(toolsB[i]))
+    toolsA.every((tool, i) => sameTool(tool, toolsB[i]))
   )
 }
 
-// A logged header's tools are frozen: each is serialized once for all the comparisons of later steps.
-const toolJsons = new WeakMap<object, string>()
-function toolJson(tool: object): string {
-  let json = toolJsons.get(tool)
-  if (json === undefined) {
-    json = JSON.stringify(tool)
-    if (Object.isFrozen(tool) && Object.isFrozen((tool as { parameters?: unknown }).parameters)) toolJsons.set(tool, json)
+/**
+ * Tools are equal when their JSON is. Field by field first: a step's tools are new
+ * objects, but their parameters are the frozen copy every assembly shares (and a
+ * logged header's are frozen too), so each value is serialized once at most.
+ */
+function sameTool(a: ToolSchema, b: ToolSchema): boolean {
+  if (a === b) return true
+  const fieldsA = a as unknown as Record<string, unknown>
+  const fieldsB = b as unknown as Record<string, unknown>
+  const keys = Object.keys(a)
+  const keysB = Object.keys(b)
+  if (keys.length === keysB.length && keys.every((key, i) => key === keysB[i] && sameValue(fieldsA[key], fieldsB[key]))) return true
+  return json(a) === json(b)
+}
+
+const sameValue = (a: unknown, b: unknown) => a === b || (typeof a === 'object' && a !== null && typeof b === 'object' && b !== null && json(a) === json(b))
+
+// Frozen values cannot change: each is serialized once for all the comparisons of later steps.
+const jsons = new WeakMap<object, string>()
+function json(value: object): string {
+  let text = jsons.get(value)
+  if (text === undefined) {
+    text = JSON.stringify(value)
+    if (Object.isFrozen(value)) jsons.set(value, text)
   }
-  return json
+  return text
 }
 
 /** The header in force at the end of `events` (the last `request/header`), else `from`. */

@@ -83,6 +83,15 @@ describe('headerEquals', () => {
     expect(headerEquals(h({ tools: [tool('a')] }), h({ tools: [tool('a'), tool('b')] }))).toBe(false)
   })
 
+  it('tools whose fields are the very same values are equal; one field apart, they differ', () => {
+    const parameters = { type: 'object', properties: { x: { type: 'string' } } }
+    const a = { name: 'a', description: 'one', parameters }
+    expect(headerEquals(h({ tools: [a] }), h({ tools: [{ ...a }] }))).toBe(true)
+    expect(headerEquals(h({ tools: [a] }), h({ tools: [{ ...a, description: 'two' }] }))).toBe(false)
+    expect(headerEquals(h({ tools: [a] }), h({ tools: [{ ...a, parameters: { ...parameters, required: ['x'] } }] }))).toBe(false)
+    expect(headerEquals(h({ tools: [a] }), h({ tools: [{ ...a, extra: 1 } as typeof a] }))).toBe(false)
+  })
+
   it('compares each tool in full', () => {
     expect(headerEquals(h({ tools: [tool('a', 'one')] }), h({ tools: [tool('a', 'two')] }))).toBe(false)
     const other = { ...tool('a'), parameters: { type: 'object', required: ['x'] } }

@@ -5,6 +5,19 @@
  * still fails with a `DataCloneError`, here naming the tool and its plugin.
  */
 export function cloneParameters<T>(value: T, tool: string, owner: string): T {
+  if (typeof value !== 'object' || value === null) return detach(value, tool, owner)
+  const shared = copies.get(value)
+  if (shared !== undefined) return shared as T
+  const copy = detach(value, tool, owner)
+  // Parameters nobody can change (a defined tool's are deeply frozen) are copied once, and
+  // every later assembly shares that frozen copy: a step's tools then compare by identity.
+  if (deeplyFrozen(value)) copies.set(value, freezeDeep(copy))
+  return copy
+}
+
+const copies = new WeakMap<object, unknown>()
+
+function detach<T>(value: T, tool: string, owner: string): T {
   try {
     try {
       return clone(value, 0)
@@ -56,4 +69,19 @@ function leaf<T>(value: T): T {
 function isPlain(value: object): boolean {
   const proto = Object.getPrototypeOf(value)
   return proto === Object.prototype || proto === null
+}
+
+function deeplyFrozen(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return true
+  if (!Object.isFrozen(value)) return false
+  for (const key of Object.keys(value)) if (!deeplyFrozen((value as Record<string, unknown>)[key])) return false
+  return true
+}
+
+function freezeDeep<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    for (const key of Object.keys(value)) freezeDeep((value as Record<string, unknown>)[key])
+  }
+  return value
 }

@@ -119,6 +119,29 @@ describe('assembled tool objects', () => {
     expect(before.tools[0].parameters).toEqual({ type: 'object', properties: {} })
   })
 
+  it("deeply frozen parameters (a defined tool's) are copied once: every assembly shares that frozen copy", async () => {
+    const h = await root()
+    const frozen = Object.freeze({ type: 'object', properties: Object.freeze({ a: Object.freeze({ type: 'string' }) }) })
+    // Frozen only at the top: what is below can still change, so it is copied at every assembly.
+    const shallow = Object.freeze({ type: 'object', properties: { a: { type: 'string' } } as Record<string, unknown> })
+    h.sp.tools(() => ({
+      schemas: [
+        { name: 'frozen', description: 'tool', parameters: frozen },
+        { name: 'shallow', description: 'tool', parameters: shallow },
+      ],
+    }))
+    const [first, second] = [await h.asm(), await h.asm()]
+    expect(first.tools[0].parameters).not.toBe(frozen)
+    expect(second.tools[0].parameters).toBe(first.tools[0].parameters)
+    expect(Object.isFrozen(first.tools[0].parameters.properties)).toBe(true)
+    expect(first.tools[0].parameters).toEqual(frozen)
+
+    expect(second.tools[1].parameters).not.toBe(first.tools[1].parameters)
+    shallow.properties.b = { type: 'number' }
+    expect(Object.keys((await h.asm()).tools[1].parameters.properties as object)).toEqual(['a', 'b'])
+    expect(Object.keys(first.tools[1].parameters.properties as object)).toEqual(['a'])
+  })
+
   it('the assembly can be deep-frozen while the registry objects stay unfrozen', async () => {
     const h = await root()
     const P = { type: 'object', properties: {} as Record<string, unknown> }

@@ -305,11 +305,17 @@ describe('the assembly', () => {
     ])
   })
 
-  it('assembled parameters are copies', async () => {
+  it('assembled parameters are frozen copies, shared by the assemblies (a defined tool cannot change them)', async () => {
     const h = await host()
-    h.ctx.tools.register(simple('t'))
+    const tool = simple('t')
+    h.ctx.tools.register(tool)
     const first = await h.ctx.systemPrompt.assemble()
-    ;(first.tools[0].parameters as Record<string, unknown>).mutated = true
-    expect((await h.ctx.systemPrompt.assemble()).tools[0].parameters).toEqual(OBJECT)
+    expect(first.tools[0].parameters).not.toBe(tool.parameters)
+    expect(() => {
+      ;(first.tools[0].parameters as Record<string, unknown>).mutated = true
+    }).toThrow(TypeError)
+    const next = await h.ctx.systemPrompt.assemble()
+    expect(next.tools[0].parameters).toBe(first.tools[0].parameters)
+    expect(next.tools[0].parameters).toEqual(OBJECT)
   })
 })

@@ -1,0 +1,26 @@
+// Messages are detached from the caller's objects and deeply frozen, once.
+import { describe, expect, it } from 'vitest'
+import { createUserMessage, freezeMessage, userText, type UserMessage } from '@loom/llm'
+
+describe('freezeMessage', () => {
+  it("copies a caller's message, so changing the caller's objects later changes nothing", () => {
+    const block = { type: 'text' as const, text: 'hi' }
+    const message: UserMessage = { id: 'm1', role: 'user', content: [block], source: { kind: 'user' } }
+    const frozen = freezeMessage(message)
+    expect(frozen).not.toBe(message)
+    expect(Object.isFrozen(frozen.content[0])).toBe(true)
+    block.text = 'changed'
+    expect(frozen.content[0]).toEqual({ type: 'text', text: 'hi' })
+  })
+
+  it('returns a message it made as it is: detached and frozen already', () => {
+    const made = createUserMessage({ content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } })
+    expect(freezeMessage(made)).toBe(made)
+    const typed = userText('hello')
+    expect(Object.isFrozen(typed.content[0])).toBe(true)
+    expect(freezeMessage(typed)).toBe(typed)
+    // Frozen by someone else is not enough: it may share objects with its maker.
+    const foreign = Object.freeze({ id: 'm2', role: 'user', content: Object.freeze([{ type: 'text', text: 'x' }]), source: { kind: 'user' } }) as UserMessage
+    expect(freezeMessage(foreign)).not.toBe(foreign)
+  })
+})
