@@ -110,15 +110,18 @@ describe('a multi-host URL', () => {
       await setReadOnly(primary, true)
       // The pool's connection reads the reloaded setting between its commands, once it has taken the signal: wait until it
       // has (or until the pool, having opened a new connection, already refuses the read-only server as a primary).
-      const pooledSees = () =>
-        db.pool.query('SHOW default_transaction_read_only').then(
-          result => result.rows[0].default_transaction_read_only === 'on',
-          () => true,
-        )
-      for (let tries = 0; !(await pooledSees()); tries++) {
-        if (tries > 600) throw new Error('the pooled connection never saw default_transaction_read_only = on')
-        await new Promise(resolve => setTimeout(resolve, 50))
+      const pooledSees = async (value: 'on' | 'off') => {
+        for (let tries = 0; ; tries++) {
+          const seen = await db.pool.query('SHOW default_transaction_read_only').then(
+            result => result.rows[0].default_transaction_read_only,
+            () => 'on',
+          )
+          if (seen === value) return
+          if (tries > 600) throw new Error(`the pooled connection never saw default_transaction_read_only = ${value}`)
+          await new Promise(resolve => setTimeout(resolve, 50))
+        }
       }
+      await pooledSees('on')
       const refused = await unavailable(db.transaction(client => db.insertHeader(header('s2', 1), client)))
       expect(refused.message).toMatch(/read-only transaction|no host is a writable primary/)
       // Looked for again: neither host takes writes.
@@ -127,6 +130,7 @@ describe('a multi-host URL', () => {
       expect(none.message).toContain(`127.0.0.1:${port(primary)} is not the writable primary: it is read-only (default_transaction_read_only is on`)
       expect(none.message).toContain(`127.0.0.1:${port(standby)} is not the writable primary: it is a standby (in recovery)`)
       await setReadOnly(primary, false)
+      await pooledSees('off')
       expect(await db.ids()).toEqual([])
       expect(primaries).toEqual([`127.0.0.1:${port(primary)}`, `127.0.0.1:${port(primary)}`])
     } finally {
