@@ -119,7 +119,8 @@ async function observedRun(points: number[]): Promise<{ outcomes: Outcome[]; kil
     // The answer counts as shown once whole (its line ended), as `observe` reads it: waiting only for
     // its text let a loaded machine stop every run between the text and its newline.
     while (running && !shown().includes(`${FINAL}\n`) && shown().split('✓').length - 1 < point) await sleep(5)
-    await sleep(Math.floor(Math.random() * 40))
+    // Within a step or two: a step takes a few milliseconds, and a longer delay let most runs answer before their kill.
+    await sleep(Math.floor(Math.random() * 10))
     if (!running) break
     if (index === points.length - 1) {
       child.kill('SIGKILL')
@@ -148,10 +149,12 @@ describe('durable before shown', () => {
     const outcomes = results.flatMap(result => result.outcomes)
     const lost = outcomes.filter(o => o.loggedResults < o.shownResults || (o.shownFinal && !o.loggedFinal))
     expect(lost).toEqual([])
-    // The points landed all over the run: before any result, among them, and after the answer; most runs were killed.
+    // The points landed all over the run: before any result, among them, and after the answer; and kills cut runs
+    // before their answer. (A run whose last point comes late can finish within the random delay before its kill: how
+    // many do depends on how fast the steps are, so the count of kills is not asserted.)
     expect(outcomes.some(o => o.shownResults === 0)).toBe(true)
     expect(outcomes.some(o => o.shownResults > 0 && !o.shownFinal)).toBe(true)
     expect(outcomes.some(o => o.shownFinal)).toBe(true)
-    expect(results.filter(result => result.killed).length).toBeGreaterThan(RUNS / 2)
+    expect(results.filter(result => result.killed && !result.outcomes.at(-1)!.shownFinal).length).toBeGreaterThan(0)
   }, 240_000)
 })
