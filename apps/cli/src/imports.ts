@@ -3,9 +3,10 @@
 // specifiers, as Node would find them. The next run executes them as the user, so they
 // are protected with the plugin (protect.ts). Static imports, re-exports, `require` and
 // `import()` with a literal specifier are seen; a computed specifier is not.
-import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { isBuiltin } from 'node:module'
 import { dirname, extname, join, resolve } from 'node:path'
+import { installedFrom } from '@loom/tools'
 import { packageName } from './compose.ts'
 
 const SPECIFIER = /(?:\bfrom|\bimport|\brequire)\s*\(?\s*(['"])([^'"\n]+)\1/g
@@ -60,13 +61,4 @@ function moduleFile(base: string): string | undefined {
 
 function isFile(path: string): boolean {
   return statSync(path, { throwIfNoEntry: false })?.isFile() === true
-}
-
-/** Where package `name` is installed for a module in `folder`: the first node_modules up from it that holds it, its real folder. */
-export function installedFrom(folder: string, name: string): string | undefined {
-  for (let at = folder; ; at = dirname(at)) {
-    const candidate = join(at, 'node_modules', name)
-    if (existsSync(join(candidate, 'package.json'))) return realpathSync.native(candidate)
-    if (dirname(at) === at) return undefined
-  }
 }

@@ -4,13 +4,13 @@
 // permissions off or runs a `!!js` value as the user.
 import type { Context } from '@deepseek-ai/cordis'
 import type { EntryOptions } from '@deepseek-ai/cordis-plugin-loader'
-import type {} from '@loom/tools'
+import { installedFrom } from '@loom/tools'
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CLI_ROOT, type Composition, loomHome, packageOf, projectLayerPlaces, readJson, resolvePackage } from './compose.ts'
-import { installedFrom, pluginImports } from './imports.ts'
+import { pluginImports } from './imports.ts'
 
 export interface Protected {
   path: string

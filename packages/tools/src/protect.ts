@@ -3,7 +3,7 @@
 // writes (`ToolDefinition.writes`) is asked about before it changes one of them, ahead of every
 // pre-execute listener, so no permission rule or disabled plugin lets the agent rewrite its own
 // policy unattended; the shell's sandbox mounts them read-only.
-import { realpathSync } from 'node:fs'
+import { existsSync, realpathSync } from 'node:fs'
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path'
 import type { PreToolDecision } from './types.ts'
 
@@ -33,6 +33,19 @@ export function resolveProtected(path: string, method = 'tools.protect()'): stri
       if (dirname(at) === at) return resolve(path)
       missing.push(basename(at))
     }
+  }
+}
+
+/**
+ * Where package `name` is installed for code in `folder`, as Node (and npx) find it: the
+ * first node_modules up from `folder` that holds it, as its real folder. What a plugin or
+ * a server imports from there is code the next run executes, to protect with it.
+ */
+export function installedFrom(folder: string, name: string): string | undefined {
+  for (let at = resolve(folder); ; at = dirname(at)) {
+    const candidate = join(at, 'node_modules', name)
+    if (existsSync(join(candidate, 'package.json'))) return realpathSync.native(candidate)
+    if (dirname(at) === at) return undefined
   }
 }
 

@@ -3,8 +3,9 @@
 // next start runs it as the user, outside any sandbox, so the agent's own tools must
 // not change it (`tools.protect`): its `command` is what the user trusted, not what an
 // edited script would do.
-import { existsSync, statSync } from 'node:fs'
-import { basename, join, resolve } from 'node:path'
+import { statSync } from 'node:fs'
+import { basename, resolve } from 'node:path'
+import { installedFrom } from '@loom/tools'
 import type { StdioServerConfig } from './config.ts'
 
 /** Runners whose first argument that is not a flag names a package (`npx -y @scope/server`). */
@@ -23,7 +24,7 @@ export function serverCode(server: StdioServerConfig, cwd: string): string[] {
   }
   if (PACKAGE_RUNNERS.has(basename(command))) {
     const spec = args.find(arg => !arg.startsWith('-'))
-    const folder = spec === undefined ? undefined : installed(packageOf(spec), cwd)
+    const folder = spec === undefined ? undefined : installedFrom(cwd, packageOf(spec))
     if (folder) found.add(folder)
   }
   return [...found]
@@ -41,13 +42,4 @@ function isFile(path: string): boolean {
 function packageOf(spec: string): string {
   const at = spec.indexOf('@', spec.startsWith('@') ? 1 : 0)
   return at === -1 ? spec : spec.slice(0, at)
-}
-
-/** The folder of `name` in the nearest node_modules from `cwd` up, as npx finds a local install. */
-function installed(name: string, cwd: string): string | undefined {
-  for (let at = resolve(cwd); ; at = resolve(at, '..')) {
-    const folder = join(at, 'node_modules', name)
-    if (existsSync(join(folder, 'package.json'))) return folder
-    if (resolve(at, '..') === at) return undefined
-  }
 }
