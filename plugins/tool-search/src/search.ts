@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises'
+import { statSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { isAbsolute, posix } from 'node:path'
 import type { Shorten } from '@loom/tools/artifacts'
@@ -63,7 +63,7 @@ async function searchRoot(root: string, path: string | undefined, allowFile: boo
   checkReadable(at, reads)
   let info
   try {
-    info = await stat(at.path)
+    info = statSync(at.path)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENOENT' || code === 'ENOTDIR') throw new Error(`path not found: "${at.display}" (paths are relative to the workspace root)`)
@@ -72,6 +72,15 @@ async function searchRoot(root: string, path: string | undefined, allowFile: boo
   if (info.isDirectory()) return { at, isFile: false }
   if (allowFile && info.isFile()) return { at, isFile: true }
   throw new Error(`"${at.display}" is not a directory; glob's path is the directory to search in`)
+}
+
+// Paths are looked up synchronously (see resolveInWorkspace): cheaper than a round trip through the thread pool.
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory()
+  } catch {
+    return false
+  }
 }
 
 /** The walk from `start` as the tool's arguments ask for it. */
@@ -122,8 +131,7 @@ export async function globFiles(root: string, args: GlobArgs, limits: SearchLimi
   if (base !== '') {
     start = await resolveInWorkspace(root, isAbsolute(base) ? base : posix.join(at.display, base))
     checkReadable(start, reads)
-    const info = await stat(start.path).catch(() => undefined)
-    if (!info?.isDirectory()) return noFiles(args, at)
+    if (!isDirectory(start.path)) return noFiles(args, at)
   }
   globMatcher(rest, `invalid glob pattern "${args.pattern}"`)
   const found = await searcher.run(
