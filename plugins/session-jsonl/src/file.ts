@@ -12,7 +12,8 @@
 // fsync that fails once, a rollback that fails) without touching a real disk's
 // failure modes.
 //
-// What can wait for the disk goes through the thread pool: fsync, and the calls
+// What can wait for the disk goes through the thread pool: fsync (gathered over a
+// turn of the event loop, see fsync-batch.ts), and the calls
 // that look up, create or remove a name (mkdir, open, link, unlink), which on a
 // host writing many sessions wait behind their fsyncs (about a millisecond each,
 // measured with 200 sessions starting at once) and would stall every session's
@@ -22,10 +23,11 @@
 // times that, and a host makes several of them per batch.
 
 import { randomBytes } from 'node:crypto'
-import { closeSync, constants, fstatSync, fsync, ftruncateSync, open, statSync, writeSync, type BigIntStats } from 'node:fs'
+import { closeSync, constants, fstatSync, ftruncateSync, open, statSync, writeSync, type BigIntStats } from 'node:fs'
 import { link, mkdir, unlink } from 'node:fs/promises'
 import * as path from 'node:path'
 import { promisify } from 'node:util'
+import { batchedFsync } from './fsync-batch.ts'
 
 /** An open file: its descriptor. */
 export interface OpenFile {
@@ -64,7 +66,7 @@ export const nodeFileOps: FileOps = {
     let offset = 0
     while (offset < data.byteLength) offset += writeSync(handle.fd, data, offset, data.byteLength - offset)
   },
-  sync: handle => new Promise((resolve, reject) => fsync(handle.fd, error => (error ? reject(error) : resolve()))),
+  sync: handle => batchedFsync(handle.fd),
   async truncate(handle, size) {
     ftruncateSync(handle.fd, size)
   },
