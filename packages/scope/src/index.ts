@@ -12,7 +12,7 @@ export {
   type ScopeKey,
   type ScopeParentBinding,
 } from './scope.ts'
-export { untraced } from './untraced.ts'
+export { serviceLookup, untraced } from './untraced.ts'
 export { carrierKeyOf, isScopeCarrier, scopeTarget, type Scoped } from './carrier.ts'
 export {
   AnonymousEntries,

@@ -1,6 +1,6 @@
 import { Context, Service } from '@deepseek-ai/cordis'
 import Schema from '@deepseek-ai/schemastery'
-import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, untraced, type Scoped, type ScopeKey } from '@loom/scope'
+import { AnonymousEntries, NamedEntries, ScopedLayers, scopeTarget, serviceLookup, untraced, type Scoped, type ScopeKey } from '@loom/scope'
 import { compareCodeUnits } from '@loom/system-prompt'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -141,6 +141,8 @@ export class ToolRuntime extends Service {
   readonly artifacts: Artifacts
   /** Every call's events are dispatched through it: looked up once (see `untraced`). */
   private readonly events: Context['events']
+  /** Looked up per ask and per call, not injected: an approver coming or going must not restart the runtime. */
+  private readonly approver: () => Context['approver'] | undefined
 
   constructor(ctx: Context, config: Partial<ToolRuntimeConfig> = {}) {
     super(ctx, 'tools')
@@ -155,8 +157,8 @@ export class ToolRuntime extends Service {
       scope => new ToolLayer(scope !== undefined),
       () => this.notify(undefined, 'tools/change', []),
     )
-    // Looked up per ask, not injected: an approver coming or going must not restart the runtime.
-    this.approvals = new Approvals(() => ctx.get('approver'))
+    this.approver = serviceLookup(ctx, 'approver')
+    this.approvals = new Approvals(this.approver)
     ctx.systemPrompt.tools(context => this.provide(context.scope))
     for (const path of config.protect ?? []) this.protect(configuredPath(path, ctx.baseUrl), 'the deployment lists it under protect (@loom/tools)')
     for (const [path, holds] of CREDENTIAL_STORES) this.denyRead(join(homedir(), path), `a credential store: ${holds}`)
@@ -339,7 +341,7 @@ export class ToolRuntime extends Service {
    */
   private async guard(exec: ToolRunContext, scope: ScopeKey | undefined): Promise<PreToolDecision | undefined> {
     const tool = this.lookup(exec.name, scope)
-    const readsOnly = this.ctx.get('approver')?.readsOnly
+    const readsOnly = this.approver()?.readsOnly
     if (readsOnly !== undefined && !isRead(tool && effectsOfCall(tool, exec))) {
       return { kind: 'deny', reason: `tool "${exec.name}" does more than read, and ${readsOnly}` }
     }

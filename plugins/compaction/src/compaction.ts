@@ -18,6 +18,7 @@ import {
   type TokenUsage,
   type UserMessage,
 } from '@loom/llm'
+import { serviceLookup } from '@loom/scope'
 import { isReplacementSurfaceEvent, type RequestHeader, type Session } from '@loom/session'
 import { PRUNER_DEFAULTS, prunerConfig, pruneSession, pruneToBudget, ToolResultPruner, type PruneReport, type PrunerConfig } from './pruner.ts'
 import { chooseCut, surfaceNodes, type SurfaceNode } from './surface.ts'
@@ -155,11 +156,14 @@ export class Compaction extends Service {
    * A replacement drops it (counted again at the next measure).
    */
   private readonly surfaceTokens = new WeakMap<Session, number>()
+  /** The prompt row, whose budgets the tool results keep to (not injected: compaction runs without one). */
+  private readonly promptRow: () => Context['systemPrompt'] | undefined
 
   constructor(ctx: Context, config: CompactionConfig) {
     super(ctx, 'compaction')
     if (!(config.thresholdRatio > 0)) throw new Error(`@loom/compaction: thresholdRatio must be > 0, got ${config.thresholdRatio}`)
     this.home = ctx
+    this.promptRow = serviceLookup(ctx, 'systemPrompt')
     this.config = { ...config, pruner: prunerConfig({ ...config.pruner }) }
     this.logger = ctx.logger('compaction')
     ctx.plugin(ToolResultPruner, this.config.pruner)
@@ -221,7 +225,7 @@ export class Compaction extends Service {
    * sets one), replaces the oldest down to `toolResultsLowWater` of it.
    */
   keepToolResultsInBudget(agent: Agent): PruneReport | undefined {
-    const cap = this.home.get('systemPrompt')?.config.budgets?.categories?.['tool-results']?.cap
+    const cap = this.promptRow()?.config.budgets?.categories?.['tool-results']?.cap
     if (cap === undefined) return undefined
     const report = pruneToBudget(agent.session, cap, Math.floor(cap * this.config.toolResultsLowWater))
     if (report.pruned.length)
