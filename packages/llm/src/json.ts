@@ -27,10 +27,18 @@ export function jsonSnapshot<T>(value: T): T {
   return copy(value, { keys: [], ancestors: new Set(), freeze: false }) as T
 }
 
-/** `jsonSnapshot`, deeply frozen as it is built (one walk instead of a copy and then a freeze). */
+/**
+ * `jsonSnapshot`, deeply frozen as it is built (one walk instead of a copy and then a
+ * freeze). A value it made before is taken as it is, wherever it is met: frozen, JSON
+ * through and through and nobody else's, it needs no copy (a message logged in two
+ * events, or made by `freezeMessage`, is walked once).
+ */
 export function frozenJsonSnapshot<T>(value: T): T {
   return copy(value, { keys: [], ancestors: new Set(), freeze: true }) as T
 }
+
+/** What `frozenJsonSnapshot` made (see there). */
+const snapshots = new WeakSet<object>()
 
 function isPlainRecord(value: object): boolean {
   const proto = Object.getPrototypeOf(value)
@@ -62,6 +70,7 @@ function copy(value: unknown, walk: Walk): JsonValue {
       throw bad(walk, `a value of type ${typeof value}`)
   }
   if (value === null) return null
+  if (walk.freeze && snapshots.has(value)) return value as JsonValue
   const { keys, ancestors } = walk
   if (ancestors.has(value)) throw bad(walk, 'a reference cycle')
   ancestors.add(value)
@@ -91,6 +100,6 @@ function copy(value: unknown, walk: Walk): JsonValue {
     result = record
   }
   ancestors.delete(value)
-  if (walk.freeze) Object.freeze(result)
+  if (walk.freeze) snapshots.add(Object.freeze(result))
   return result
 }

@@ -1,3 +1,4 @@
+import { frozenJsonSnapshot, NonJsonError } from './json.ts'
 import type { AssistantMessage, CallId, ContentBlock, Message, ModelSource, ToolResultMessage, UserMessage, UserSource, PluginSource } from './types.ts'
 
 /**
@@ -17,9 +18,19 @@ export function deepFreeze<T>(value: T): T {
   return value
 }
 
-/** A detached, deeply frozen copy that keeps the message's id; a message this made already is returned as it is. */
+/**
+ * A detached, deeply frozen copy that keeps the message's id; a message this made
+ * already is returned as it is. A JSON message (every one a session can log) is copied
+ * as a JSON snapshot, which the session then logs without copying it again.
+ */
 export function freezeMessage<M extends Message>(message: M): M {
-  return detached.has(message) ? message : own(structuredClone(message))
+  if (detached.has(message)) return message
+  try {
+    return own(frozenJsonSnapshot(message))
+  } catch (error) {
+    if (!(error instanceof NonJsonError)) throw error
+    return own(structuredClone(message))
+  }
 }
 
 /** Messages made here: detached from any caller's objects and deeply frozen, so never copied again. */
@@ -48,7 +59,7 @@ export function createToolResultMessage(input: { callId: CallId; content: readon
   return freezeMessage({ id: crypto.randomUUID(), role: 'user', source: { kind: 'tool', callId: input.callId }, content: [block] })
 }
 
-/** A user message with one text block (built here: nothing to detach it from). */
+/** A user message with one text block. */
 export function userText(text: string): UserMessage {
-  return own({ id: crypto.randomUUID(), role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } })
+  return freezeMessage({ id: crypto.randomUUID(), role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } })
 }
