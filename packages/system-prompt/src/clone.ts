@@ -1,3 +1,5 @@
+import { frozenJsonSnapshot, NonJsonError } from '@loom/llm'
+
 /**
  * Detaches tool parameters from the provider's objects. JSON-shaped data (plain
  * objects, arrays, primitives) takes a fast path, several times cheaper than
@@ -10,9 +12,12 @@ export function cloneParameters<T>(value: T, tool: string, owner: string): T {
   if (shared !== undefined) return shared as T
   const copy = detach(value, tool, owner)
   // Parameters nobody can change (a defined tool's are deeply frozen) are copied once, and
-  // every later assembly shares that frozen copy: a step's tools then compare by identity.
-  if (deeplyFrozen(value)) copies.set(value, freezeDeep(copy))
-  return copy
+  // every later assembly shares that frozen copy: a step's tools then compare by identity,
+  // and a session logs them without copying them again (a JSON snapshot, see @loom/llm).
+  if (!deeplyFrozen(value)) return copy
+  const frozen = frozenCopy(copy)
+  copies.set(value, frozen)
+  return frozen
 }
 
 const copies = new WeakMap<object, unknown>()
@@ -76,6 +81,15 @@ function deeplyFrozen(value: unknown): boolean {
   if (!Object.isFrozen(value)) return false
   for (const key of Object.keys(value)) if (!deeplyFrozen((value as Record<string, unknown>)[key])) return false
   return true
+}
+
+function frozenCopy<T>(value: T): T {
+  try {
+    return frozenJsonSnapshot(value)
+  } catch (error) {
+    if (!(error instanceof NonJsonError)) throw error
+    return freezeDeep(value) // refused where it is logged, not here
+  }
 }
 
 function freezeDeep<T>(value: T): T {

@@ -1,5 +1,6 @@
 // Group E: tool providers and canonical order (spec §2 E, §4 items 4, 6, 7).
 import { describe, expect, it } from 'vitest'
+import { frozenJsonSnapshot } from '@loom/llm'
 import { TOOL_ORDER_REST, type PromptAssembly, type ToolSchema } from '@loom/system-prompt'
 import { root, schema, toolNames, type Host } from './helpers.ts'
 
@@ -119,7 +120,7 @@ describe('assembled tool objects', () => {
     expect(before.tools[0].parameters).toEqual({ type: 'object', properties: {} })
   })
 
-  it("deeply frozen parameters (a defined tool's) are copied once: every assembly shares that frozen copy", async () => {
+  it("deeply frozen parameters (a defined tool's) are copied once: every assembly shares that frozen copy, a JSON snapshot", async () => {
     const h = await root()
     const frozen = Object.freeze({ type: 'object', properties: Object.freeze({ a: Object.freeze({ type: 'string' }) }) })
     // Frozen only at the top: what is below can still change, so it is copied at every assembly.
@@ -135,6 +136,8 @@ describe('assembled tool objects', () => {
     expect(second.tools[0].parameters).toBe(first.tools[0].parameters)
     expect(Object.isFrozen(first.tools[0].parameters.properties)).toBe(true)
     expect(first.tools[0].parameters).toEqual(frozen)
+    // A JSON snapshot: a session logs it in a request header as it is.
+    expect(frozenJsonSnapshot({ parameters: first.tools[0].parameters }).parameters).toBe(first.tools[0].parameters)
 
     expect(second.tools[1].parameters).not.toBe(first.tools[1].parameters)
     shallow.properties.b = { type: 'number' }
