@@ -120,16 +120,6 @@ export async function ensureDir(dir: string, ops: FileOps): Promise<void> {
   await syncDir(path.dirname(dir), ops)
 }
 
-async function exists(file: string, ops: FileOps): Promise<boolean> {
-  try {
-    await ops.stat(file)
-    return true
-  } catch (err) {
-    if (errorCode(err) === 'ENOENT') return false
-    throw err
-  }
-}
-
 /**
  * Publishes a new log holding the header line and the first batch, atomically:
  * either the whole content is visible under `file`, or nothing is.
@@ -137,13 +127,14 @@ async function exists(file: string, ops: FileOps): Promise<boolean> {
  */
 export async function materialize(file: string, headerLine: string, lines: readonly string[], ops: FileOps = nodeFileOps): Promise<void> {
   const dir = path.dirname(file)
-  await ensureDir(dir, ops)
-  // An early, readable refusal; `link` below is what actually guarantees it.
-  if (await exists(file, ops)) throw new Error(`refusing to materialize session log "${file}": it already exists`)
-
   // A random temp name, created exclusively: two racing writers never share one.
   const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`
-  const handle = await ops.open(tmp, 'wx', 0o600)
+  // The folder is made first for a new session (beside its lease): made here only when it is missing.
+  const handle = await ops.open(tmp, 'wx', 0o600).catch(async (error: unknown) => {
+    if (errorCode(error) !== 'ENOENT') throw error
+    await ensureDir(dir, ops)
+    return ops.open(tmp, 'wx', 0o600)
+  })
   try {
     try {
       await ops.write(handle, batchBytes([headerLine, ...lines]))
@@ -152,7 +143,10 @@ export async function materialize(file: string, headerLine: string, lines: reado
       await ops.close(handle)
     }
     // link(2) fails with EEXIST instead of replacing, unlike rename(2).
-    await ops.link(tmp, file)
+    await ops.link(tmp, file).catch((error: unknown) => {
+      if (errorCode(error) !== 'EEXIST') throw error
+      throw Object.assign(new Error(`refusing to materialize session log "${file}": it already exists`, { cause: error }), { code: 'EEXIST' })
+    })
     await syncDir(dir, ops)
   } finally {
     // Best effort: a leftover temp file is garbage, never a second copy of the log.

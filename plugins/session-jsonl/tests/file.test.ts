@@ -82,20 +82,33 @@ describe('materialize', () => {
     expect(siblings(file)).toEqual(['session.jsonl'])
   })
 
-  it('never overwrites even when the file appears after the existence check (link fails)', async () => {
+  it('never overwrites: the link of a log already there fails, with the refusal and EEXIST, and no temp file is left', async () => {
     await materialize(file, HEADER, encodeEvents(turn(0, 1)))
     const before = fs.readFileSync(file)
-    // A stat that does not see the file, as if another writer published it just after.
-    const ops: FileOps = {
-      ...nodeFileOps,
-      async stat(p) {
-        if (p === file) throw Object.assign(new Error('ENOENT'), { code: 'ENOENT' })
-        return nodeFileOps.stat(p)
-      },
-    }
-    await expect(materialize(file, HEADER, [], ops)).rejects.toMatchObject({ code: 'EEXIST' })
+    await expect(materialize(file, HEADER, [])).rejects.toMatchObject({ code: 'EEXIST', message: expect.stringMatching(/refusing to materialize/) })
     expect(fs.readFileSync(file)).toEqual(before)
     expect(siblings(file)).toEqual(['session.jsonl'])
+  })
+
+  it('makes the folder when it is missing, and looks nothing up when it is there', async () => {
+    const made: string[] = []
+    const ops: FileOps = {
+      ...nodeFileOps,
+      async mkdir(dir, mode) {
+        made.push(dir)
+        return nodeFileOps.mkdir(dir, mode)
+      },
+      async stat() {
+        throw new Error('materialize looks nothing up')
+      },
+    }
+    await materialize(file, HEADER, encodeEvents(turn(0, 1)), ops)
+    expect(made).toContain(path.dirname(file))
+    made.length = 0
+    const second = path.join(path.dirname(file), 'other.jsonl')
+    await materialize(second, HEADER, encodeEvents(turn(0, 1)), ops)
+    expect(made).toEqual([])
+    expect(scanLog(fs.readFileSync(second, 'utf8'), second).events).toHaveLength(4)
   })
 
   it('publishes nothing and leaves no temp file when the temp fsync fails', async () => {
