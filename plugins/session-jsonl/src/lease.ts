@@ -227,12 +227,19 @@ function writeTemp(lockPath: string, content: LockContent): Unpublished {
   return { tmp, bytes, fd: fs.openSync(tmp, 'r') }
 }
 
-/** `writeTemp` through the thread pool. */
+/** `writeTemp` through the thread pool: one open for reading and writing, then a write of a few bytes. */
 async function writeTempAsync(lockPath: string, content: LockContent): Promise<Unpublished> {
   const tmp = tempOf(lockPath, content)
   const bytes = bytesOf(content)
-  await fs.promises.writeFile(tmp, bytes, { flag: 'wx', mode: 0o600 })
-  return { tmp, bytes, fd: await promisify(fs.open)(tmp, 'r') }
+  const fd = await promisify(fs.open)(tmp, 'wx+', 0o600)
+  try {
+    for (let offset = 0; offset < bytes.length; ) offset += fs.writeSync(fd, bytes, offset, bytes.length - offset)
+  } catch (error) {
+    fs.closeSync(fd)
+    fs.rmSync(tmp, { force: true })
+    throw error
+  }
+  return { tmp, bytes, fd }
 }
 
 /** Publishes a written lock at `lockPath` unless a lock exists there: the created lock, open, or undefined. */
