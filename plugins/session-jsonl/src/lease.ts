@@ -219,19 +219,22 @@ interface Unpublished {
 const tempOf = (lockPath: string, content: LockContent) => `${lockPath}.${content.token}.tmp`
 const bytesOf = (content: LockContent) => Buffer.from(JSON.stringify(content) + '\n')
 
-/** Writes the lock's content to a temp file and opens it: the descriptor is of the very file the link will name. */
+/** Writes the lock's content to a temp file it keeps open: the descriptor is of the very file the link will name. */
 function writeTemp(lockPath: string, content: LockContent): Unpublished {
   const tmp = tempOf(lockPath, content)
-  const bytes = bytesOf(content)
-  fs.writeFileSync(tmp, bytes, { flag: 'wx', mode: 0o600 })
-  return { tmp, bytes, fd: fs.openSync(tmp, 'r') }
+  return filled(tmp, bytesOf(content), fs.openSync(tmp, 'wx+', 0o600))
 }
 
-/** `writeTemp` through the thread pool: one open for reading and writing, then a write of a few bytes. */
+/** `writeTemp` with the file created through the thread pool (the write of a few bytes is not worth a round trip). */
 async function writeTempAsync(lockPath: string, content: LockContent): Promise<Unpublished> {
   const tmp = tempOf(lockPath, content)
-  const bytes = bytesOf(content)
-  const fd = await promisify(fs.open)(tmp, 'wx+', 0o600)
+  return filled(tmp, bytesOf(content), await openFd(tmp, 'wx+', 0o600))
+}
+
+const openFd = promisify(fs.open)
+
+/** Writes `bytes` into the new temp file `tmp`, open at `fd`; removes it if that fails. */
+function filled(tmp: string, bytes: Buffer, fd: number): Unpublished {
   try {
     for (let offset = 0; offset < bytes.length; ) offset += fs.writeSync(fd, bytes, offset, bytes.length - offset)
   } catch (error) {
