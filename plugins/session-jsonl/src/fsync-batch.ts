@@ -73,6 +73,11 @@ export function batchedFsync(fd: number): Promise<void> {
   })
 }
 
+/** The helper thread, once started (for tests: a helper that dies must lose no fsync). */
+export function fsyncHelper(): Worker | undefined {
+  return helper?.worker
+}
+
 /** How many fsyncs were asked for, and how many batches of them went to the helper (for tests). */
 export function fsyncCounts(): Readonly<typeof counts> {
   return { ...counts }

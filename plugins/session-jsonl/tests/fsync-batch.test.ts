@@ -2,7 +2,7 @@ import * as fs from 'node:fs'
 import * as os from 'node:os'
 import * as path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { batchedFsync, fsyncCounts } from '../src/fsync-batch.ts'
+import { batchedFsync, fsyncCounts, fsyncHelper } from '../src/fsync-batch.ts'
 
 let dir: string
 let fds: number[]
@@ -62,5 +62,28 @@ describe('batchedFsync', () => {
     const lone = await Promise.allSettled([batchedFsync(-1)])
     expect(((lone[0] as PromiseRejectedResult).reason as NodeJS.ErrnoException).code).toBe('ERR_OUT_OF_RANGE')
     expect(fsyncCounts().batches).toBe(batches)
+  })
+
+  // Last: afterwards this module's helper is gone for good.
+  it('a helper that dies loses no fsync: what it had not answered is made from here, and later batches go to the pool', async () => {
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => warnings.push(warning.message)
+    process.on('warning', onWarning)
+    try {
+      const helper = fsyncHelper()
+      expect(helper, 'started by the tests above').toBeDefined()
+      const exited = new Promise<void>(resolve => helper!.once('exit', () => resolve()))
+      const pending = turnOfFsyncs(fds)
+      // The batch is posted at the end of this turn of the loop; the helper dies before it can answer it all.
+      setImmediate(() => void helper!.terminate())
+      await exited
+      expect((await pending).every(outcome => outcome.status === 'fulfilled')).toBe(true)
+      const batches = fsyncCounts().batches
+      expect((await turnOfFsyncs(fds)).every(outcome => outcome.status === 'fulfilled')).toBe(true)
+      expect(fsyncCounts().batches).toBe(batches)
+      expect(warnings.some(message => /fsync helper thread exited.*one by one/.test(message))).toBe(true)
+    } finally {
+      process.off('warning', onWarning)
+    }
   })
 })
