@@ -112,13 +112,14 @@ function onlineHelper(): Worker | undefined {
     // No loader flags of the host (a source loader would make it start slowly): the helper is plain JavaScript.
     const worker = new Worker(HELPER, { eval: true, execArgv: [] })
     helper = { worker, online: false }
-    worker.unref()
     worker.on('online', () => {
       if (helper?.worker === worker) helper.online = true
     })
     worker.on('message', (ended: Ended[]) => settle(worker, ended))
     worker.on('error', error => fail(worker, error))
     worker.on('exit', code => fail(worker, new Error(`the fsync helper thread exited (code ${code})`)))
+    // After the listeners: a 'message' listener refs the worker's port, which would keep the process alive.
+    worker.unref()
   }
   return helper.online ? helper.worker : undefined
 }

@@ -27,7 +27,18 @@ function turnOfFsyncs(targets: number[]) {
   )
 }
 
+const messagePorts = () => process.getActiveResourcesInfo().filter(resource => resource === 'MessagePort').length
+
 describe('batchedFsync', () => {
+  // First: the helper is started here, and has taken no batch yet.
+  it('a started helper keeps the process alive only while it has fsyncs to answer', async () => {
+    const before = messagePorts()
+    expect(fsyncHelper()).toBeUndefined()
+    await turnOfFsyncs([fds[0], fds[1]])
+    expect(fsyncHelper(), 'started by a batch').toBeDefined()
+    expect(messagePorts()).toBe(before)
+  })
+
   it('hands the fsyncs of one turn of the loop to the helper in one batch, and settles each', async () => {
     const before = fsyncCounts()
     // The helper starts at the first batch and takes batches once it runs; until then they go to the pool one by one.
