@@ -107,7 +107,7 @@ export class RipgrepEngine {
       if (signal.aborted) throw error
       if (error instanceof Untranslatable) return undefined
       const code = (error as NodeJS.ErrnoException).code
-      if (code === 'ENOENT' || code === 'EACCES') return undefined // the binary, or a file, went away: the worker answers
+      if (code === 'ENOENT' || code === 'EACCES' || code === 'ECHILD') return undefined // the binary, a file or the launcher went away: the worker answers
       throw error
     }
   }

@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process'
 import { accessSync, constants, statSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { delimiter, isAbsolute, join } from 'node:path'
+import { type LaunchOptions, type Launched, launch } from './launcher.ts'
 
 /** The `ripgrep` config key: `auto` (rg on PATH), `never`, or the path of a binary. */
 export type RipgrepSetting = string
@@ -43,42 +44,54 @@ export function runRipgrep(binary: string, args: string[], options: RunOptions):
   let bytes = 0
   let stderr = ''
   let stopped: RunResult['stopped']
-  const child = spawn(binary, args, { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] })
-  const stop = (why: RunResult['stopped']) => {
-    stopped ??= why
-    child.kill('SIGKILL')
-  }
-  const onAbort = () => stop(undefined)
-  const onDeadline = () => stop('deadline')
-  signal.addEventListener('abort', onAbort, { once: true })
-  deadline?.addEventListener('abort', onDeadline, { once: true })
-  if (deadline?.aborted) onDeadline()
-  child.stdout.on('data', (chunk: Buffer) => {
+  const onStdout = (chunk: Buffer) => {
     bytes += chunk.length
     if (bytes > options.maxOutputBytes) stop('overflow')
     else {
       chunks.push(chunk)
       options.onStdout?.(chunk)
     }
-  })
-  child.stderr.setEncoding('utf8').on('data', (text: string) => {
-    if (stderr.length < STDERR_KEPT) stderr += text.slice(0, STDERR_KEPT - stderr.length)
-  })
-  return new Promise<RunResult>((resolve, reject) => {
-    const done = () => {
-      signal.removeEventListener('abort', onAbort)
-      deadline?.removeEventListener('abort', onDeadline)
-    }
-    child.once('error', error => {
+  }
+  const onStderr = (chunk: Buffer) => {
+    if (stderr.length < STDERR_KEPT) stderr += chunk.toString('utf8').slice(0, STDERR_KEPT - stderr.length)
+  }
+  const started = launch(binary, args, { cwd: options.cwd, onStdout, onStderr }) ?? spawnDirectly(binary, args, { cwd: options.cwd, onStdout, onStderr })
+  function stop(why: RunResult['stopped']) {
+    stopped ??= why
+    started.kill()
+  }
+  const onAbort = () => stop(undefined)
+  const onDeadline = () => stop('deadline')
+  signal.addEventListener('abort', onAbort, { once: true })
+  deadline?.addEventListener('abort', onDeadline, { once: true })
+  if (deadline?.aborted) onDeadline()
+  const done = () => {
+    signal.removeEventListener('abort', onAbort)
+    deadline?.removeEventListener('abort', onDeadline)
+  }
+  return started.closed.then(
+    code => {
       done()
-      reject(error)
-    })
-    child.once('close', code => {
+      if (signal.aborted) throw signal.reason
+      return { stdout: Buffer.concat(chunks), code, stopped, stderr }
+    },
+    error => {
       done()
-      if (signal.aborted) reject(signal.reason)
-      else resolve({ stdout: Buffer.concat(chunks), code, stopped, stderr })
-    })
+      throw signal.aborted ? signal.reason : error
+    },
+  )
+}
+
+/** Starts the program from this process (where there is no launcher): what `launch` answers, from a spawn. */
+function spawnDirectly(binary: string, args: string[], options: LaunchOptions): Launched {
+  const child = spawn(binary, args, { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  child.stdout.on('data', options.onStdout)
+  child.stderr.on('data', options.onStderr)
+  const closed = new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', resolve)
   })
+  return { kill: () => child.kill('SIGKILL'), closed }
 }
 
 /** The first `rg` on PATH that is an executable file. */
