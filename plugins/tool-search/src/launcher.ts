@@ -11,7 +11,8 @@
 // to its stdout and stderr: the run's output is what the program wrote before the mark.
 //
 // A launcher runs one program at a time; overlapping runs take another (at most
-// IDLE_KEPT wait between runs). A waiting launcher does not keep the host alive, and
+// IDLE_KEPT wait between runs). The program gets the environment the host had when the
+// launcher started (ripgrep is told everything it needs by its arguments). A waiting launcher does not keep the host alive, and
 // ends with it (its stdin closes). Without `/bin/sh` (Windows) `launch` answers
 // undefined and the caller spawns the program itself.
 import { type ChildProcess, spawn } from 'node:child_process'
