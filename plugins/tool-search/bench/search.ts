@@ -12,8 +12,9 @@
 // the argument validator, Ajv, whatever the tool: a cost of the host's start, about 40
 // ms under the source loader) against `rg` run by
 // spawnSync (process start included; its first run apart as `rg_first_ms`), which skips
-// the same by its defaults (.gitignore, hidden .git). Runs alternate, after a warm-up, so
-// both read from the page cache. `identical`: the tool listed exactly rg's lines (grep)
+// the same by its defaults (.gitignore, hidden .git). The tool starts rg through its
+// launcher (src/launcher.ts), a small shell, where spawnSync forks this process: as it
+// would from a host. Runs alternate, after a warm-up, so both read from the page cache. `identical`: the tool listed exactly rg's lines (grep)
 // or files (glob); the tool's caps are raised so both list everything.
 import { spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'

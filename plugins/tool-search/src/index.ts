@@ -86,7 +86,7 @@ const walkProperties = {
   no_ignore: { type: 'boolean', description: 'Also search files that .gitignore, .ignore or git excludes ignore. Default false.' },
 }
 
-/** Starting the search worker takes 50 to 150 ms: done this long after the plugin starts (when no ripgrep searches), unless it was disposed first. */
+/** Starting the search worker takes 50 to 150 ms: done this long after the plugin starts, unless it was disposed first. */
 const WARM_AFTER_MS = 1000
 
 /** A call made in a session keeps every match (up to one artifact) and shows the first and last `grepMaxMatches`. */
@@ -106,14 +106,9 @@ export function apply(ctx: Context, config: Config) {
     run: async (job, signal, deadline) => (await ripgrep.run(job, signal, deadline)) ?? workers.run(job, signal, deadline),
   }
   ripgrep.binary().catch(() => {}) // checked once, ahead of the first search (a wrong binary is reported by the search)
-  // Without ripgrep, the worker answers every search: it is started ahead of the first.
-  const warmWorker = () =>
-    ripgrep.binary().then(
-      binary => binary === undefined && workers.warm(),
-      () => {},
-    )
+  // The worker answers every search without ripgrep, and with it counts what an empty answer skipped: started ahead of the first.
   ctx.effect(() => {
-    const warm = setTimeout(() => void warmWorker(), WARM_AFTER_MS).unref()
+    const warm = setTimeout(() => workers.warm(), WARM_AFTER_MS).unref()
     return () => {
       clearTimeout(warm)
       workers.close()

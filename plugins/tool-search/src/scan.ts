@@ -96,6 +96,9 @@ export interface ScanResult {
 // Next to this module: scan-worker.ts in the sources, scan-worker.js once compiled.
 const WORKER = new URL(`./scan-worker${import.meta.url.slice(import.meta.url.lastIndexOf('.'))}`, import.meta.url)
 
+/** Workers started in this process, for tests. */
+export const workerCounts = { started: 0 }
+
 /**
  * Runs the searches (the walk, glob's matching and grep's line matching) in worker
  * threads. A model-chosen regular expression or glob can backtrack for minutes, and a
@@ -179,6 +182,7 @@ export class ScanWorkers {
   }
 
   #spawn(): Worker {
+    workerCounts.started++
     const fresh = new Worker(WORKER)
     // While idle nobody else listens: an unhandled 'error' event would throw in the host.
     return fresh
