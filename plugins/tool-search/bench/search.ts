@@ -140,7 +140,7 @@ async function warmProcess() {
   }
 }
 
-export async function benchSearch(runs = 9): Promise<SearchFigure[]> {
+export async function benchSearch(runs = 21): Promise<SearchFigure[]> {
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'loom-bench-search-')))
   const rgBinary = await installedRipgrep()
   const engines = [...(rgBinary === undefined ? [] : [{ engine: 'ripgrep' as const, ripgrep: rgBinary }]), { engine: 'worker' as const, ripgrep: 'never' }]
