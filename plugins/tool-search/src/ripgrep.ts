@@ -42,7 +42,8 @@ export function runRipgrep(binary: string, args: string[], options: RunOptions):
   signal.throwIfAborted()
   const chunks: Buffer[] = []
   let bytes = 0
-  let stderr = ''
+  const stderr: Buffer[] = []
+  let stderrBytes = 0
   let stopped: RunResult['stopped']
   const onStdout = (chunk: Buffer) => {
     bytes += chunk.length
@@ -53,7 +54,8 @@ export function runRipgrep(binary: string, args: string[], options: RunOptions):
     }
   }
   const onStderr = (chunk: Buffer) => {
-    if (stderr.length < STDERR_KEPT) stderr += chunk.toString('utf8').slice(0, STDERR_KEPT - stderr.length)
+    if (stderrBytes < STDERR_KEPT) stderr.push(chunk.subarray(0, STDERR_KEPT - stderrBytes))
+    stderrBytes += chunk.length
   }
   const started = launch(binary, args, { cwd: options.cwd, onStdout, onStderr }) ?? spawnDirectly(binary, args, { cwd: options.cwd, onStdout, onStderr })
   function stop(why: RunResult['stopped']) {
@@ -73,7 +75,7 @@ export function runRipgrep(binary: string, args: string[], options: RunOptions):
     code => {
       done()
       if (signal.aborted) throw signal.reason
-      return { stdout: Buffer.concat(chunks), code, stopped, stderr }
+      return { stdout: Buffer.concat(chunks), code, stopped, stderr: Buffer.concat(stderr).toString('utf8') }
     },
     error => {
       done()
