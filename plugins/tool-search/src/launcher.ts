@@ -12,9 +12,12 @@
 //
 // A launcher runs one program at a time; overlapping runs take another (at most
 // IDLE_KEPT wait between runs). The program gets the environment the host had when the
-// launcher started (ripgrep is told everything it needs by its arguments). A waiting launcher does not keep the host alive, and
-// ends with it (its stdin closes). Without `/bin/sh` (Windows) `launch` answers
-// undefined and the caller spawns the program itself.
+// launcher started (ripgrep is told everything it needs by its arguments). Output that
+// arrives while a launcher waits comes from a process the last program left behind:
+// that launcher is retired, before its output could be read as the next run's. A
+// waiting launcher does not keep the host alive, and ends with it (its stdin closes).
+// Without `/bin/sh` (Windows) `launch` answers undefined and the caller spawns the
+// program itself.
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
@@ -56,9 +59,7 @@ export function launch(binary: string, args: readonly string[], options: LaunchO
   available ??= process.platform !== 'win32' && existsSync(SHELL)
   // A NUL cannot be passed to a program; spawn refuses it, with its own error.
   if (!available || [binary, options.cwd, ...args].some(word => word.includes('\0'))) return undefined
-  let launcher = idle.pop()
-  while (launcher?.gone) launcher = idle.pop()
-  return (launcher ?? new Launcher()).run(binary, args, options)
+  return (idle.pop() ?? new Launcher()).run(binary, args, options)
 }
 
 /** Counts of what the launchers did in this process, for tests. */
@@ -119,7 +120,7 @@ class Launcher {
   readonly #shell: ChildProcess
   #run: Run | undefined
   #controlText = ''
-  gone = false
+  #gone = false
 
   constructor() {
     launcherCounts.started++
@@ -138,8 +139,8 @@ class Launcher {
       }
     })
     const lost = () => {
-      if (this.gone && this.#run === undefined) return
-      this.gone = true
+      if (this.#gone && this.#run === undefined) return
+      this.#retire()
       const run = this.#run
       this.#run = undefined
       this.#hold(false)
@@ -212,18 +213,24 @@ class Launcher {
 
   #output(stream: 'stdout' | 'stderr', chunk: Buffer): void {
     const run = this.#run
-    if (run === undefined) return
-    run[stream].push(chunk)
-    run.check()
+    if (run !== undefined) {
+      run[stream].push(chunk)
+      run.check()
+    } else if (!this.#gone) this.#retire()
   }
 
-  /** Waits for the next run, or ends (its shell reads the end of its input and exits) when enough wait. */
+  /** Waits for the next run, or retires when enough wait. */
   #release(): void {
-    if (this.gone) return
+    if (this.#gone) return
     if (idle.length < IDLE_KEPT) idle.push(this)
-    else {
-      this.gone = true
-      this.#shell.stdin!.end()
-    }
+    else this.#retire()
+  }
+
+  /** Leaves the launchers that wait, and ends: its shell reads the end of its input and exits. */
+  #retire(): void {
+    this.#gone = true
+    const at = idle.indexOf(this)
+    if (at !== -1) idle.splice(at, 1)
+    this.#shell.stdin!.end()
   }
 }

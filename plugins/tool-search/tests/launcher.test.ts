@@ -3,6 +3,7 @@
 // and errors come back as a spawn's would; kill stops them; a launcher that dies loses
 // no run silently; and launchers never keep the host alive when idle.
 import { spawnSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { chmod, mkdir, mkdtemp, readdir, realpath, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -137,6 +138,27 @@ describe.skipIf(process.platform === 'win32')('the launcher', () => {
     await until(() => !alive(program))
     // The dead launcher is not used again (a write to it would fail the run).
     expect((await run(NODE, ['-e', 'console.log("again")'])).stdout.toString()).toBe('again\n')
+  })
+
+  it('a launcher whose program left a process writing to its output is retired: the next run does not read that output', async () => {
+    const [ready, wrote, go, done] = ['ready', 'wrote', 'go', 'done'].map(name => join(dir, name))
+    const after = (file: string) => `while [ ! -e ${quote(file)} ]; do sleep 0.02; done`
+    // The leftover writes once the run has ended (the launcher waits), then again once the next run has begun.
+    const leftover = `${after(ready)}; echo stray 1; : > ${quote(wrote)}; ${after(go)}; echo stray 2; : > ${quote(done)}`
+    const first = await run(NODE, [
+      '-e',
+      `require('child_process').spawn('/bin/sh', ['-c', ${JSON.stringify(leftover)}], { stdio: ['ignore', 'inherit', 'inherit'], detached: true }).unref()`,
+    ])
+    expect(first).toMatchObject({ code: 0, stderr: '' })
+    expect(first.stdout.toString()).toBe('')
+    await writeFile(ready, '')
+    await until(() => existsSync(wrote))
+    await new Promise(resolve => setTimeout(resolve, 50)) // the launcher reads "stray 1" while it waits
+    const next = await run(NODE, [
+      '-e',
+      `const fs = require('fs'); fs.writeFileSync(${JSON.stringify(go)}, ''); const t = setInterval(() => { if (fs.existsSync(${JSON.stringify(done)})) { clearInterval(t); console.log('clean') } }, 20)`,
+    ])
+    expect(next.stdout.toString()).toBe('clean\n')
   })
 
   it('overlapping runs each get their own output', async () => {
