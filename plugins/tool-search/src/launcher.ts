@@ -62,8 +62,8 @@ export function launch(binary: string, args: readonly string[], options: LaunchO
   return (idle.pop() ?? new Launcher()).run(binary, args, options)
 }
 
-/** Counts of what the launchers did in this process, for tests. */
-export const launcherCounts = { started: 0, runs: 0 }
+/** Launchers started in this process, for tests. */
+export const launcherCounts = { started: 0 }
 
 /** The data before a mark that ends a stream, passed on as it arrives (bytes that could begin the mark wait for the next chunk). */
 class MarkedStream {
@@ -151,7 +151,6 @@ class Launcher {
   }
 
   run(binary: string, args: readonly string[], options: LaunchOptions): Launched {
-    launcherCounts.runs++
     const mark = Buffer.from(randomBytes(12).toString('hex'))
     let pid: number | undefined
     let killed = false
