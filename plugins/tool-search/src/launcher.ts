@@ -12,9 +12,10 @@
 //
 // A launcher runs one program at a time; overlapping runs take another (at most
 // IDLE_KEPT wait between runs). The program gets the environment the host had when the
-// launcher started (ripgrep is told everything it needs by its arguments). Output that
-// arrives while a launcher waits comes from a process the last program left behind:
-// that launcher is retired, before its output could be read as the next run's. A
+// launcher started (ripgrep is told everything it needs by its arguments). A program
+// must not leave a process writing to its output (ripgrep does not): what that wrote
+// during the next run would be read as the next run's. Output that arrives while a
+// launcher waits can only come from such a process, so that launcher is retired. A
 // waiting launcher does not keep the host alive, and ends with it (its stdin closes).
 // Without `/bin/sh` (Windows) `launch` answers undefined and the caller spawns the
 // program itself.
