@@ -2,7 +2,7 @@
 // everything the two could disagree on, the searches it leaves to the worker, its
 // config key, and rg stopped at the timeout or on abort. Skipped when rg is not on PATH
 // (the shared behaviour suite in tool-search.test.ts runs on the worker either way).
-import { chmod, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { createHost } from '@loom/testkit'
@@ -244,6 +244,19 @@ describe.skipIf(RG === undefined)(`identical results${RG === undefined ? ' (skip
     { pattern: '**/*', path: 'src' },
     { pattern: 'node_modules/**' },
   ]
+
+  it("shell syntax in a pattern, a glob or a folder name reaches rg as text (it is started through the launcher's shell)", async () => {
+    const folder = "it's $(touch PWNED1) dir"
+    await files(ws, { [`${folder}/a \`touch PWNED2\`.txt`]: "say 'it's' $(touch PWNED3) here\n" })
+    const grep = await both('grep', { pattern: "'it's' \\$\\(touch PWNED3\\)", path: folder })
+    expect(grep.ripgrep.meta.engine).toBe('ripgrep')
+    expect(grep.ripgrep.text).toBe(`${folder}/a \`touch PWNED2\`.txt:1: say 'it's' $(touch PWNED3) here`)
+    expect(grep.ripgrep.text).toBe(grep.worker.text)
+    const glob = await both('glob', { pattern: '*`touch*', path: folder })
+    expect(glob.ripgrep.meta.engine).toBe('ripgrep')
+    expect(glob.ripgrep.text).toBe(`${folder}/a \`touch PWNED2\`.txt`)
+    for (const at of [ws, join(ws, folder), process.cwd()]) expect((await readdir(at)).filter(name => name.startsWith('PWNED'))).toEqual([])
+  })
 
   it('glob answers the same, through ripgrep', async () => {
     for (const args of GLOBS) {
